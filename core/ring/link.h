@@ -1,0 +1,93 @@
+// Link: the only thing the ring algorithm knows about the network. A rank sends frames
+// to its right neighbour (rank + 1) and receives frames from its left one (rank - 1).
+// Implementations: MemoryLink (tests, in one process) and the gRPC peer stream
+// (daemon/transport/grpc).
+//
+// Contract:
+//   * Frames arrive in the order they were sent (FIFO per link).
+//   * The number of frames in flight is bounded: Send blocks while the receiver is
+//     behind, which is the ring's back-pressure. No unbounded queue anywhere.
+//   * Every blocking call ends by `WaitLimit::deadline` (DeadlineExceeded) or soon after
+//     `WaitLimit::cancelled` turns true (Cancelled).
+// Thread-safety: one thread may Send while another Receives.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/ring/collective.h"
+
+namespace ringsync {
+
+// When a blocking call must give up.
+struct WaitLimit {
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+
+  bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
+};
+
+// How often a blocked call looks at WaitLimit::cancelled.
+inline constexpr absl::Duration kCancelPollInterval = absl::Milliseconds(5);
+
+enum class FrameKind : uint8_t {
+  kSegment = 1,  // a piece of a chunk
+  kAbort = 2,    // a rank gave up on the collective; forwarded once around the ring
+};
+
+struct Frame {
+  FrameKind kind = FrameKind::kSegment;
+  int sender_rank = 0;
+  uint64_t generation = 0;
+  uint64_t sequence = 0;    // the collective's sequence number
+  uint32_t step = 0;        // global ring step
+  uint32_t segment = 0;     // index within the step
+  uint32_t chunk = 0;
+  uint64_t offset = 0;      // first element
+  uint64_t count = 0;       // elements in the payload
+  std::optional<CollectiveSpec> spec;  // on the first frame of each collective
+  int abort_origin = -1;    // kAbort: the rank that gave up
+  std::string abort_reason; // kAbort: its status message
+};
+
+struct ReceivedFrame {
+  Frame frame;
+  absl::Span<const std::byte> payload;  // valid while `storage` lives
+  std::shared_ptr<const void> storage;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+
+  // Queues `frame` with `payload` for the next rank. Returns once `payload` may be
+  // reused by the caller.
+  virtual absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
+                            const WaitLimit& limit) = 0;
+
+  // The next frame from the previous rank.
+  virtual absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) = 0;
+
+  // The newest collective this rank has finished on this link, by success or failure.
+  // Frames of finished collectives may still arrive (leftovers of an aborted one, or a
+  // late abort of one this rank completed) and are skipped; a frame of any other
+  // earlier collective means the left neighbour is behind, which is an error.
+  uint64_t finished_sequence() const { return finished_sequence_.load(); }
+  void MarkFinished(uint64_t sequence) {
+    uint64_t seen = finished_sequence_.load();
+    while (sequence > seen && !finished_sequence_.compare_exchange_weak(seen, sequence)) {
+    }
+  }
+
+ private:
+  std::atomic<uint64_t> finished_sequence_{0};
+};
+
+}  // namespace ringsync

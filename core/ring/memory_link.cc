@@ -1,0 +1,109 @@
+#include "core/ring/memory_link.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringsync {
+namespace {
+
+// Waits on `mu` (held) until `ready` or the limit. Polls the cancellation flag because
+// the canceller does not hold our mutex and so cannot wake us.
+absl::Status AwaitWithLimit(absl::Mutex& mu, const absl::Condition& ready, const WaitLimit& limit,
+                            const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  while (true) {
+    if (limit.IsCancelled()) return absl::CancelledError(absl::StrCat(what, " cancelled"));
+    const absl::Time now = absl::Now();
+    if (now >= limit.deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(what, " timed out"));
+    }
+    if (mu.AwaitWithDeadline(ready, std::min(limit.deadline, now + kCancelPollInterval))) {
+      return absl::OkStatus();
+    }
+  }
+}
+
+class MemoryLink final : public Link {
+ public:
+  MemoryLink(MemoryChannel& outbound, MemoryChannel& inbound)
+      : outbound_(outbound), inbound_(inbound) {}
+
+  absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
+                    const WaitLimit& limit) override {
+    return outbound_.Push(frame, payload, limit);
+  }
+  absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
+    return inbound_.Pop(limit);
+  }
+
+ private:
+  MemoryChannel& outbound_;
+  MemoryChannel& inbound_;
+};
+
+}  // namespace
+
+MemoryChannel::MemoryChannel(size_t capacity) : capacity_(capacity) {}
+
+absl::Status MemoryChannel::Push(const Frame& frame, absl::Span<const std::byte> payload,
+                                 const WaitLimit& limit) {
+  // Copy before taking the lock: the payload copy is the "wire".
+  auto bytes = std::make_shared<std::vector<std::byte>>(payload.begin(), payload.end());
+  const size_t limit_frames = capacity_ + (frame.kind == FrameKind::kAbort ? 1 : 0);
+  absl::MutexLock lock(&mu_);
+  auto has_room = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.size() < limit_frames; };
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&has_room), limit,
+                                      "send to the next rank");
+      !s.ok()) {
+    return s;
+  }
+  queue_.push_back({frame, std::move(bytes)});
+  high_water_mark_ = std::max(high_water_mark_, queue_.size());
+  payload_bytes_ += payload.size();
+  ++frames_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReceivedFrame> MemoryChannel::Pop(const WaitLimit& limit) {
+  absl::MutexLock lock(&mu_);
+  auto has_frame = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&has_frame), limit,
+                                      "receive from the previous rank");
+      !s.ok()) {
+    return s;
+  }
+  Entry entry = std::move(queue_.front());
+  queue_.pop_front();
+  ReceivedFrame received;
+  received.frame = std::move(entry.frame);
+  received.payload = absl::MakeConstSpan(*entry.payload);
+  received.storage = std::move(entry.payload);
+  return received;
+}
+
+size_t MemoryChannel::high_water_mark() const {
+  absl::MutexLock lock(&mu_);
+  return high_water_mark_;
+}
+
+MemoryRing::MemoryRing(int world_size, size_t capacity_frames) {
+  for (int r = 0; r < world_size; ++r) {
+    channels_.push_back(std::make_unique<MemoryChannel>(capacity_frames));
+  }
+  for (int r = 0; r < world_size; ++r) {
+    links_.push_back(
+        std::make_unique<MemoryLink>(*channels_[(r + 1) % world_size], *channels_[r]));
+  }
+}
+
+uint64_t MemoryRing::bytes_sent(int rank) const {
+  return channels_[(rank + 1) % world_size()]->payload_bytes_pushed();
+}
+
+uint64_t MemoryRing::frames_sent(int rank) const {
+  return channels_[(rank + 1) % world_size()]->frames_pushed();
+}
+
+}  // namespace ringsync

@@ -1,0 +1,69 @@
+// In-process links: N ranks as threads of one process, joined in a ring by bounded
+// FIFO channels. Used by the ring engine's tests and benchmarks, and by anyone who
+// wants to see the algorithm run without a network.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/ring/link.h"
+
+namespace ringsync {
+
+// One direction of one ring edge: a FIFO holding at most `capacity` frames. Abort frames
+// may use one slot beyond capacity so that giving up never waits on a stalled peer.
+class MemoryChannel {
+ public:
+  explicit MemoryChannel(size_t capacity);
+
+  absl::Status Push(const Frame& frame, absl::Span<const std::byte> payload,
+                    const WaitLimit& limit);
+  absl::StatusOr<ReceivedFrame> Pop(const WaitLimit& limit);
+
+  uint64_t payload_bytes_pushed() const { return payload_bytes_.load(); }
+  uint64_t frames_pushed() const { return frames_.load(); }
+  size_t high_water_mark() const;
+
+ private:
+  struct Entry {
+    Frame frame;
+    std::shared_ptr<std::vector<std::byte>> payload;
+  };
+
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
+  size_t high_water_mark_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> payload_bytes_{0};
+  std::atomic<uint64_t> frames_{0};
+};
+
+class MemoryRing {
+ public:
+  // REQUIRES: world_size >= 1, capacity_frames >= 1.
+  explicit MemoryRing(int world_size, size_t capacity_frames = 4);
+
+  int world_size() const { return static_cast<int>(channels_.size()); }
+
+  // The link rank `rank` uses: sends into channel rank+1, receives from channel rank.
+  Link& link(int rank) { return *links_[rank]; }
+
+  // Payload bytes rank `rank` has sent to its right neighbour so far.
+  uint64_t bytes_sent(int rank) const;
+  uint64_t frames_sent(int rank) const;
+  // Most frames ever queued on the edge into `rank`.
+  size_t high_water_mark(int rank) const { return channels_[rank]->high_water_mark(); }
+
+ private:
+  std::vector<std::unique_ptr<MemoryChannel>> channels_;  // channels_[r]: edge into rank r
+  std::vector<std::unique_ptr<Link>> links_;
+};
+
+}  // namespace ringsync

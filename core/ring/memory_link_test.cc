@@ -1,0 +1,78 @@
+// Specification of the in-memory link: FIFO, bounded, deadlines, cancellation.
+#include "core/ring/memory_link.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+absl::Span<const std::byte> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+
+TEST(MemoryLink, DeliversFramesInOrderToTheNextRank) {
+  MemoryRing ring(3);
+  for (int i = 0; i < 3; ++i) {
+    Frame f;
+    f.segment = static_cast<uint32_t>(i);
+    ASSERT_TRUE(ring.link(0).Send(f, AsBytes("seg" + std::to_string(i)), In(absl::Seconds(1))).ok());
+  }
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<ReceivedFrame> got = ring.link(1).Receive(In(absl::Seconds(1)));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->frame.segment, static_cast<uint32_t>(i));
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got->payload.data()), got->payload.size()),
+              "seg" + std::to_string(i));
+  }
+  EXPECT_EQ(ring.bytes_sent(0), 12u);
+  EXPECT_EQ(ring.frames_sent(0), 3u);
+}
+
+TEST(MemoryLink, SendBlocksWhenTheQueueIsFullAndTimesOut) {
+  MemoryRing ring(2, /*capacity_frames=*/2);
+  Frame f;
+  ASSERT_TRUE(ring.link(0).Send(f, {}, In(absl::Seconds(1))).ok());
+  ASSERT_TRUE(ring.link(0).Send(f, {}, In(absl::Seconds(1))).ok());
+  const absl::Status third = ring.link(0).Send(f, {}, In(absl::Milliseconds(50)));
+  EXPECT_EQ(third.code(), absl::StatusCode::kDeadlineExceeded) << third;
+  EXPECT_EQ(ring.high_water_mark(1), 2u);
+}
+
+TEST(MemoryLink, AnAbortFrameFitsIntoAFullQueue) {
+  MemoryRing ring(2, /*capacity_frames=*/1);
+  Frame f;
+  ASSERT_TRUE(ring.link(0).Send(f, {}, In(absl::Seconds(1))).ok());
+  Frame abort;
+  abort.kind = FrameKind::kAbort;
+  EXPECT_TRUE(ring.link(0).Send(abort, {}, In(absl::Milliseconds(50))).ok());
+}
+
+TEST(MemoryLink, ReceiveTimesOutWhenNothingArrives) {
+  MemoryRing ring(2);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ReceivedFrame> got = ring.link(0).Receive(In(absl::Milliseconds(50)));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST(MemoryLink, ReceiveStopsSoonAfterCancellation) {
+  MemoryRing ring(2);
+  std::atomic<bool> cancelled{false};
+  std::jthread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    cancelled = true;
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ReceivedFrame> got =
+      ring.link(0).Receive(WaitLimit{absl::Now() + absl::Seconds(30), &cancelled});
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,0 +1,83 @@
+// RingExchange: one rank's side of one collective on a Link. It stamps outgoing
+// frames, and checks every incoming one before the algorithm touches its payload:
+// generation, sequence, sender, step, segment, chunk, range and byte length must be
+// exactly what this rank's own schedule expects, and the first frame's CollectiveSpec
+// must equal this rank's. It also carries the abort protocol:
+//
+//   A rank that gives up sends an abort frame to its right neighbour; each rank that
+//   receives one forwards it once and fails with the originator's reason; the frame
+//   stops when it returns to its origin. So a failure seen by one rank reaches every
+//   rank within one trip around the ring, instead of each waiting for its deadline.
+//
+// Frames of collectives this rank already finished on the link are dropped (see
+// Link::finished_sequence); the destructor marks this collective finished.
+//
+// Thread-safety: Send* from one thread while Receive* runs on another. Cancel() from
+// any thread.
+#pragma once
+
+#include <atomic>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "core/ring/collective.h"
+#include "core/ring/link.h"
+#include "core/ring/partition.h"
+#include "core/ring/ring_member.h"
+
+namespace ringsync {
+
+class RingExchange {
+ public:
+  RingExchange(const RingMember& me, Link& link, const CollectiveSpec& spec,
+               const RingOptions& options);
+  ~RingExchange() { link_.MarkFinished(spec_.sequence); }
+  RingExchange(const RingExchange&) = delete;
+  RingExchange& operator=(const RingExchange&) = delete;
+
+  // Waits inside this collective end at its deadline or on Cancel().
+  const WaitLimit& limit() const { return limit_; }
+  void Cancel() { cancelled_.store(true); }
+
+  // Sends the segment `range` of `chunk` at `step`; the first frame of the collective
+  // (step 0, segment 0) also carries the spec for the agreement check.
+  absl::Status SendSegment(int step, int segment, int chunk, const ElementRange& range,
+                           absl::Span<const std::byte> payload);
+
+  // Receives the next frame of this collective and checks it is exactly the expected
+  // segment. An abort frame from another rank returns Aborted with its reason; the
+  // frame is forwarded by the NotifyAbort call that follows.
+  absl::StatusOr<ReceivedFrame> ReceiveSegment(int step, int segment, int chunk,
+                                               const ElementRange& expected);
+
+  // Best effort, after a failure: forwards the abort frame this rank received, or, when
+  // the failure began here, sends this rank's own. Never sends a frame back to its origin.
+  // REQUIRES: no other thread is sending on the link (join the sender first).
+  void NotifyAbort(const absl::Status& cause);
+
+  // Prefixes a status with where it happened: "rank 1 (generation 3, collective #17
+  // 'grad/fc1'): ...".
+  absl::Status Annotate(const absl::Status& status) const;
+
+  const RingStats& stats() const { return stats_; }
+
+ private:
+  absl::Status CheckSegment(const ReceivedFrame& received, int step, int segment, int chunk,
+                            const ElementRange& expected) const;
+  absl::Status TakeAbortFrame(const Frame& frame);
+
+  const RingMember me_;
+  Link& link_;
+  const CollectiveSpec spec_;
+  const RingOptions options_;
+  const size_t element_size_;
+  const absl::Time deadline_;
+  std::atomic<bool> cancelled_{false};
+  WaitLimit limit_;
+  // Set by the receiving thread, read by NotifyAbort after the sender is joined.
+  bool ring_aborted_ = false;
+  std::optional<Frame> abort_to_forward_;
+  RingStats stats_;          // bytes fields: each touched by one side only
+};
+
+}  // namespace ringsync

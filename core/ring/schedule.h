@@ -1,0 +1,37 @@
+// The ring all-reduce schedule as a pure function of (rank, step, N).
+//
+// With N ranks the buffer is cut into N chunks (partition.h). Steps are numbered
+// globally, 0 .. 2(N-1)-1:
+//
+//   Reduce-scatter, steps s = 0 .. N-2: rank r sends chunk (r - s) mod N to rank r+1
+//   and receives chunk (r - s - 1) mod N from rank r-1, combining it into its own.
+//   Afterwards rank r owns the fully reduced chunk (r + 1) mod N.
+//
+//   All-gather, steps s = 0 .. N-2 (global step N-1+s): rank r sends chunk
+//   (r - s + 1) mod N and receives chunk (r - s) mod N, overwriting it.
+//
+// The chunk a rank sends at step t+1 is the one it received at step t, which is what
+// lets segments flow through a rank without waiting for whole chunks.
+#pragma once
+
+namespace ringsync {
+
+enum class RingPhase { kReduceScatter, kAllGather };
+
+struct RingStep {
+  RingPhase phase;
+  int phase_step;  // s within the phase
+  int send_chunk;
+  int recv_chunk;
+};
+
+// Number of global steps of an all-reduce over `world_size` ranks: 2(N-1).
+int AllReduceSteps(int world_size);
+
+// REQUIRES: 0 <= rank < world_size, 0 <= step < AllReduceSteps(world_size).
+RingStep AllReduceStep(int rank, int world_size, int step);
+
+// The chunk rank r holds fully reduced after the reduce-scatter: (r + 1) mod N.
+int OwnedChunk(int rank, int world_size);
+
+}  // namespace ringsync

@@ -1,0 +1,88 @@
+#include "daemon/common/grpc_options.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace ringsync {
+namespace {
+
+constexpr int kStreamWindowBytes = 8 << 20;
+constexpr int kKeepaliveMs = 2000;
+constexpr int kKeepaliveTimeoutMs = 3000;
+
+void SetCommon(grpc::ChannelArguments& args) {
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Reconnect quickly: a restarted peer or coordinator should be found in about a second.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+}
+
+}  // namespace
+
+grpc::ChannelArguments PeerChannelArguments() {
+  grpc::ChannelArguments args;
+  SetCommon(args);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+grpc::ChannelArguments ControlChannelArguments() {
+  grpc::ChannelArguments args;
+  SetCommon(args);
+  return args;
+}
+
+void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+}
+
+absl::StatusOr<std::string> NormalizeTarget(absl::string_view address) {
+  if (address.empty()) return absl::InvalidArgumentError("empty address");
+  if (absl::StartsWith(address, "/")) return absl::StrCat("unix:", address);
+  if (absl::StartsWith(address, "unix:")) return std::string(address);
+  if (absl::StartsWith(address, "dns:") || absl::StartsWith(address, "ipv4:") ||
+      absl::StartsWith(address, "ipv6:")) {
+    return std::string(address);
+  }
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", address, "' has no port; use host:port, [ipv6]:port or unix:/path"));
+  }
+  return std::string(address);
+}
+
+void ListeningPort::Add(grpc::ServerBuilder& builder, const std::string& target) {
+  target_ = target;
+  builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &selected_port_);
+}
+
+absl::StatusOr<std::string> ListeningPort::BoundAddress() const {
+  if (absl::StartsWith(target_, "unix:")) return target_;
+  if (selected_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("could not listen on ", target_,
+                                               " (address in use or not local?)"));
+  }
+  const size_t colon = target_.rfind(':');
+  return absl::StrCat(target_.substr(0, colon), ":", selected_port_);
+}
+
+}  // namespace ringsync

@@ -1,0 +1,24 @@
+// Conversions between core types and the ringsync.v1 wire contract. Every value that
+// arrives from the network passes through a From* function here, which validates it.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "core/dtype.h"
+#include "core/ring/collective.h"
+#include "ringsync/v1/common.pb.h"
+
+namespace ringsync {
+
+v1::DType ToProto(DType dtype);
+v1::ReduceOp ToProto(ReduceOp op);
+v1::CollectiveKind ToProto(CollectiveKind kind);
+void ToProto(const CollectiveSpec& spec, v1::CollectiveSpec* out);
+
+// InvalidArgument for unspecified or unknown enum values.
+absl::StatusOr<DType> FromProto(v1::DType dtype);
+absl::StatusOr<ReduceOp> FromProto(v1::ReduceOp op);
+absl::StatusOr<CollectiveKind> FromProto(v1::CollectiveKind kind);
+// Also maps scale 0 (unset) to 1 and rejects non-finite scales.
+absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& spec);
+
+}  // namespace ringsync

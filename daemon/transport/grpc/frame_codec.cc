@@ -1,0 +1,193 @@
+#include "daemon/transport/grpc/frame_codec.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/proto_convert.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "ringsync/v1/peer.pb.h"
+
+namespace ringsync {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+constexpr int kPayloadField = 15;
+constexpr uint32_t kPayloadTag =
+    (kPayloadField << 3) | WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+
+// Owns what the release callback needs; freed by the slice's destroy hook.
+struct PayloadRelease {
+  std::function<void()> release;
+  static void Run(void* self) {
+    std::unique_ptr<PayloadRelease> owned(static_cast<PayloadRelease*>(self));
+    if (owned->release) owned->release();
+  }
+};
+
+void AppendVarint(std::string& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+v1::PeerFrame HeaderOf(const Frame& frame) {
+  v1::PeerFrame header;
+  header.set_kind(frame.kind == FrameKind::kAbort ? v1::FRAME_KIND_ABORT : v1::FRAME_KIND_SEGMENT);
+  header.set_sender_rank(frame.sender_rank);
+  header.set_generation(frame.generation);
+  header.set_sequence(frame.sequence);
+  header.set_step(frame.step);
+  header.set_segment(frame.segment);
+  header.set_chunk(frame.chunk);
+  header.set_offset(frame.offset);
+  header.set_count(frame.count);
+  if (frame.spec.has_value()) ToProto(*frame.spec, header.mutable_spec());
+  if (frame.kind == FrameKind::kAbort) {
+    header.set_abort_origin(frame.abort_origin);
+    header.set_abort_reason(frame.abort_reason);
+  }
+  return header;
+}
+
+// Payload bytes held by the received slices: a span into them when contiguous, else a
+// gathered copy.
+struct ReceivedPayload {
+  std::vector<grpc::Slice> slices;
+  std::vector<std::byte> gathered;
+};
+
+absl::Span<const std::byte> LocatePayload(ReceivedPayload& held, size_t start, size_t length) {
+  size_t position = 0;
+  for (const grpc::Slice& slice : held.slices) {
+    const size_t end = position + slice.size();
+    if (start >= position && start + length <= end) {
+      return {reinterpret_cast<const std::byte*>(slice.begin()) + (start - position), length};
+    }
+    position = end;
+  }
+  held.gathered.resize(length);
+  position = 0;
+  size_t copied = 0;
+  for (const grpc::Slice& slice : held.slices) {
+    const size_t end = position + slice.size();
+    const size_t from = std::max(start + copied, position);
+    const size_t to = std::min(start + length, end);
+    if (from < to) {
+      std::memcpy(held.gathered.data() + copied, slice.begin() + (from - position), to - from);
+      copied += to - from;
+    }
+    position = end;
+  }
+  return absl::MakeConstSpan(held.gathered);
+}
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed peer frame: ", what));
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeFrame(const Frame& frame, absl::Span<const std::byte> payload,
+                             std::function<void()> release) {
+  std::string head = HeaderOf(frame).SerializeAsString();
+  AppendVarint(head, kPayloadTag);
+  AppendVarint(head, payload.size());
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(head);
+  if (payload.empty()) {
+    if (release) release();
+  } else {
+    auto owner = std::make_unique<PayloadRelease>(PayloadRelease{std::move(release)});
+    slices.emplace_back(const_cast<std::byte*>(payload.data()), payload.size(),
+                        &PayloadRelease::Run, owner.release());
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
+  v1::PeerFrame frame;
+  frame.set_kind(v1::FRAME_KIND_HELLO);
+  frame.set_sender_rank(hello.sender_rank);
+  frame.set_generation(hello.generation);
+  frame.set_sender_worker_id(hello.worker_id);
+  grpc::Slice slice(frame.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
+  auto held = std::make_shared<ReceivedPayload>();
+  if (!buffer.Dump(&held->slices).ok()) return Malformed("unreadable byte buffer");
+
+  // Walk the fields: copy every header field into `header_bytes`, note where the
+  // payload lies, and skip over it without copying.
+  grpc::ByteBuffer copy(buffer);  // shares slices; ProtoBufferReader needs a mutable buffer
+  grpc::ProtoBufferReader reader(&copy);
+  google::protobuf::io::CodedInputStream input(&reader);
+  std::string header_bytes;
+  bool has_payload = false;
+  size_t payload_start = 0;
+  uint32_t payload_length = 0;
+  {
+    google::protobuf::io::StringOutputStream header_stream(&header_bytes);
+    google::protobuf::io::CodedOutputStream header_out(&header_stream);
+    while (const uint32_t tag = input.ReadTag()) {
+      if (tag == kPayloadTag) {
+        if (has_payload) return Malformed("payload appears twice");
+        if (!input.ReadVarint32(&payload_length)) return Malformed("truncated payload length");
+        payload_start = static_cast<size_t>(input.CurrentPosition());
+        if (payload_start + payload_length > buffer.Length() || !input.Skip(payload_length)) {
+          return Malformed("payload runs past the end of the message");
+        }
+        has_payload = true;
+      } else if (!WireFormatLite::SkipField(&input, tag, &header_out)) {
+        return Malformed("unparseable header field");
+      }
+    }
+    if (!input.ConsumedEntireMessage()) return Malformed("trailing garbage");
+  }
+  v1::PeerFrame header;
+  if (!header.ParseFromString(header_bytes)) return Malformed("unparseable header");
+
+  DecodedMessage out;
+  if (header.kind() == v1::FRAME_KIND_HELLO) {
+    out.is_hello = true;
+    out.hello = {header.sender_rank(), header.generation(), header.sender_worker_id()};
+    return out;
+  }
+  Frame& frame = out.frame.frame;
+  switch (header.kind()) {
+    case v1::FRAME_KIND_SEGMENT: frame.kind = FrameKind::kSegment; break;
+    case v1::FRAME_KIND_ABORT: frame.kind = FrameKind::kAbort; break;
+    default: return Malformed(absl::StrCat("unknown frame kind ", header.kind()));
+  }
+  frame.sender_rank = header.sender_rank();
+  frame.generation = header.generation();
+  frame.sequence = header.sequence();
+  frame.step = header.step();
+  frame.segment = header.segment();
+  frame.chunk = header.chunk();
+  frame.offset = header.offset();
+  frame.count = header.count();
+  frame.abort_origin = header.abort_origin();
+  frame.abort_reason = header.abort_reason();
+  if (header.has_spec()) {
+    absl::StatusOr<CollectiveSpec> spec = FromProto(header.spec());
+    if (!spec.ok()) return Malformed(spec.status().message());
+    frame.spec = *std::move(spec);
+  }
+  if (has_payload && payload_length > 0) {
+    out.frame.payload = LocatePayload(*held, payload_start, payload_length);
+    out.frame.storage = held;
+  }
+  return out;
+}
+
+}  // namespace ringsync

@@ -1,0 +1,50 @@
+// GrpcLink: the ring Link of one generation over gRPC — frames go out on this rank's
+// OutboundStream to rank+1 and come in through the PeerInbox fed by rank-1's stream.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/ring/link.h"
+#include "core/ring/ring_member.h"
+#include "daemon/transport/grpc/outbound_stream.h"
+#include "daemon/transport/grpc/peer_inbox.h"
+
+namespace ringsync {
+
+class GrpcLink final : public Link {
+ public:
+  GrpcLink(std::unique_ptr<OutboundStream> outbound, std::shared_ptr<PeerInbox> inbound)
+      : outbound_(std::move(outbound)), inbound_(std::move(inbound)) {}
+
+  absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
+                    const WaitLimit& limit) override {
+    return outbound_->WriteFrame(frame, payload, limit);
+  }
+  absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
+    return inbound_->Pop(limit);
+  }
+
+  OutboundStream& outbound() { return *outbound_; }
+  PeerInbox& inbound() { return *inbound_; }
+
+ private:
+  std::unique_ptr<OutboundStream> outbound_;
+  std::shared_ptr<PeerInbox> inbound_;
+};
+
+// Where this rank's neighbours are.
+struct RingNeighbours {
+  std::string next_target;       // gRPC target of rank+1's Peer service
+  std::string next_description;  // "rank 2 (worker w2 at 127.0.0.1:7401)"
+  std::string worker_id;         // this worker's id, sent in the hello
+};
+
+// Opens the outbound stream of `me` for its generation and waits until rank-1's stream
+// has arrived in `inbox` and is the expected sender. Fails at the limit.
+absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
+                                                          const RingNeighbours& neighbours,
+                                                          std::shared_ptr<PeerInbox> inbox,
+                                                          const WaitLimit& limit);
+
+}  // namespace ringsync

@@ -1,0 +1,162 @@
+#include "daemon/transport/grpc/outbound_stream.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_options.h"
+#include "ringsync/v1/peer.pb.h"
+
+namespace ringsync {
+namespace {
+
+constexpr char kRingStreamMethod[] = "/ringsync.v1.Peer/RingStream";
+
+// Set by the payload slice's release hook; shared because gRPC may release late.
+struct ReleaseLatch {
+  absl::Mutex mu;
+  bool released ABSL_GUARDED_BY(mu) = false;
+};
+
+// Waits on `mu` for `cond` until `deadline`; true if it holds.
+bool WaitUntil(absl::Mutex& mu, const absl::Condition& cond, absl::Time deadline,
+               const WaitLimit* limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  while (true) {
+    if (cond.Eval()) return true;
+    if (limit != nullptr && limit->IsCancelled()) return false;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    mu.AwaitWithDeadline(cond, std::min(deadline, now + kCancelPollInterval));
+  }
+}
+
+}  // namespace
+
+OutboundStream::OutboundStream(std::shared_ptr<grpc::Channel> channel, std::string peer)
+    : channel_(std::move(channel)), stub_(channel_), peer_(std::move(peer)) {}
+
+absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::Open(const std::string& target,
+                                                                     const PeerHello& hello,
+                                                                     const std::string& peer,
+                                                                     const WaitLimit& limit) {
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+                                           PeerChannelArguments());
+  std::unique_ptr<OutboundStream> stream(new OutboundStream(std::move(channel), peer));
+  // The neighbour may still be starting: wait for its port instead of failing at once.
+  stream->context_.set_wait_for_ready(true);
+  stream->stub_.PrepareBidiStreamingCall(&stream->context_, kRingStreamMethod, grpc::StubOptions(),
+                                         stream.get());
+  stream->StartRead(&stream->ack_buffer_);
+  {
+    absl::MutexLock lock(&stream->mu_);
+    stream->write_pending_ = true;
+  }
+  stream->write_buffer_ = EncodeHello(hello);
+  stream->StartWrite(&stream->write_buffer_);
+  stream->StartCall();
+
+  absl::MutexLock lock(&stream->mu_);
+  auto answered = [s = stream.get()]() ABSL_SHARED_LOCKS_REQUIRED(s->mu_) {
+    return s->accepted_ || s->done_;
+  };
+  if (!WaitUntil(stream->mu_, absl::Condition(&answered), limit.deadline, &limit)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("connecting the ring stream to ", peer, ": no answer in time"));
+  }
+  if (!stream->accepted_) return stream->Broken();
+  return stream;
+}
+
+OutboundStream::~OutboundStream() {
+  context_.TryCancel();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));  // gRPC guarantees OnDone after a cancel
+}
+
+absl::Status OutboundStream::Broken() const {
+  if (!done_) return absl::UnavailableError(absl::StrCat("the ring stream to ", peer_, " failed"));
+  return absl::UnavailableError(absl::StrCat("the ring stream to ", peer_, " ended: ",
+                                             final_status_.error_message().empty()
+                                                 ? "connection lost"
+                                                 : final_status_.error_message()));
+}
+
+absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
+                                        const WaitLimit& limit, absl::Duration grace) {
+  auto latch = std::make_shared<ReleaseLatch>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_ || !write_ok_) return Broken();
+    write_pending_ = true;
+  }
+  write_buffer_ = EncodeFrame(frame, payload, [latch] {
+    absl::MutexLock lock(&latch->mu);
+    latch->released = true;
+  });
+  StartWrite(&write_buffer_);
+
+  absl::Status result;
+  {
+    absl::MutexLock lock(&mu_);
+    auto written = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !write_pending_ || done_; };
+    if (!WaitUntil(mu_, absl::Condition(&written), limit.deadline, &limit)) {
+      result = limit.IsCancelled()
+                   ? absl::CancelledError(absl::StrCat("sending to ", peer_, " cancelled"))
+                   : absl::DeadlineExceededError(
+                         absl::StrCat("sending to ", peer_, " timed out (the peer is not reading)"));
+      // gRPC still holds the payload: give the write a moment, then give up the stream.
+      if (!WaitUntil(mu_, absl::Condition(&written), absl::Now() + grace, nullptr)) {
+        context_.TryCancel();
+        mu_.Await(absl::Condition(&written));
+      }
+    } else if (done_ || !write_ok_) {
+      result = Broken();
+    }
+  }
+  write_buffer_.Clear();
+  // The transport may keep a reference until the bytes are on the socket.
+  absl::MutexLock lock(&latch->mu);
+  latch->mu.Await(absl::Condition(&latch->released));
+  return result;
+}
+
+void OutboundStream::Close(absl::Duration wait) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_ || closing_) return;
+    closing_ = true;
+  }
+  StartWritesDone();
+  absl::MutexLock lock(&mu_);
+  WaitUntil(mu_, absl::Condition(&done_), absl::Now() + wait, nullptr);
+}
+
+void OutboundStream::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  write_pending_ = false;
+  if (!ok) write_ok_ = false;
+}
+
+void OutboundStream::OnReadDone(bool ok) {
+  if (!ok) return;  // the stream is ending; OnDone carries the status
+  v1::PeerAck ack;
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (ack_buffer_.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  const bool accepted = ack.ParseFromString(bytes) && ack.accepted();
+  {
+    absl::MutexLock lock(&mu_);
+    accepted_ = accepted;
+  }
+  StartRead(&ack_buffer_);  // keep a read pending: it ends when the peer finishes the stream
+}
+
+void OutboundStream::OnDone(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  final_status_ = status;
+  done_ = true;
+  write_pending_ = false;
+}
+
+}  // namespace ringsync

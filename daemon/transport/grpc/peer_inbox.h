@@ -1,0 +1,79 @@
+// PeerInbox: the receiving end of one generation's ring edge. The gRPC reactor of the
+// incoming peer stream pushes decoded frames in; the ring algorithm pops them out.
+//
+// Back-pressure: the inbox holds at most `capacity` frames. When it is full the reactor
+// stops reading, so HTTP/2 flow control stalls the sender; a Pop that makes room
+// resumes reading. Together with the stream window this bounds the bytes in flight.
+//
+// Thread-safety: all methods are safe from any thread (gRPC callback threads included).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/ring/link.h"
+
+namespace ringsync {
+
+// What the inbox needs from the stream feeding it. The inbox never calls these while
+// holding its own lock, so an implementation may call back into the inbox.
+class InboxFeeder {
+ public:
+  virtual ~InboxFeeder() = default;
+  // Read the next message; a no-op while a read is outstanding or the stream ended.
+  virtual void ResumeReading() = 0;
+  // End the stream with this status; later calls are no-ops.
+  virtual void EndStream(const absl::Status& status) = 0;
+};
+
+class PeerInbox {
+ public:
+  PeerInbox(uint64_t generation, size_t capacity);
+
+  uint64_t generation() const { return generation_; }
+
+  // The stream that feeds this inbox announced itself. Fails when one is attached already.
+  absl::Status Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank, const std::string& sender_worker);
+  // The feeding stream is gone (its reactor is about to be destroyed).
+  void Detach(const absl::Status& why);
+
+  // Called by the feeder for each frame; returns whether there is room for another
+  // (if not, the feeder waits for ResumeReading).
+  bool Push(ReceivedFrame frame);
+
+  // The next frame, in arrival order. After Close or Detach, frames already queued are
+  // still delivered, then the closing status.
+  absl::StatusOr<ReceivedFrame> Pop(const WaitLimit& limit);
+
+  // Waits until a stream is attached; returns its sender's rank.
+  absl::StatusOr<int> AwaitSender(const WaitLimit& limit);
+
+  // Ends the inbox for good (the generation is over); ends the attached stream.
+  void Close(const absl::Status& why);
+
+  bool attached() const;
+  std::string sender_description() const;
+
+ private:
+  absl::StatusOr<ReceivedFrame> PopLocked(const WaitLimit& limit,
+                                          std::shared_ptr<InboxFeeder>& resume);
+
+  const uint64_t generation_;
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::deque<ReceivedFrame> queue_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<InboxFeeder> feeder_ ABSL_GUARDED_BY(mu_);
+  bool ever_attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
+  int sender_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string sender_worker_ ABSL_GUARDED_BY(mu_);
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come
+};
+
+}  // namespace ringsync

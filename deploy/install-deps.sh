@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package ringsync needs to build, test and run its demo.
+# Idempotent: packages already present are skipped, so a warm machine pays nothing.
+# Used by the Makefile, .ci/run and the Dockerfile's build stage.
+#
+#   deploy/install-deps.sh            # build + test + benchmark-peer dependencies
+#   deploy/install-deps.sh --runtime  # only what the daemon needs at run time
+set -euo pipefail
+
+build_packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev
+  # Cluster tests and peers we benchmark against.
+  iproute2 procps python3 python3-numpy python3-torch openmpi-bin libopenmpi-dev
+  prometheus docker-compose curl
+)
+runtime_packages=(libgrpc++1.51 libprotobuf32 libspdlog1.10 ca-certificates)
+
+packages=("${build_packages[@]}")
+[[ "${1:-}" == "--runtime" ]] && packages=("${runtime_packages[@]}")
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run this script as root (or with sudo) to install them" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
