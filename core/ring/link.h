@@ -8,7 +8,7 @@
 //   * The number of frames in flight is bounded: Send blocks while the receiver is
 //     behind, which is the ring's back-pressure. No unbounded queue anywhere.
 //   * Every blocking call ends by `WaitLimit::deadline` (DeadlineExceeded) or soon after
-//     `WaitLimit::cancelled` turns true (Cancelled).
+//     `WaitLimit::cancellation` is cancelled (Cancelled).
 // Thread-safety: one thread may Send while another Receives.
 #pragma once
 
@@ -23,19 +23,9 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/ring/collective.h"
+#include "core/ring/wait_limit.h"
 
 namespace ringsync {
-
-// When a blocking call must give up.
-struct WaitLimit {
-  absl::Time deadline = absl::InfiniteFuture();
-  const std::atomic<bool>* cancelled = nullptr;
-
-  bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
-};
-
-// How often a blocked call looks at WaitLimit::cancelled.
-inline constexpr absl::Duration kCancelPollInterval = absl::Milliseconds(5);
 
 enum class FrameKind : uint8_t {
   kSegment = 1,  // a piece of a chunk
@@ -74,6 +64,9 @@ class Link {
 
   // The next frame from the previous rank.
   virtual absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) = 0;
+
+  // The header of the frame Receive would return next, without taking it.
+  virtual absl::StatusOr<Frame> Peek(const WaitLimit& limit) = 0;
 
   // The newest collective this rank has finished on this link, by success or failure.
   // Frames of finished collectives may still arrive (leftovers of an aborted one, or a

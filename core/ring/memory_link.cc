@@ -9,22 +9,6 @@
 namespace ringsync {
 namespace {
 
-// Waits on `mu` (held) until `ready` or the limit. Polls the cancellation flag because
-// the canceller does not hold our mutex and so cannot wake us.
-absl::Status AwaitWithLimit(absl::Mutex& mu, const absl::Condition& ready, const WaitLimit& limit,
-                            const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-  while (true) {
-    if (limit.IsCancelled()) return absl::CancelledError(absl::StrCat(what, " cancelled"));
-    const absl::Time now = absl::Now();
-    if (now >= limit.deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(what, " timed out"));
-    }
-    if (mu.AwaitWithDeadline(ready, std::min(limit.deadline, now + kCancelPollInterval))) {
-      return absl::OkStatus();
-    }
-  }
-}
-
 class MemoryLink final : public Link {
  public:
   MemoryLink(MemoryChannel& outbound, MemoryChannel& inbound)
@@ -37,6 +21,7 @@ class MemoryLink final : public Link {
   absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
     return inbound_.Pop(limit);
   }
+  absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_.Peek(limit); }
 
  private:
   MemoryChannel& outbound_;
@@ -81,6 +66,17 @@ absl::StatusOr<ReceivedFrame> MemoryChannel::Pop(const WaitLimit& limit) {
   received.payload = absl::MakeConstSpan(*entry.payload);
   received.storage = std::move(entry.payload);
   return received;
+}
+
+absl::StatusOr<Frame> MemoryChannel::Peek(const WaitLimit& limit) {
+  absl::MutexLock lock(&mu_);
+  auto has_frame = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&has_frame), limit,
+                                      "receive from the previous rank");
+      !s.ok()) {
+    return s;
+  }
+  return queue_.front().frame;
 }
 
 size_t MemoryChannel::high_water_mark() const {

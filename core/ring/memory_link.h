@@ -26,6 +26,7 @@ class MemoryChannel {
   absl::Status Push(const Frame& frame, absl::Span<const std::byte> payload,
                     const WaitLimit& limit);
   absl::StatusOr<ReceivedFrame> Pop(const WaitLimit& limit);
+  absl::StatusOr<Frame> Peek(const WaitLimit& limit);
 
   uint64_t payload_bytes_pushed() const { return payload_bytes_.load(); }
   uint64_t frames_pushed() const { return frames_.load(); }

@@ -62,14 +62,14 @@ TEST(MemoryLink, ReceiveTimesOutWhenNothingArrives) {
 
 TEST(MemoryLink, ReceiveStopsSoonAfterCancellation) {
   MemoryRing ring(2);
-  std::atomic<bool> cancelled{false};
+  Cancellation cancellation;
   std::jthread canceller([&] {
     absl::SleepFor(absl::Milliseconds(20));
-    cancelled = true;
+    cancellation.Cancel(absl::CancelledError("test"));
   });
   const absl::Time start = absl::Now();
   absl::StatusOr<ReceivedFrame> got =
-      ring.link(0).Receive(WaitLimit{absl::Now() + absl::Seconds(30), &cancelled});
+      ring.link(0).Receive(WaitLimit{absl::Now() + absl::Seconds(30), &cancellation});
   EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }

@@ -21,6 +21,16 @@ void PipelineProgress::MarkSent() {
   ++sent_;
 }
 
+void PipelineProgress::MarkSenderDone() {
+  absl::MutexLock lock(&mu_);
+  sender_done_ = true;
+}
+
+bool PipelineProgress::AwaitSenderDone(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&sender_done_), wait);
+}
+
 void PipelineProgress::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (failure_.ok()) failure_ = status;
@@ -45,18 +55,11 @@ absl::Status PipelineProgress::AwaitSent(size_t count, const WaitLimit& limit) {
 
 absl::Status PipelineProgress::Await(const absl::Condition& done, const WaitLimit& outer,
                                      const char* what) {
-  const WaitLimit limit{outer.deadline + kHeadStart, outer.cancelled};
+  const WaitLimit limit{outer.deadline + kHeadStart, outer.cancellation};
   absl::MutexLock lock(&mu_);
-  while (true) {
-    if (!failure_.ok()) return failure_;
-    if (limit.IsCancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
-    const absl::Time now = absl::Now();
-    if (now >= limit.deadline) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
-    if (mu_.AwaitWithDeadline(done, std::min(limit.deadline, now + kCancelPollInterval))) {
-      if (!failure_.ok()) return failure_;
-      return absl::OkStatus();
-    }
-  }
+  absl::Status waited = AwaitWithLimit(mu_, done, limit, what);
+  if (!failure_.ok()) return failure_;
+  return waited;
 }
 
 }  // namespace ringsync

@@ -21,6 +21,9 @@ class PipelineProgress {
 
   void MarkReceived(int step);
   void MarkSent();
+  void MarkSenderDone();
+  // True once the sender finished; false when `wait` passed first.
+  bool AwaitSenderDone(absl::Duration wait);
   void Fail(const absl::Status& status);
 
   // Block until `count` segments of `step` were received (resp. `count` frames sent
@@ -38,6 +41,7 @@ class PipelineProgress {
   mutable absl::Mutex mu_;
   std::vector<size_t> received_ ABSL_GUARDED_BY(mu_);
   size_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool sender_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 

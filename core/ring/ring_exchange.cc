@@ -1,5 +1,7 @@
 #include "core/ring/ring_exchange.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -12,9 +14,10 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
       spec_(spec),
       options_(options),
       element_size_(DTypeSize(spec.dtype)),
-      deadline_(absl::Now() + options.timeout) {
+      deadline_(absl::Now() + options.timeout),
+      cancellation_(options.cancellation) {
   limit_.deadline = deadline_;
-  limit_.cancelled = &cancelled_;
+  limit_.cancellation = &cancellation_;
 }
 
 absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const ElementRange& range,
@@ -29,11 +32,12 @@ absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const E
   frame.chunk = static_cast<uint32_t>(chunk);
   frame.offset = range.offset;
   frame.count = range.count;
-  if (step == 0 && segment == 0) frame.spec = spec_;
+  if (!spec_sent_) frame.spec = spec_;
   if (absl::Status s = link_.Send(frame, payload, limit_); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("sending step ", step, " segment ", segment,
                                                " to rank ", me_.next(), ": ", s.message()));
   }
+  spec_sent_ = true;
   stats_.bytes_sent += payload.size();
   ++stats_.frames_sent;
   return absl::OkStatus();
@@ -74,7 +78,7 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment
 }
 
 absl::Status RingExchange::CheckSegment(const ReceivedFrame& received, int step, int segment,
-                                        int chunk, const ElementRange& expected) const {
+                                        int chunk, const ElementRange& expected) {
   const Frame& f = received.frame;
   if (f.sequence > spec_.sequence) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -90,12 +94,13 @@ absl::Status RingExchange::CheckSegment(const ReceivedFrame& received, int step,
     return absl::InvalidArgumentError(absl::StrCat("frame claims to come from rank ", f.sender_rank,
                                                    ", but this link leads to rank ", me_.prev()));
   }
-  if (step == 0 && segment == 0) {
+  if (!spec_checked_) {
     if (!f.spec.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the first frame from rank ", me_.prev(), " lacks the collective description"));
     }
     if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, me_.prev()); !s.ok()) return s;
+    spec_checked_ = true;
   }
   if (f.step != static_cast<uint32_t>(step) || f.segment != static_cast<uint32_t>(segment) ||
       f.chunk != static_cast<uint32_t>(chunk) || f.offset != expected.offset ||
@@ -113,6 +118,22 @@ absl::Status RingExchange::CheckSegment(const ReceivedFrame& received, int step,
         " bytes expected)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status RingExchange::WatchForAbort(absl::Duration wait) {
+  WaitLimit slice = limit_;
+  slice.deadline = std::min(limit_.deadline, absl::Now() + wait);
+  while (true) {
+    absl::StatusOr<Frame> next = link_.Peek(slice);
+    if (!next.ok()) return absl::OkStatus();  // nothing came, or the stream ended: not ours
+    if (next->sequence > spec_.sequence) return absl::OkStatus();
+    // An abort of this collective, or a leftover: take it off the link either way.
+    absl::StatusOr<ReceivedFrame> taken = link_.Receive(slice);
+    if (!taken.ok()) return absl::OkStatus();
+    if (taken->frame.kind == FrameKind::kAbort && taken->frame.sequence == spec_.sequence) {
+      return TakeAbortFrame(taken->frame);
+    }
+  }
 }
 
 absl::Status RingExchange::TakeAbortFrame(const Frame& frame) {
@@ -142,6 +163,11 @@ void RingExchange::NotifyAbort(const absl::Status& cause) {
   WaitLimit notice;
   notice.deadline = absl::Now() + options_.abort_notice_timeout;
   link_.Send(frame, {}, notice).IgnoreError();  // best effort: the peer may be gone
+}
+
+absl::Status RingExchange::Reject(const absl::Status& why) {
+  if (me_.world_size >= 2 && me_.rank >= 0 && me_.rank < me_.world_size) NotifyAbort(why);
+  return Annotate(why);
 }
 
 absl::Status RingExchange::Annotate(const absl::Status& status) const {

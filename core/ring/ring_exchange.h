@@ -35,35 +35,55 @@ class RingExchange {
   RingExchange(const RingExchange&) = delete;
   RingExchange& operator=(const RingExchange&) = delete;
 
-  // Waits inside this collective end at its deadline or on Cancel().
+  // Waits inside this collective end at its deadline, on Cancel(), or when the
+  // caller's RingOptions::cancellation is cancelled.
   const WaitLimit& limit() const { return limit_; }
-  void Cancel() { cancelled_.store(true); }
+  void Cancel(const absl::Status& why) { cancellation_.Cancel(why); }
+  // Why the caller's RingOptions::cancellation was cancelled; OK if it was not.
+  absl::Status ExternalCancelReason() const {
+    return options_.cancellation != nullptr ? options_.cancellation->reason() : absl::OkStatus();
+  }
 
-  // Sends the segment `range` of `chunk` at `step`; the first frame of the collective
-  // (step 0, segment 0) also carries the spec for the agreement check.
+  // Sends the segment `range` of `chunk` at `step`; the first frame this rank sends in
+  // the collective also carries the spec for the agreement check.
   absl::Status SendSegment(int step, int segment, int chunk, const ElementRange& range,
                            absl::Span<const std::byte> payload);
 
   // Receives the next frame of this collective and checks it is exactly the expected
-  // segment. An abort frame from another rank returns Aborted with its reason; the
+  // segment (the first one received must carry an equal spec). An abort frame from another rank returns Aborted with its reason; the
   // frame is forwarded by the NotifyAbort call that follows.
   absl::StatusOr<ReceivedFrame> ReceiveSegment(int step, int segment, int chunk,
                                                const ElementRange& expected);
+
+  // For a rank that received everything while its sender still works: Aborted if an
+  // abort frame of this collective is waiting (or arrives within `wait`); otherwise OK.
+  absl::Status WatchForAbort(absl::Duration wait);
 
   // Best effort, after a failure: forwards the abort frame this rank received, or, when
   // the failure began here, sends this rank's own. Never sends a frame back to its origin.
   // REQUIRES: no other thread is sending on the link (join the sender first).
   void NotifyAbort(const absl::Status& cause);
 
+  // For a collective this rank cannot even start (bad arguments): tells the ring, so
+  // no peer waits for frames that will never come, and returns the annotated status.
+  absl::Status Reject(const absl::Status& why);
+
   // Prefixes a status with where it happened: "rank 1 (generation 3, collective #17
   // 'grad/fc1'): ...".
   absl::Status Annotate(const absl::Status& status) const;
 
   const RingStats& stats() const { return stats_; }
+  // Copies the byte and frame counts into `out` (if not null).
+  void ExportStats(RingStats* out) const {
+    if (out == nullptr) return;
+    out->bytes_sent = stats_.bytes_sent;
+    out->bytes_received = stats_.bytes_received;
+    out->frames_sent = stats_.frames_sent;
+  }
 
  private:
   absl::Status CheckSegment(const ReceivedFrame& received, int step, int segment, int chunk,
-                            const ElementRange& expected) const;
+                            const ElementRange& expected);
   absl::Status TakeAbortFrame(const Frame& frame);
 
   const RingMember me_;
@@ -72,8 +92,10 @@ class RingExchange {
   const RingOptions options_;
   const size_t element_size_;
   const absl::Time deadline_;
-  std::atomic<bool> cancelled_{false};
+  Cancellation cancellation_;
   WaitLimit limit_;
+  bool spec_sent_ = false;      // send side only
+  bool spec_checked_ = false;   // receive side only
   // Set by the receiving thread, read by NotifyAbort after the sender is joined.
   bool ring_aborted_ = false;
   std::optional<Frame> abort_to_forward_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "core/ring/cancellation.h"
 
 namespace ringsync {
 
@@ -26,6 +27,8 @@ struct RingOptions {
   absl::Duration timeout = absl::Seconds(60);
   // How long a rank that gives up waits to tell its neighbour.
   absl::Duration abort_notice_timeout = absl::Seconds(2);
+  // Optional: cancelling it aborts the collective on every rank with its reason.
+  const Cancellation* cancellation = nullptr;
 };
 
 // What one rank did during a collective, for tests and metrics.

@@ -24,6 +24,7 @@ class GrpcLink final : public Link {
   absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
     return inbound_->Pop(limit);
   }
+  absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_->Peek(limit); }
 
   OutboundStream& outbound() { return *outbound_; }
   PeerInbox& inbound() { return *inbound_; }

@@ -17,16 +17,11 @@ struct ReleaseLatch {
   bool released ABSL_GUARDED_BY(mu) = false;
 };
 
-// Waits on `mu` for `cond` until `deadline`; true if it holds.
+// Waits on `mu` for `cond` until `deadline` (or the limit's cancellation); true if it holds.
 bool WaitUntil(absl::Mutex& mu, const absl::Condition& cond, absl::Time deadline,
                const WaitLimit* limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-  while (true) {
-    if (cond.Eval()) return true;
-    if (limit != nullptr && limit->IsCancelled()) return false;
-    const absl::Time now = absl::Now();
-    if (now >= deadline) return false;
-    mu.AwaitWithDeadline(cond, std::min(deadline, now + kCancelPollInterval));
-  }
+  const WaitLimit bounded{deadline, limit != nullptr ? limit->cancellation : nullptr};
+  return AwaitWithLimit(mu, cond, bounded, "ring stream").ok();
 }
 
 }  // namespace

@@ -5,22 +5,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace ringsync {
-namespace {
-
-absl::Status AwaitUntil(absl::Mutex& mu, const absl::Condition& ready, const WaitLimit& limit,
-                        absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-  while (true) {
-    if (limit.IsCancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
-    const absl::Time now = absl::Now();
-    if (now >= limit.deadline) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
-    if (mu.AwaitWithDeadline(ready, std::min(limit.deadline, now + kCancelPollInterval))) {
-      return absl::OkStatus();
-    }
-  }
-}
-
-}  // namespace
-
 PeerInbox::PeerInbox(uint64_t generation, size_t capacity)
     : generation_(generation), capacity_(std::max<size_t>(1, capacity)) {}
 
@@ -65,7 +49,7 @@ absl::StatusOr<ReceivedFrame> PeerInbox::PopLocked(const WaitLimit& limit,
                                                    std::shared_ptr<InboxFeeder>& resume) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || !closed_.ok(); };
-  if (absl::Status s = AwaitUntil(mu_, absl::Condition(&ready), limit,
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
                                   absl::StrCat("receive from rank ", sender_rank_));
       !s.ok()) {
     return s;
@@ -80,10 +64,22 @@ absl::StatusOr<ReceivedFrame> PeerInbox::PopLocked(const WaitLimit& limit,
   return frame;
 }
 
+absl::StatusOr<Frame> PeerInbox::Peek(const WaitLimit& limit) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || !closed_.ok(); };
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
+                                  absl::StrCat("receive from rank ", sender_rank_));
+      !s.ok()) {
+    return s;
+  }
+  if (queue_.empty()) return closed_;
+  return queue_.front().frame;
+}
+
 absl::StatusOr<int> PeerInbox::AwaitSender(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return ever_attached_ || !closed_.ok(); };
-  if (absl::Status s = AwaitUntil(mu_, absl::Condition(&ready), limit,
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
                                   "waiting for the previous rank to connect");
       !s.ok()) {
     return s;

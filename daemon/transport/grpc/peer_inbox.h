@@ -50,6 +50,8 @@ class PeerInbox {
   // The next frame, in arrival order. After Close or Detach, frames already queued are
   // still delivered, then the closing status.
   absl::StatusOr<ReceivedFrame> Pop(const WaitLimit& limit);
+  // The header of the frame Pop would return next, without taking it.
+  absl::StatusOr<Frame> Peek(const WaitLimit& limit);
 
   // Waits until a stream is attached; returns its sender's rank.
   absl::StatusOr<int> AwaitSender(const WaitLimit& limit);

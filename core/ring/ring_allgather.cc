@@ -1,0 +1,44 @@
+#include "core/ring/ring_allgather.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/ring/ring_exchange.h"
+#include "core/ring/ring_pipeline.h"
+
+namespace ringsync {
+namespace {
+
+int Mod(int v, int n) { return ((v % n) + n) % n; }
+
+}  // namespace
+
+absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpec& spec,
+                           absl::Span<std::byte> buffer, const RingOptions& options,
+                           RingStats* stats) {
+  RingExchange exchange(me, link, spec, options);
+  absl::Status valid = CheckBufferSize(me, spec, buffer.size(),
+                                       spec.count * static_cast<size_t>(std::max(1, me.world_size)));
+  if (valid.ok() && spec.kind != CollectiveKind::kAllGather) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("RingAllGather cannot run a ", CollectiveKindName(spec.kind)));
+  }
+  if (!valid.ok()) return exchange.Reject(valid);
+  if (me.world_size == 1) return absl::OkStatus();
+
+  PipelinePlan plan;
+  const int n = me.world_size;
+  for (int s = 0; s + 1 < n; ++s) {
+    plan.steps.push_back({s, Mod(me.rank - s, n), Mod(me.rank - s - 1, n)});
+  }
+  const size_t count = spec.count;
+  plan.chunk_range = [count](int c) { return ElementRange{static_cast<size_t>(c) * count, count}; };
+  plan.segment_elements = SegmentElements(options, spec.dtype);
+  plan.on_receive = [](const PipelineStep&, absl::Span<std::byte> dst,
+                       absl::Span<const std::byte> payload, size_t) {
+    return CopySegment(dst, payload);
+  };
+  const absl::Status result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));
+  exchange.ExportStats(stats);
+  return result;
+}
+
+}  // namespace ringsync

@@ -1,0 +1,21 @@
+// Ring broadcast: the root's buffer flows along the ring root -> root+1 -> ... ->
+// root-1 as a pipelined chain of segments (time about S/B plus one segment per hop).
+// The last rank then sends an empty "done" frame back to the root, so the root, too,
+// returns success only once every rank has the data. Failure as in ring_pipeline.h.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/ring/collective.h"
+#include "core/ring/link.h"
+#include "core/ring/ring_member.h"
+
+namespace ringsync {
+
+// REQUIRES: spec.kind == kBroadcast; 0 <= spec.root < world_size;
+// buffer.size() == spec.count * dtype size.
+absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpec& spec,
+                           absl::Span<std::byte> buffer, const RingOptions& options,
+                           RingStats* stats = nullptr);
+
+}  // namespace ringsync

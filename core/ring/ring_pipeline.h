@@ -1,0 +1,66 @@
+// The machinery every ring collective shares: a rank's part in a collective is a list
+// of steps, each sending one chunk to the right neighbour and/or receiving one from the
+// left; RunRingPipeline runs that list with the pipeline and failure rules below, and
+// each collective (all-reduce, all-gather, broadcast) only says which chunks move and
+// what to do with a received segment.
+//
+// Pipeline. Chunks travel as segments. A sender thread walks the steps and sends
+// segment j of step i as soon as its data is in: when step i-1 received the same
+// chunk, once segment j of it arrived (the segment flows straight through this rank);
+// when step i-1 received another chunk, once all of it arrived. The calling thread
+// receives and handles segments in order. Back-pressure is the link's bounded queue.
+//
+// In place. Before a segment is received into a chunk that this rank sent at an
+// earlier step, the rank waits until that send is complete, so no byte the link may
+// still read is overwritten.
+//
+// Failure. Whichever thread fails first records the cause and cancels the other; the
+// rank then tells the ring with an abort frame (RingExchange) and returns the cause. A
+// cancellation from outside (RingOptions::cancellation) is reported with its reason.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/ring/partition.h"
+#include "core/ring/ring_exchange.h"
+
+namespace ringsync {
+
+struct PipelineStep {
+  int wire_step = 0;     // the step number frames carry; sender and receiver agree on it
+  int send_chunk = -1;   // -1: nothing to send at this step
+  int recv_chunk = -1;   // -1: nothing to receive
+};
+
+struct PipelinePlan {
+  std::vector<PipelineStep> steps;
+  // Where chunk c lives in the buffer, in elements.
+  std::function<ElementRange(int chunk)> chunk_range;
+  size_t segment_elements = 1;
+  // Handles a received segment: `dst` is the segment's place in the buffer.
+  std::function<absl::Status(const PipelineStep& step, absl::Span<std::byte> dst,
+                             absl::Span<const std::byte> payload, size_t elements)>
+      on_receive;
+};
+
+// Elements per segment for RingOptions::segment_bytes (at least one).
+size_t SegmentElements(const RingOptions& options, DType dtype);
+
+// InvalidArgument unless `me` is a sane ring position and the buffer holds exactly
+// `elements` elements of spec.dtype.
+absl::Status CheckBufferSize(const RingMember& me, const CollectiveSpec& spec, size_t buffer_bytes,
+                             size_t elements);
+
+// Copies a received segment into place (all-gather and broadcast receive this way).
+absl::Status CopySegment(absl::Span<std::byte> dst, absl::Span<const std::byte> payload);
+
+// Runs this rank's part of the collective whose exchange is `exchange`. On failure the
+// ring has been told and the status names this rank and the collective.
+absl::Status RunRingPipeline(const PipelinePlan& plan, RingExchange& exchange,
+                             absl::Span<std::byte> buffer, size_t element_size);
+
+}  // namespace ringsync
