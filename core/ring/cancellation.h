@@ -1,6 +1,7 @@
 // Cancellation: a flag with a reason that blocked calls poll (see WaitLimit). A child
-// is cancelled when its parent is, so a collective can be cancelled both from inside
-// (its other thread failed) and from outside (the client left, the ring changed).
+// is cancelled when either of its parents is, so a collective can be cancelled both
+// from inside (its other thread failed) and from outside (the client left, the ring
+// changed).
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
@@ -16,7 +17,8 @@ namespace ringsync {
 class Cancellation {
  public:
   Cancellation() = default;
-  explicit Cancellation(const Cancellation* parent) : parent_(parent) {}
+  explicit Cancellation(const Cancellation* parent, const Cancellation* other_parent = nullptr)
+      : parents_{parent, other_parent} {}
   Cancellation(const Cancellation&) = delete;
   Cancellation& operator=(const Cancellation&) = delete;
 
@@ -28,20 +30,28 @@ class Cancellation {
   }
 
   bool IsCancelled() const {
-    return cancelled_.load() || (parent_ != nullptr && parent_->IsCancelled());
+    if (cancelled_.load()) return true;
+    for (const Cancellation* parent : parents_) {
+      if (parent != nullptr && parent->IsCancelled()) return true;
+    }
+    return false;
   }
 
-  // Why: this one's reason, else the parent's; OK when not cancelled.
+  // Why: this one's reason, else a parent's; OK when not cancelled.
   absl::Status reason() const {
     {
       absl::MutexLock lock(&mu_);
       if (!reason_.ok()) return reason_;
     }
-    return parent_ != nullptr ? parent_->reason() : absl::OkStatus();
+    for (const Cancellation* parent : parents_) {
+      if (parent == nullptr) continue;
+      if (absl::Status why = parent->reason(); !why.ok()) return why;
+    }
+    return absl::OkStatus();
   }
 
  private:
-  const Cancellation* const parent_ = nullptr;
+  const Cancellation* const parents_[2] = {nullptr, nullptr};
   std::atomic<bool> cancelled_{false};
   mutable absl::Mutex mu_;
   absl::Status reason_ ABSL_GUARDED_BY(mu_);

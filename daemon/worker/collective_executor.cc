@@ -1,0 +1,206 @@
+#include "daemon/worker/collective_executor.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/ring/ring_allgather.h"
+#include "core/ring/ring_allreduce.h"
+#include "core/ring/ring_broadcast.h"
+#include "core/ring/ring_exchange.h"
+#include "daemon/common/log_format.h"
+#include "spdlog/spdlog.h"
+
+namespace ringsync {
+namespace {
+
+// How long the idle executor waits for a job before looking at the ring.
+constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
+
+}  // namespace
+
+CollectiveExecutor::CollectiveExecutor(std::string worker_id, RingManager& ring, Reducer& reducer,
+                                       size_t segment_bytes)
+    : worker_id_(std::move(worker_id)),
+      ring_(ring),
+      reducer_(reducer),
+      segment_bytes_(segment_bytes),
+      thread_([this](std::stop_token stop) { Loop(stop); }) {}
+
+CollectiveExecutor::~CollectiveExecutor() {
+  thread_.request_stop();
+  thread_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& [sequence, job] : queued_) {
+    job->Finish(absl::UnavailableError("the worker is shutting down"));
+  }
+  queued_.clear();
+}
+
+void CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
+  absl::MutexLock lock(&mu_);
+  if (!attached_) {
+    job->Finish(absl::FailedPreconditionError(
+        "this client is not attached to the worker (its Attach stream ended); reconnect"));
+    return;
+  }
+  if (job->client_sequence < next_client_sequence_ || queued_.count(job->client_sequence) != 0) {
+    job->Finish(absl::InvalidArgumentError(absl::StrCat(
+        "client_sequence ", job->client_sequence,
+        " was used already; number collectives 1, 2, 3, ... per attached client")));
+    return;
+  }
+  queued_[job->client_sequence] = std::move(job);
+}
+
+bool CollectiveExecutor::Attach() {
+  absl::MutexLock lock(&mu_);
+  if (attached_) return false;
+  attached_ = true;
+  next_client_sequence_ = 1;
+  return true;
+}
+
+void CollectiveExecutor::Detach(const absl::Status& why) {
+  std::map<uint64_t, std::shared_ptr<CollectiveJob>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    attached_ = false;
+    detached_reason_ = why;
+    dropped.swap(queued_);
+  }
+  for (auto& [sequence, job] : dropped) job->Finish(why);
+}
+
+ExecutorCounters CollectiveExecutor::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+void CollectiveExecutor::Record(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (status.ok()) {
+    ++counters_.completed;
+  } else {
+    ++counters_.failed;
+    counters_.last_error = std::string(status.message());
+  }
+}
+
+void CollectiveExecutor::Loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    if (std::shared_ptr<CollectiveJob> job = NextJob(kIdlePoll)) {
+      Run(*job);
+      continue;
+    }
+    bool attached;
+    {
+      absl::MutexLock lock(&mu_);
+      attached = attached_;
+    }
+    if (!attached) RefuseRingCollective();
+  }
+}
+
+std::shared_ptr<CollectiveJob> CollectiveExecutor::NextJob(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto has_next = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return queued_.count(next_client_sequence_) != 0;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&has_next), wait);
+  // Jobs waiting behind a number the client never sent fail at their deadline.
+  const absl::Time now = absl::Now();
+  for (auto it = queued_.begin(); it != queued_.end();) {
+    if (it->first != next_client_sequence_ && it->second->deadline <= now) {
+      it->second->Finish(absl::DeadlineExceededError(absl::StrCat(
+          "client collective ", it->first, " waited for collective ", next_client_sequence_,
+          ", which this client never sent")));
+      it = queued_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto it = queued_.find(next_client_sequence_);
+  if (it == queued_.end()) return nullptr;
+  std::shared_ptr<CollectiveJob> job = std::move(it->second);
+  queued_.erase(it);
+  ++next_client_sequence_;
+  return job;
+}
+
+void CollectiveExecutor::Run(CollectiveJob& job) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<RingEpoch>> epoch =
+      ring_.AwaitReady(WaitLimit{job.deadline, &job.client_gone});
+  absl::Status result;
+  if (!epoch.ok()) {
+    result = absl::Status(epoch.status().code(),
+                          absl::StrCat(DescribeCollective(job.spec), ": no ring to run on: ",
+                                       epoch.status().message()));
+  } else {
+    job.generation = (*epoch)->me.generation;
+    result = RunOnRing(job, **epoch);
+  }
+  job.elapsed = absl::Now() - start;
+  Record(result);
+  if (!result.ok()) spdlog::warn("{}", result.message());
+  job.Finish(result);
+}
+
+absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch) {
+  job.spec.sequence = epoch.next_sequence++;
+  Cancellation cancel(&job.client_gone, &epoch.over);
+  RingOptions options;
+  options.segment_bytes = segment_bytes_;
+  options.timeout = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
+  options.cancellation = &cancel;
+  const RingMember& me = epoch.me;
+  Link& link = *epoch.link;
+  const size_t esize = DTypeSize(job.spec.dtype);
+  switch (job.spec.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier:
+      return RingAllReduce(me, link, reducer_, job.spec, job.bytes(), options, &job.stats);
+    case CollectiveKind::kBroadcast:
+      return RingBroadcast(me, link, job.spec, job.bytes(), options, &job.stats);
+    case CollectiveKind::kAllGather: {
+      const size_t slot = job.spec.count * esize;
+      if (!job.is_shared) job.inline_data.resize(slot * static_cast<size_t>(me.world_size));
+      absl::Span<std::byte> all = job.bytes();
+      if (all.size() == slot * static_cast<size_t>(me.world_size) && me.rank > 0 && slot > 0) {
+        // The client put its input first; the ring wants it in this rank's slot.
+        std::memmove(all.data() + slot * static_cast<size_t>(me.rank), all.data(), slot);
+      }
+      return RingAllGather(me, link, job.spec, all, options, &job.stats);
+    }
+  }
+  return absl::InvalidArgumentError("unknown collective kind");
+}
+
+void CollectiveExecutor::RefuseRingCollective() {
+  std::shared_ptr<RingEpoch> epoch = ring_.Ready();
+  if (epoch == nullptr) return;
+  Link& link = *epoch->link;
+  const WaitLimit now{absl::Now(), &epoch->over};
+  absl::StatusOr<Frame> next = link.Peek(now);
+  if (!next.ok()) return;
+  if (next->sequence < epoch->next_sequence || next->kind == FrameKind::kAbort) {
+    link.Receive(now).IgnoreError();  // a leftover of a finished collective
+    return;
+  }
+  CollectiveSpec spec = next->spec.value_or(CollectiveSpec{});
+  spec.sequence = next->sequence;
+  epoch->next_sequence = next->sequence + 1;
+  absl::Status reason;
+  {
+    absl::MutexLock lock(&mu_);
+    reason = absl::FailedPreconditionError(absl::StrCat(
+        epoch->Describe(epoch->me.rank), " has no training process attached: ",
+        detached_reason_.message()));
+  }
+  spdlog::warn("refusing {} of the ring: {}", DescribeCollective(spec), reason.message());
+  RingExchange exchange(epoch->me, link, spec, RingOptions{});
+  exchange.Reject(reason).IgnoreError();
+  Record(reason);
+}
+
+}  // namespace ringsync

@@ -1,0 +1,152 @@
+#include "daemon/worker/coordinator_session.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_options.h"
+#include "daemon/common/log_format.h"
+#include "spdlog/spdlog.h"
+
+namespace ringsync {
+namespace {
+
+constexpr absl::Duration kRpcTimeout = absl::Seconds(5);
+constexpr absl::Duration kRetryPause = absl::Milliseconds(200);
+
+std::chrono::system_clock::time_point ToChrono(absl::Time t) { return absl::ToChronoTime(t); }
+
+void SleepUnless(std::stop_token& stop, absl::Duration d) {
+  const absl::Time until = absl::Now() + d;
+  while (!stop.stop_requested() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+}
+
+}  // namespace
+
+CoordinatorSession::CoordinatorSession(CoordinatorSessionOptions options, ViewCallback on_view,
+                                       ReportCallback report)
+    : options_(std::move(options)), on_view_(std::move(on_view)), report_(std::move(report)) {
+  stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
+      options_.coordinator_target, grpc::InsecureChannelCredentials(), ControlChannelArguments()));
+}
+
+CoordinatorSession::~CoordinatorSession() { Stop(); }
+
+absl::Status CoordinatorSession::Join(absl::Time deadline) {
+  absl::Status last = absl::DeadlineExceededError("no attempt");
+  while (absl::Now() < deadline) {
+    v1::JoinRequest request;
+    request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+    request.set_worker_id(options_.worker_id);
+    request.set_peer_address(options_.peer_address);
+    request.set_http_address(options_.http_address);
+    v1::JoinResponse response;
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(ToChrono(std::min(deadline, absl::Now() + kRpcTimeout)));
+    const grpc::Status status = stub_->Join(&context, request, &response);
+    if (status.ok()) {
+      absl::MutexLock lock(&mu_);
+      session_token_ = response.session_token();
+      if (response.heartbeat_interval_ms() > 0) {
+        heartbeat_interval_ = absl::Milliseconds(response.heartbeat_interval_ms());
+      }
+      spdlog::info("joined coordinator {} (world size {})", options_.coordinator_target,
+                   response.world_size());
+      return absl::OkStatus();
+    }
+    last = absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+    // A refusal (duplicate id, full ring, protocol) will not change by retrying.
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      break;
+    }
+    absl::SleepFor(kRetryPause);
+  }
+  return absl::Status(last.code(), absl::StrCat("joining coordinator ", options_.coordinator_target,
+                                                " as worker ", options_.worker_id, ": ",
+                                                last.message()));
+}
+
+absl::Status CoordinatorSession::Start() {
+  if (absl::Status s = Join(absl::Now() + options_.join_timeout); !s.ok()) return s;
+  watch_thread_ = std::jthread([this](std::stop_token stop) { WatchLoop(stop); });
+  heartbeat_thread_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
+  return absl::OkStatus();
+}
+
+void CoordinatorSession::WatchLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    auto context = std::make_shared<grpc::ClientContext>();
+    v1::WatchRingRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      request.set_session_token(session_token_);
+      watch_context_ = context;
+    }
+    request.set_worker_id(options_.worker_id);
+    if (stop.stop_requested()) break;
+    std::unique_ptr<grpc::ClientReader<v1::RingView>> reader = stub_->WatchRing(context.get(), request);
+    v1::RingView view;
+    while (reader->Read(&view)) on_view_(view);
+    const grpc::Status status = reader->Finish();
+    if (stop.stop_requested()) break;
+    spdlog::warn("ring watch ended ({}); reconnecting to the coordinator", status.error_message());
+    SleepUnless(stop, kRetryPause);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      // The coordinator forgot this worker (it restarted, or declared it dead): rejoin.
+      if (absl::Status s = Join(absl::Now() + options_.join_timeout); !s.ok()) {
+        spdlog::error("{}", s.message());
+      }
+    }
+  }
+}
+
+void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    v1::HeartbeatRequest request;
+    absl::Duration interval;
+    {
+      absl::MutexLock lock(&mu_);
+      request.set_session_token(session_token_);
+      interval = heartbeat_interval_;
+    }
+    request.set_worker_id(options_.worker_id);
+    report_(&request);
+    v1::HeartbeatResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(ToChrono(absl::Now() + kRpcTimeout));
+    const grpc::Status status = stub_->Heartbeat(&context, request, &response);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND && !stop.stop_requested()) {
+      spdlog::warn("coordinator does not know this worker ({}); rejoining", status.error_message());
+      if (absl::Status s = Join(absl::Now() + kRpcTimeout); !s.ok()) spdlog::error("{}", s.message());
+      continue;
+    }
+    SleepUnless(stop, interval);
+  }
+}
+
+void CoordinatorSession::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  watch_thread_.request_stop();
+  heartbeat_thread_.request_stop();
+  {
+    absl::MutexLock lock(&mu_);
+    if (watch_context_ != nullptr) watch_context_->TryCancel();
+  }
+  if (watch_thread_.joinable()) watch_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  v1::LeaveRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_session_token(session_token_);
+  }
+  request.set_worker_id(options_.worker_id);
+  request.set_reason("worker shutting down");
+  v1::LeaveResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(ToChrono(absl::Now() + absl::Seconds(1)));
+  stub_->Leave(&context, request, &response);  // best effort
+}
+
+}  // namespace ringsync

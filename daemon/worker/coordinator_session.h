@@ -1,0 +1,64 @@
+// CoordinatorSession: this worker's membership. It joins the coordinator (retrying
+// while the coordinator starts), streams ring views into a callback, and sends a
+// heartbeat every interval the coordinator asked for. If the coordinator restarts or
+// forgets this worker, it joins again. Stop() leaves cleanly.
+//
+// Thread-safety: Start and Stop from one thread; callbacks run on the session's threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "ringsync/v1/coordinator.grpc.pb.h"
+
+namespace ringsync {
+
+struct CoordinatorSessionOptions {
+  std::string coordinator_target;
+  std::string worker_id;
+  std::string peer_address;
+  std::string http_address;
+  absl::Duration join_timeout = absl::Seconds(60);
+};
+
+class CoordinatorSession {
+ public:
+  using ViewCallback = std::function<void(const v1::RingView&)>;
+  // Fills the progress fields of a heartbeat (ready, generation, counters, last error).
+  using ReportCallback = std::function<void(v1::HeartbeatRequest*)>;
+
+  CoordinatorSession(CoordinatorSessionOptions options, ViewCallback on_view,
+                     ReportCallback report);
+  ~CoordinatorSession();
+
+  // Joins (retrying until join_timeout) and starts watching and heartbeating.
+  absl::Status Start();
+  void Stop();
+
+ private:
+  absl::Status Join(absl::Time deadline);
+  void WatchLoop(std::stop_token stop);
+  void HeartbeatLoop(std::stop_token stop);
+
+  const CoordinatorSessionOptions options_;
+  const ViewCallback on_view_;
+  const ReportCallback report_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+
+  absl::Mutex mu_;
+  uint64_t session_token_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  std::shared_ptr<grpc::ClientContext> watch_context_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ = false;
+
+  std::jthread watch_thread_;
+  std::jthread heartbeat_thread_;
+};
+
+}  // namespace ringsync

@@ -1,0 +1,156 @@
+#include "daemon/worker/ring_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log_format.h"
+#include "spdlog/spdlog.h"
+
+namespace ringsync {
+
+std::string RingEpoch::Describe(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(worker_ids.size())) return absl::StrCat("rank ", rank);
+  return absl::StrCat("rank ", rank, " (worker ", worker_ids[rank], ")");
+}
+
+RingManager::RingManager(std::string worker_id, InboxRegistry& registry,
+                         absl::Duration connect_timeout)
+    : worker_id_(std::move(worker_id)), registry_(registry), connect_timeout_(connect_timeout) {
+  status_.detail = "waiting for the coordinator to form the ring";
+}
+
+RingManager::~RingManager() { Shutdown(); }
+
+void RingManager::SetStatus(RingStatus status) {
+  status.version = status_.version + 1;
+  status_ = std::move(status);
+}
+
+void RingManager::OnView(const v1::RingView& view) {
+  std::shared_ptr<RingEpoch> retired;
+  std::shared_ptr<RingEpoch> epoch;
+  RingNeighbours neighbours;
+  {
+    absl::MutexLock lock(&mu_);
+    if (view.generation() <= generation_) return;
+    generation_ = view.generation();
+    retired = std::move(epoch_);
+    epoch_ready_ = false;
+
+    int my_rank = -1;
+    for (int r = 0; r < view.members_size(); ++r) {
+      if (view.members(r).worker_id() == worker_id_) my_rank = r;
+    }
+    RingStatus status;
+    status.generation = view.generation();
+    if (my_rank < 0) {
+      status.detail = view.dissolved_reason().empty()
+                          ? absl::StrCat("generation ", view.generation(), " does not include this worker")
+                          : absl::StrCat("the ring dissolved (generation ", view.generation(),
+                                         "): ", view.dissolved_reason());
+      SetStatus(status);
+    } else {
+      epoch = std::make_shared<RingEpoch>();
+      epoch->me = RingMember{my_rank, view.members_size(), view.generation()};
+      for (const v1::RingMember& m : view.members()) epoch->worker_ids.push_back(m.worker_id());
+      const v1::RingMember& next = view.members(epoch->me.next());
+      neighbours = {next.peer_address(),
+                    absl::StrCat(epoch->Describe(epoch->me.next()), " at ", next.peer_address()),
+                    worker_id_};
+      epoch_ = epoch;
+      status.rank = my_rank;
+      status.world_size = view.members_size();
+      status.detail = "connecting to the ring neighbours";
+      SetStatus(status);
+    }
+  }
+  const std::string why =
+      view.dissolved_reason().empty()
+          ? absl::StrCat("generation ", view.generation(), " replaced it")
+          : absl::StrCat("the ring dissolved: ", view.dissolved_reason());
+  if (retired != nullptr) {
+    retired->over.Cancel(absl::AbortedError(
+        absl::StrCat("generation ", retired->me.generation, " ended: ", why)));
+  }
+  registry_.RetireBefore(view.generation(), absl::AbortedError(absl::StrCat("generation ended: ", why)));
+  if (epoch != nullptr) {
+    spdlog::info("generation {}: rank {} of {}; connecting to {}", view.generation(), epoch->me.rank,
+                 epoch->me.world_size, neighbours.next_description);
+    std::jthread previous;  // its epoch is cancelled, so it ends at once; joined below
+    absl::MutexLock lock(&connector_mu_);
+    previous = std::exchange(connector_,
+                             std::jthread([this, epoch, neighbours] { Connect(epoch, neighbours); }));
+  } else {
+    spdlog::warn("generation {}: not in the ring ({})", view.generation(), view.dissolved_reason());
+  }
+}
+
+void RingManager::Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neighbours) {
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(epoch->me.generation);
+  absl::StatusOr<std::unique_ptr<GrpcLink>> link =
+      inbox.ok() ? ConnectRingLink(epoch->me, neighbours, *inbox,
+                                   WaitLimit{absl::Now() + connect_timeout_, &epoch->over})
+                 : absl::StatusOr<std::unique_ptr<GrpcLink>>(inbox.status());
+  absl::MutexLock lock(&mu_);
+  if (epoch_ != epoch) return;  // a newer view arrived meanwhile
+  RingStatus status = status_;
+  if (!link.ok()) {
+    spdlog::error("generation {}: could not connect the ring: {}", epoch->me.generation,
+                  link.status().message());
+    status.detail = absl::StrCat("could not connect the ring of generation ", epoch->me.generation,
+                                 ": ", link.status().message());
+    SetStatus(status);
+    return;
+  }
+  epoch->link = *std::move(link);
+  epoch_ready_ = true;
+  status.ready = true;
+  status.detail.clear();
+  SetStatus(status);
+  spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
+               epoch->me.rank, epoch->me.world_size);
+}
+
+absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLimit& limit) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return epoch_ready_; };
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit, "waiting for the ring");
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (", status_.detail, ")"));
+  }
+  return epoch_;
+}
+
+std::shared_ptr<RingEpoch> RingManager::Ready() {
+  absl::MutexLock lock(&mu_);
+  return epoch_ready_ ? epoch_ : nullptr;
+}
+
+RingStatus RingManager::Status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+RingStatus RingManager::AwaitChange(uint64_t seen, absl::Duration wait) const {
+  absl::MutexLock lock(&mu_);
+  auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return status_.version != seen; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), wait);
+  return status_;
+}
+
+void RingManager::Shutdown() {
+  std::shared_ptr<RingEpoch> epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    epoch = std::move(epoch_);
+    epoch_ready_ = false;
+    generation_ = std::numeric_limits<uint64_t>::max();
+  }
+  if (epoch != nullptr) epoch->over.Cancel(absl::UnavailableError("the worker is shutting down"));
+  registry_.CloseAll(absl::UnavailableError("the worker is shutting down"));
+  std::jthread connector;
+  {
+    absl::MutexLock lock(&connector_mu_);
+    connector = std::move(connector_);
+  }
+}  // joins the connector, which ends promptly: its epoch is cancelled
+
+}  // namespace ringsync

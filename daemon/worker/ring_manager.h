@@ -1,0 +1,86 @@
+// RingManager: this worker's view of the ring. It turns each ring view the coordinator
+// publishes into a RingEpoch — this worker's rank and the gRPC link of that generation —
+// connects the link in the background, and retires the previous epoch, cancelling any
+// collective still running on it with the reason.
+//
+// Thread-safety: all methods are safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/ring/cancellation.h"
+#include "core/ring/ring_member.h"
+#include "core/ring/wait_limit.h"
+#include "daemon/transport/grpc/grpc_link.h"
+#include "daemon/transport/grpc/peer_service.h"
+#include "ringsync/v1/common.pb.h"
+
+namespace ringsync {
+
+// One generation of the ring, as this worker takes part in it.
+struct RingEpoch {
+  RingMember me;
+  std::vector<std::string> worker_ids;  // by rank
+  Cancellation over;                    // cancelled when the generation ends
+  std::unique_ptr<GrpcLink> link;       // set once connected
+  // Next ring sequence number; touched only by the executor thread.
+  uint64_t next_sequence = 1;
+
+  std::string Describe(int rank) const;  // "rank 2 (worker w2)"
+};
+
+// What GetInfo, Attach and heartbeats report.
+struct RingStatus {
+  int rank = -1;
+  int world_size = 0;
+  uint64_t generation = 0;
+  bool ready = false;
+  std::string detail;  // why not ready, when it is not
+  uint64_t version = 0;  // bumps on every change
+};
+
+class RingManager {
+ public:
+  RingManager(std::string worker_id, InboxRegistry& registry, absl::Duration connect_timeout);
+  ~RingManager();
+
+  // Applies a view from the coordinator; older or repeated generations are ignored.
+  void OnView(const v1::RingView& view);
+
+  // The ready epoch; waits within `limit`. The error says why there is none.
+  absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit);
+  // The ready epoch or null, without waiting.
+  std::shared_ptr<RingEpoch> Ready();
+
+  RingStatus Status() const;
+  // Waits up to `wait` for Status().version to differ from `seen`.
+  RingStatus AwaitChange(uint64_t seen, absl::Duration wait) const;
+
+  // Retires everything (worker shutdown).
+  void Shutdown();
+
+ private:
+  void Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neighbours);
+  void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string worker_id_;
+  InboxRegistry& registry_;
+  const absl::Duration connect_timeout_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<RingEpoch> epoch_ ABSL_GUARDED_BY(mu_);  // current generation, ready or not
+  bool epoch_ready_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  RingStatus status_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex connector_mu_;
+  std::jthread connector_ ABSL_GUARDED_BY(connector_mu_);  // connects the newest epoch
+};
+
+}  // namespace ringsync

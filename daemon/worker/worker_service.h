@@ -1,0 +1,57 @@
+// WorkerService: the client API (ringsync.v1.Worker) a worker serves to its training
+// process. Each collective RPC is validated, turned into a CollectiveJob for the
+// executor, and answered when the ring finished it; if the client disconnects
+// meanwhile the job is cancelled, which aborts the collective on every rank with a
+// reason naming this worker.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "daemon/worker/collective_executor.h"
+#include "daemon/worker/ring_manager.h"
+#include "ringsync/v1/worker.grpc.pb.h"
+
+namespace ringsync {
+
+struct WorkerServiceOptions {
+  std::string worker_id;
+  std::string reduce_device;  // the reducer's name, reported to clients
+  std::string shm_dir = "/dev/shm";
+  absl::Duration default_timeout = absl::Seconds(60);
+};
+
+class WorkerService final : public v1::Worker::Service {
+ public:
+  WorkerService(WorkerServiceOptions options, RingManager& ring, CollectiveExecutor& executor);
+
+  // Ends open Attach streams (shutdown).
+  void Stop() { stopping_ = true; }
+
+  grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
+                       v1::WorkerInfo* response) override;
+  grpc::Status AllReduce(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                         v1::CollectiveResponse* response) override;
+  grpc::Status Broadcast(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                         v1::CollectiveResponse* response) override;
+  grpc::Status AllGather(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                         v1::CollectiveResponse* response) override;
+  grpc::Status Barrier(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                       v1::CollectiveResponse* response) override;
+  grpc::Status Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
+                      grpc::ServerWriter<v1::WorkerEvent>* writer) override;
+
+ private:
+  grpc::Status RunCollective(CollectiveKind kind, grpc::ServerContext* context,
+                             const v1::CollectiveRequest& request, v1::CollectiveResponse* response);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> MakeJob(CollectiveKind kind,
+                                                         const v1::CollectiveRequest& request);
+  void FillInfo(const RingStatus& status, v1::WorkerInfo* info) const;
+
+  const WorkerServiceOptions options_;
+  RingManager& ring_;
+  CollectiveExecutor& executor_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace ringsync
