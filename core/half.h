@@ -6,7 +6,7 @@
 // Values that round beyond the narrow range become +-inf (float16: |x| >= 65520).
 // NaN stays NaN with its sign; narrowing and float16 widening make it quiet (bit-exact
 // with F16C), bfloat16 widening is a plain shift that keeps the payload as it is.
-// Checked against F16C for all 2^32 floats and by core/reduce/reducer_conformance_test.
+// Checked against F16C for all 2^32 floats, and by core/reduce/half_reference_test.cc.
 #pragma once
 
 #include <bit>

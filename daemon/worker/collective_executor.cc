@@ -92,12 +92,12 @@ void CollectiveExecutor::Loop(std::stop_token stop) {
       Run(*job);
       continue;
     }
-    bool attached;
+    bool client_left;
     {
       absl::MutexLock lock(&mu_);
-      attached = attached_;
+      client_left = !attached_ && !detached_reason_.ok();
     }
-    if (!attached) RefuseRingCollective();
+    if (client_left) RefuseRingCollective();
   }
 }
 
@@ -134,7 +134,8 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
   absl::Status result;
   if (!epoch.ok()) {
     result = absl::Status(epoch.status().code(),
-                          absl::StrCat(DescribeCollective(job.spec), ": no ring to run on: ",
+                          absl::StrCat("collective '", job.spec.name, "' (client collective ",
+                                       job.client_sequence, "): no ring to run on: ",
                                        epoch.status().message()));
   } else {
     job.generation = (*epoch)->me.generation;

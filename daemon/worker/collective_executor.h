@@ -42,7 +42,8 @@ class CollectiveExecutor {
   // A client attached: numbering restarts at 1. Refused (false) when one is attached.
   bool Attach();
   // The client went away: its queued jobs fail, and until the next Attach the ring's
-  // collectives are answered with an abort naming this rank.
+  // collectives are answered with an abort naming this rank. (Before the first Attach
+  // they wait: training processes start a little apart.)
   void Detach(const absl::Status& why);
 
   ExecutorCounters counters() const;
@@ -64,8 +65,9 @@ class CollectiveExecutor {
   std::map<uint64_t, std::shared_ptr<CollectiveJob>> queued_ ABSL_GUARDED_BY(mu_);
   uint64_t next_client_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status detached_reason_ ABSL_GUARDED_BY(mu_) =
-      absl::FailedPreconditionError("no training process has attached yet");
+  // Set when an attached client went away; until then (start-up) the ring's collectives
+  // wait for the first client instead of being refused.
+  absl::Status detached_reason_ ABSL_GUARDED_BY(mu_);
   ExecutorCounters counters_ ABSL_GUARDED_BY(mu_);
 
   std::jthread thread_;  // last: stops first

@@ -15,6 +15,8 @@ constexpr uint64_t kMaxElements = uint64_t{1} << 40;
 constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
 // How often a waiting RPC looks whether its client is still there.
 constexpr absl::Duration kClientPoll = absl::Milliseconds(20);
+// How long a second Attach waits for the first client's departure to be noticed.
+constexpr absl::Duration kReattachGrace = absl::Seconds(3);
 
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
@@ -55,7 +57,9 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::MakeJob(
   spec.name = request.name();
   if (kind == CollectiveKind::kBarrier) {
     spec.dtype = DType::kUInt8;
-    if (request.count() != 0 || request.data_case() != v1::CollectiveRequest::DATA_NOT_SET) {
+    const bool has_data = request.data_case() == v1::CollectiveRequest::kShared ||
+                          !request.inline_data().empty();
+    if (request.count() != 0 || has_data) {
       return Invalid("barrier", "a barrier carries no data (count must be 0)");
     }
   } else {
@@ -172,7 +176,15 @@ grpc::Status WorkerService::Barrier(grpc::ServerContext* context,
 
 grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                                    grpc::ServerWriter<v1::WorkerEvent>* writer) {
-  if (!executor_.Attach()) {
+  // A restarted training process may reconnect before the worker has noticed that its
+  // previous incarnation is gone: give that a moment before refusing.
+  const absl::Time give_up = absl::Now() + kReattachGrace;
+  bool attached = executor_.Attach();
+  while (!attached && absl::Now() < give_up && !context->IsCancelled()) {
+    absl::SleepFor(kClientPoll);
+    attached = executor_.Attach();
+  }
+  if (!attached) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("another training process is attached to worker ",
                                      options_.worker_id,
@@ -181,7 +193,7 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   spdlog::info("training process attached: {}", request->client_name());
   uint64_t seen = 0;
   while (!context->IsCancelled() && !stopping_) {
-    const RingStatus status = ring_.AwaitChange(seen, absl::Milliseconds(100));
+    const RingStatus status = ring_.AwaitChange(seen, kClientPoll);
     if (status.version == seen) continue;
     seen = status.version;
     v1::WorkerEvent event;

@@ -21,7 +21,7 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   InboundStream(InboxRegistry& registry, std::string peer);
 
   void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override {}
+  void OnWriteDone(bool /*ok*/) override {}
   void OnDone() override;
 
  private:

@@ -11,12 +11,6 @@ namespace {
 
 constexpr char kRingStreamMethod[] = "/ringsync.v1.Peer/RingStream";
 
-// Set by the payload slice's release hook; shared because gRPC may release late.
-struct ReleaseLatch {
-  absl::Mutex mu;
-  bool released ABSL_GUARDED_BY(mu) = false;
-};
-
 // Waits on `mu` for `cond` until `deadline` (or the limit's cancellation); true if it holds.
 bool WaitUntil(absl::Mutex& mu, const absl::Condition& cond, absl::Time deadline,
                const WaitLimit* limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -90,6 +84,7 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
   StartWrite(&write_buffer_);
 
   absl::Status result;
+  bool stream_failed = false;
   {
     absl::MutexLock lock(&mu_);
     auto written = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !write_pending_ || done_; };
@@ -103,15 +98,35 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
         context_.TryCancel();
         mu_.Await(absl::Condition(&written));
       }
-    } else if (done_ || !write_ok_) {
-      result = Broken();
+    }
+    if (done_ || !write_ok_) {
+      if (result.ok()) result = Broken();
+      stream_failed = true;
     }
   }
   write_buffer_.Clear();
-  // The transport may keep a reference until the bytes are on the socket.
-  absl::MutexLock lock(&latch->mu);
-  latch->mu.Await(absl::Condition(&latch->released));
+  // A failed stream never reads the payload again, though the call may keep its slice
+  // until it is destroyed. A live one may: the transport can hold the bytes until they
+  // are on the socket, so wait for the release, cancelling the stream if that takes
+  // past the limit.
+  if (!stream_failed) AwaitRelease(*latch, limit);
   return result;
+}
+
+void OutboundStream::AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit) {
+  bool cancelled = false;
+  while (true) {
+    {
+      absl::MutexLock lock(&latch.mu);
+      if (latch.mu.AwaitWithTimeout(absl::Condition(&latch.released), kCancelPollInterval)) return;
+    }
+    absl::MutexLock lock(&mu_);
+    if (done_) return;  // the call is over: nothing reads the payload any more
+    if (!cancelled && (limit.IsCancelled() || absl::Now() >= limit.deadline)) {
+      context_.TryCancel();
+      cancelled = true;
+    }
+  }
 }
 
 void OutboundStream::Close(absl::Duration wait) {

@@ -19,6 +19,12 @@
 
 namespace ringsync {
 
+// Set by a payload slice's release hook; shared because gRPC may release it late.
+struct ReleaseLatch {
+  absl::Mutex mu;
+  bool released ABSL_GUARDED_BY(mu) = false;
+};
+
 class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Connects to `target`, sends `hello`, and waits within `limit` for the peer to accept.
@@ -40,13 +46,14 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
 
   void OnWriteDone(bool ok) override;
   void OnReadDone(bool ok) override;
-  void OnWritesDoneDone(bool ok) override {}
+  void OnWritesDoneDone(bool /*ok*/) override {}
   void OnDone(const grpc::Status& status) override;
 
  private:
   OutboundStream(std::shared_ptr<grpc::Channel> channel, std::string peer);
 
   absl::Status Broken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit);
 
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;

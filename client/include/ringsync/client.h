@@ -1,0 +1,177 @@
+// ringsync::Client: the training process's connection to its local `ringsyncd worker`.
+//
+//   absl::StatusOr<std::unique_ptr<ringsync::Client>> client =
+//       ringsync::Client::Connect("unix:/run/ringsync/worker.sock");
+//   if (!client.ok()) { ... client.status() says what is missing ... }
+//   std::vector<float> grad = ...;
+//   absl::Status s = (*client)->AllReduce("grad/fc1", absl::MakeSpan(grad),
+//                                         ringsync::ReduceOp::kAvg);
+//
+// Every rank must issue the same collectives (same name, dtype, count, op, root) in the
+// same order; the worker checks this and fails a mismatch on every rank. A collective
+// that fails leaves the caller's buffer exactly as it was: the SDK copies the input out,
+// and copies the result back only when the whole ring completed.
+//
+// Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
+// through a shared-memory file under /dev/shm (when the worker is on a unix socket);
+// smaller ones, and everything over TCP, travel inline in the request.
+//
+// Thread-safety: every method may be called from any thread, concurrently. The ring
+// runs collectives in the order their calls are made on this Client (an *Async call
+// returns once its collective is queued, so several may be in flight); calls racing on
+// several threads are queued in whichever order they arrive, so a program that issues
+// collectives from several threads must order them identically on every rank.
+// A Client must not be destroyed while another thread is inside one of its methods.
+//
+// Errors: absl::Status with the gRPC code the worker chose and its message (which names
+// rank, worker, generation and collective), plus a hint where one helps. Bad arguments
+// fail with InvalidArgument before anything is sent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ringsync/collective_handle.h"
+#include "ringsync/types.h"
+
+namespace ringsync {
+
+namespace internal {
+class ClientCore;
+}  // namespace internal
+
+struct ClientOptions {
+  // How long Connect waits for the worker to answer and report a formed ring.
+  absl::Duration connect_timeout = absl::Seconds(60);
+  // Tensors of at least this many bytes go through shared memory on a unix socket.
+  // SIZE_MAX: always inline.
+  size_t shared_memory_threshold_bytes = size_t{1} << 20;
+  // Where the shared-memory files go: the directory the worker accepts (its --shm_dir).
+  std::string shared_memory_dir = "/dev/shm";
+  // Shown in the worker's logs; empty means "pid <pid>".
+  std::string client_name;
+};
+
+struct CollectiveOptions {
+  // How long the ring may take for this collective; zero means the worker's default.
+  // Enforced by the worker, which fails the collective on every rank when it expires.
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
+struct AllReduceOptions {
+  // Each rank's input is multiplied by pre_scale before combining, and the result by
+  // post_scale (e.g. to keep float16 sums in range). Finite and non-zero; floating
+  // dtypes only (integer all-reduces must leave both at 1).
+  double pre_scale = 1.0;
+  double post_scale = 1.0;
+  // As CollectiveOptions::timeout.
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
+class Client {
+ public:
+  // Connects to the worker at `target` ("unix:/path", "/path" for a unix socket, or
+  // "host:port") and attaches to it for the Client's lifetime. Returns once the worker
+  // reports a formed ring, so rank(), world_size() and generation() are meaningful.
+  // Fails with UNAVAILABLE when the worker cannot be reached, DEADLINE_EXCEEDED when no
+  // ring formed within options.connect_timeout, FAILED_PRECONDITION when another process
+  // is attached to that worker.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(absl::string_view target,
+                                                         const ClientOptions& options = {});
+
+  // Detaches from the worker. Collectives still in flight are cancelled (their handles
+  // report CANCELLED and their buffers are untouched); this waits for them to finish.
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // The worker's latest ring view (kept current by a background reader of the worker's
+  // event stream; after a detach, the last one seen). rank() is -1 while no ring is
+  // formed. They may change between two calls when the ring re-forms.
+  int rank() const;
+  int world_size() const;
+  uint64_t generation() const;
+  // True while this client is attached and the worker reports a formed ring.
+  bool ready() const;
+
+  // Collectives. Each takes a `name` (a label such as "grad/fc1", non-empty, the same on
+  // every rank) that errors quote. On OK the result is in the caller's buffer; on any
+  // error the buffer is as it was. The *Async forms return at once with a handle
+  // (collective_handle.h says how long buffers must be left alone); the others wait.
+
+  // In-place all-reduce of `buffer` across every rank. The ops' exact numerics (AVG of
+  // integers truncates; float16/bfloat16 combine in float32) are in core/reduce/reducer.h.
+  template <Element T>
+  absl::Status AllReduce(absl::string_view name, absl::Span<T> buffer, ReduceOp op,
+                         const AllReduceOptions& options = {}) {
+    return AllReduceAsync(name, buffer, op, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle AllReduceAsync(absl::string_view name, absl::Span<T> buffer, ReduceOp op,
+                                  const AllReduceOptions& options = {}) {
+    return AllReduceAsync(name, buffer.data(), buffer.size(), kDTypeOf<T>, op, options);
+  }
+  // Raw form, for any DType (float16/bfloat16 as uint16_t storage). REQUIRES: `data`
+  // holds `count` elements of `dtype` (it may be null when count is 0).
+  absl::Status AllReduce(absl::string_view name, void* data, size_t count, DType dtype, ReduceOp op,
+                         const AllReduceOptions& options = {});
+  CollectiveHandle AllReduceAsync(absl::string_view name, void* data, size_t count, DType dtype,
+                                  ReduceOp op, const AllReduceOptions& options = {});
+
+  // Rank `root`'s buffer is copied into every other rank's buffer.
+  // REQUIRES: 0 <= root < world_size().
+  template <Element T>
+  absl::Status Broadcast(absl::string_view name, absl::Span<T> buffer, int root,
+                         const CollectiveOptions& options = {}) {
+    return BroadcastAsync(name, buffer, root, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle BroadcastAsync(absl::string_view name, absl::Span<T> buffer, int root,
+                                  const CollectiveOptions& options = {}) {
+    return BroadcastAsync(name, buffer.data(), buffer.size(), kDTypeOf<T>, root, options);
+  }
+  absl::Status Broadcast(absl::string_view name, void* data, size_t count, DType dtype, int root,
+                         const CollectiveOptions& options = {});
+  CollectiveHandle BroadcastAsync(absl::string_view name, void* data, size_t count, DType dtype,
+                                  int root, const CollectiveOptions& options = {});
+
+  // Every rank contributes `input`; `output` receives all ranks' inputs in rank order.
+  // REQUIRES: output.size() == world_size() * input.size(). `input` may alias `output`.
+  template <Element T>
+  absl::Status AllGather(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
+                         absl::Span<T> output, const CollectiveOptions& options = {}) {
+    return AllGatherAsync<T>(name, input, output, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle AllGatherAsync(absl::string_view name,
+                                  absl::Span<const std::type_identity_t<T>> input,
+                                  absl::Span<T> output, const CollectiveOptions& options = {}) {
+    return AllGatherAsync(name, input.data(), input.size(), kDTypeOf<T>, output.data(),
+                          output.size(), options);
+  }
+  // Raw form: `input_count` elements in, `output_count` (= world_size() * input_count) out.
+  absl::Status AllGather(absl::string_view name, const void* input, size_t input_count, DType dtype,
+                         void* output, size_t output_count, const CollectiveOptions& options = {});
+  CollectiveHandle AllGatherAsync(absl::string_view name, const void* input, size_t input_count,
+                                  DType dtype, void* output, size_t output_count,
+                                  const CollectiveOptions& options = {});
+
+  // Returns once every rank has entered the barrier. No data.
+  absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
+  CollectiveHandle BarrierAsync(absl::string_view name, const CollectiveOptions& options = {});
+
+ private:
+  explicit Client(std::unique_ptr<internal::ClientCore> core);
+
+  std::unique_ptr<internal::ClientCore> core_;
+};
+
+}  // namespace ringsync

@@ -1,0 +1,100 @@
+// ringsync::Client: each call describes its collective and hands it to ClientCore.
+#include "ringsync/client.h"
+
+#include <utility>
+
+#include "client/src/client_core.h"
+
+namespace ringsync {
+namespace {
+
+using internal::CollectiveCall;
+
+CollectiveCall MakeCall(CollectiveKind kind, absl::string_view name, DType dtype, size_t count,
+                        absl::Duration timeout) {
+  CollectiveCall call;
+  call.spec.kind = kind;
+  call.spec.name = std::string(name);
+  call.spec.dtype = dtype;
+  call.spec.count = count;
+  call.timeout = timeout;
+  return call;
+}
+
+}  // namespace
+
+Client::Client(std::unique_ptr<internal::ClientCore> core) : core_(std::move(core)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(absl::string_view target,
+                                                        const ClientOptions& options) {
+  absl::StatusOr<std::unique_ptr<internal::ClientCore>> core =
+      internal::ClientCore::Connect(target, options);
+  if (!core.ok()) return core.status();
+  return std::unique_ptr<Client>(new Client(*std::move(core)));
+}
+
+int Client::rank() const { return core_->info().rank(); }
+int Client::world_size() const { return core_->info().world_size(); }
+uint64_t Client::generation() const { return core_->info().generation(); }
+bool Client::ready() const { return core_->ready(); }
+
+absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count, DType dtype,
+                               ReduceOp op, const AllReduceOptions& options) {
+  return AllReduceAsync(name, data, count, dtype, op, options).Wait();
+}
+
+CollectiveHandle Client::AllReduceAsync(absl::string_view name, void* data, size_t count,
+                                        DType dtype, ReduceOp op, const AllReduceOptions& options) {
+  CollectiveCall call = MakeCall(CollectiveKind::kAllReduce, name, dtype, count, options.timeout);
+  call.spec.op = op;
+  call.spec.pre_scale = options.pre_scale;
+  call.spec.post_scale = options.post_scale;
+  call.input = data;
+  call.output = data;
+  call.output_count = count;
+  return core_->Start(std::move(call));
+}
+
+absl::Status Client::Broadcast(absl::string_view name, void* data, size_t count, DType dtype,
+                               int root, const CollectiveOptions& options) {
+  return BroadcastAsync(name, data, count, dtype, root, options).Wait();
+}
+
+CollectiveHandle Client::BroadcastAsync(absl::string_view name, void* data, size_t count,
+                                        DType dtype, int root, const CollectiveOptions& options) {
+  CollectiveCall call = MakeCall(CollectiveKind::kBroadcast, name, dtype, count, options.timeout);
+  call.spec.root = root;
+  call.input = data;
+  call.output = data;
+  call.output_count = count;
+  return core_->Start(std::move(call));
+}
+
+absl::Status Client::AllGather(absl::string_view name, const void* input, size_t input_count,
+                               DType dtype, void* output, size_t output_count,
+                               const CollectiveOptions& options) {
+  return AllGatherAsync(name, input, input_count, dtype, output, output_count, options).Wait();
+}
+
+CollectiveHandle Client::AllGatherAsync(absl::string_view name, const void* input,
+                                        size_t input_count, DType dtype, void* output,
+                                        size_t output_count, const CollectiveOptions& options) {
+  CollectiveCall call =
+      MakeCall(CollectiveKind::kAllGather, name, dtype, input_count, options.timeout);
+  call.input = input;
+  call.output = output;
+  call.output_count = output_count;
+  return core_->Start(std::move(call));
+}
+
+absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& options) {
+  return BarrierAsync(name, options).Wait();
+}
+
+CollectiveHandle Client::BarrierAsync(absl::string_view name, const CollectiveOptions& options) {
+  // No data; the dtype only has to be a valid one for the worker's checks.
+  return core_->Start(MakeCall(CollectiveKind::kBarrier, name, DType::kUInt8, 0, options.timeout));
+}
+
+}  // namespace ringsync

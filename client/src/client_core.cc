@@ -1,0 +1,213 @@
+#include "client/src/client_core.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "client/src/worker_status.h"
+#include "daemon/common/grpc_options.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace ringsync::internal {
+namespace {
+
+std::string DescribeInfo(const v1::WorkerInfo& info) {
+  return absl::StrCat("worker '", info.worker_id(), "', rank ", info.rank(), ", world size ",
+                      info.world_size(), ", generation ", info.generation(),
+                      info.ready() ? ", ready" : ", not ready");
+}
+
+}  // namespace
+
+ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options)
+    : target_(std::move(target)),
+      options_(options),
+      channel_(grpc::CreateCustomChannel(target_.grpc_target, grpc::InsecureChannelCredentials(),
+                                         ControlChannelArguments())),
+      stub_(v1::Worker::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_view target,
+                                                                const ClientOptions& options) {
+  absl::StatusOr<WorkerTarget> parsed = ParseWorkerTarget(target);
+  if (!parsed.ok()) return parsed.status();
+  if (options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions::connect_timeout is ",
+                                                   absl::FormatDuration(options.connect_timeout),
+                                                   "; it must be positive"));
+  }
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  std::unique_ptr<ClientCore> core(new ClientCore(*std::move(parsed), options));
+  if (!core->channel_->WaitForConnected(absl::ToChronoTime(deadline))) {
+    return absl::UnavailableError(absl::StrCat(
+        "could not reach the ringsync worker at ", core->target_.grpc_target, " within ",
+        absl::FormatDuration(options.connect_timeout), ": is ", core->target_.WorkerHint(), "?"));
+  }
+  core->attach_thread_ = std::thread(&ClientCore::ReadEvents, core.get());
+  if (absl::Status ready = core->AwaitReady(deadline); !ready.ok()) return ready;
+  return core;
+}
+
+ClientCore::~ClientCore() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    for (const std::shared_ptr<PendingCollective>& pending : in_flight_) {
+      pending->context()->TryCancel();
+    }
+    mu_.Await(absl::Condition(this, &ClientCore::NothingInFlight));
+  }
+  attach_context_.TryCancel();
+  if (attach_thread_.joinable()) attach_thread_.join();
+}
+
+void ClientCore::ReadEvents() {
+  v1::AttachRequest request;
+  request.set_client_name(options_.client_name.empty() ? absl::StrCat("pid ", getpid())
+                                                       : options_.client_name);
+  std::unique_ptr<grpc::ClientReader<v1::WorkerEvent>> reader =
+      stub_->Attach(&attach_context_, request);
+  v1::WorkerEvent event;
+  while (reader->Read(&event)) {
+    absl::MutexLock lock(&mu_);
+    info_ = event.info();
+    has_info_ = true;
+  }
+  const grpc::Status status = reader->Finish();
+  absl::MutexLock lock(&mu_);
+  detached_ = status.ok() ? absl::UnavailableError("the worker closed the attach stream")
+                          : FromWorkerStatus(status, target_);
+}
+
+bool ClientCore::ReadyLocked() const {
+  return !detached_.has_value() && info_.ready() && info_.rank() >= 0;
+}
+
+bool ClientCore::ReadyOrDetached() const { return detached_.has_value() || ReadyLocked(); }
+
+bool ClientCore::NothingInFlight() const { return in_flight_.empty(); }
+
+absl::Status ClientCore::AwaitReady(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithDeadline(absl::Condition(this, &ClientCore::ReadyOrDetached), deadline);
+  if (detached_.has_value()) {
+    const absl::Status& why = *detached_;
+    if (absl::IsFailedPrecondition(why)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ringsync worker at ", target_.grpc_target, " refused this client: ", why.message(),
+          " (a worker serves one training process at a time: give each process its own worker)"));
+    }
+    return absl::Status(why.code(), absl::StrCat("the ringsync worker at ", target_.grpc_target,
+                                                 " ended the attach stream: ", why.message()));
+  }
+  if (!ReadyLocked()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the ringsync worker at ", target_.grpc_target,
+        " answered, but reported no formed ring within ",
+        absl::FormatDuration(options_.connect_timeout),
+        " (last report: ", has_info_ ? DescribeInfo(info_) : "none",
+        "); are all workers of the ring running and "
+        "registered with the same coordinator? (ClientOptions::connect_timeout sets the wait)"));
+  }
+  return absl::OkStatus();
+}
+
+v1::WorkerInfo ClientCore::info() const {
+  absl::MutexLock lock(&mu_);
+  return info_;
+}
+
+bool ClientCore::ready() const {
+  absl::MutexLock lock(&mu_);
+  return ReadyLocked();
+}
+
+CollectiveHandle ClientCore::Start(CollectiveCall call) {
+  int world_size = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (detached_.has_value()) {
+      return PendingCollective::Completed(absl::FailedPreconditionError(absl::StrCat(
+          DescribeCall(call), ": this client is no longer attached to the ringsync worker at ",
+          target_.grpc_target, " (", detached_->message(),
+          "); the worker has dropped this client's collectives: connect a new Client")));
+    }
+    world_size = info_.world_size();
+  }
+  absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
+  if (!bytes.ok()) return PendingCollective::Completed(bytes.status());
+  const bool use_shared_memory = target_.is_unix() && bytes->output > 0 &&
+                                 bytes->output >= options_.shared_memory_threshold_bytes;
+  auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
+  EncodeRequest(pending->call(), pending->request());
+  pending->PrepareData(use_shared_memory ? &options_.shared_memory_dir : nullptr);
+  StartRpc(pending);
+  return PendingCollective::MakeHandle(std::move(pending));
+}
+
+void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
+  absl::MutexLock issue_lock(&issue_mu_);
+  pending->request()->set_client_sequence(next_sequence_++);
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.insert(pending);
+  }
+  // The token lives as long as gRPC keeps the callback; its destruction is the last
+  // thing gRPC does with this collective's RPC on its thread.
+  struct CallbackToken {
+    CallbackToken(ClientCore* c, std::shared_ptr<PendingCollective> p)
+        : core(c), pending(std::move(p)) {}
+    CallbackToken(const CallbackToken&) = delete;
+    CallbackToken& operator=(const CallbackToken&) = delete;
+    ~CallbackToken() { core->Forget(std::move(pending)); }
+    ClientCore* const core;
+    std::shared_ptr<PendingCollective> pending;
+  };
+  auto done = [token = std::make_shared<CallbackToken>(this, pending)](const grpc::Status& status) {
+    token->core->OnRpcDone(*token->pending, status);
+  };
+  grpc::ClientContext* context = pending->context();
+  const v1::CollectiveRequest* request = pending->request();
+  v1::CollectiveResponse* response = pending->response();
+  v1::Worker::Stub::async_interface* async = stub_->async();
+  switch (pending->call().spec.kind) {
+    case CollectiveKind::kAllReduce:
+      async->AllReduce(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kBroadcast:
+      async->Broadcast(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kAllGather:
+      async->AllGather(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kBarrier:
+      async->Barrier(context, request, response, std::move(done));
+      break;
+  }
+}
+
+void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& status) {
+  absl::Status result = FromWorkerStatus(status, target_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_ && absl::IsCancelled(result)) {
+      result = absl::CancelledError(absl::StrCat(
+          DescribeCall(pending.call()),
+          ": cancelled because its Client was destroyed while it was in flight; the buffer "
+          "was left untouched"));
+    }
+  }
+  pending.Finish(std::move(result));
+}
+
+void ClientCore::Forget(std::shared_ptr<PendingCollective> pending) {
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(pending);
+  // Possibly the last reference: the RPC's context goes while this core, and with it the
+  // channel, is still alive (the destructor is waiting on mu_ for in_flight_ to empty).
+  pending.reset();
+}
+
+}  // namespace ringsync::internal

@@ -1,0 +1,84 @@
+// ClientCore: what a ringsync::Client is made of — the channel to the worker, the Attach
+// stream with its background reader, the collective sequence, and the collectives in
+// flight. Client is its public face.
+//
+// Thread-safety: every method may be called concurrently; see ringsync/client.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "client/src/collective_call.h"
+#include "client/src/pending_collective.h"
+#include "client/src/worker_target.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "ringsync/client.h"
+#include "ringsync/v1/worker.grpc.pb.h"
+
+namespace ringsync::internal {
+
+class ClientCore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClientCore>> Connect(absl::string_view target,
+                                                             const ClientOptions& options);
+  // Cancels the collectives in flight and the Attach stream; waits for all of them.
+  ~ClientCore();
+
+  // The worker's latest report.
+  v1::WorkerInfo info() const;
+  // True while attached and the worker reports a formed ring.
+  bool ready() const;
+
+  // Validates `call`, numbers it, and starts its RPC. Failures before the RPC come back
+  // as an already-completed handle and do not use up a sequence number.
+  CollectiveHandle Start(CollectiveCall call);
+
+ private:
+  ClientCore(WorkerTarget target, const ClientOptions& options);
+
+  // Body of the attach thread: reads WorkerEvents until the stream ends.
+  void ReadEvents();
+  // Waits until the worker reports a formed ring; the error says what was missing.
+  absl::Status AwaitReady(absl::Time deadline);
+  bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReadyOrDetached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NothingInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartRpc(const std::shared_ptr<PendingCollective>& pending);
+  void OnRpcDone(PendingCollective& pending, const grpc::Status& status);
+  // Takes `pending` off the in-flight list once gRPC has dropped the RPC's callback.
+  void Forget(std::shared_ptr<PendingCollective> pending);
+
+  const WorkerTarget target_;
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+  grpc::ClientContext attach_context_;
+  std::thread attach_thread_;
+
+  mutable absl::Mutex mu_;
+  v1::WorkerInfo info_ ABSL_GUARDED_BY(mu_);
+  bool has_info_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when the Attach stream ended, with how it ended.
+  std::optional<absl::Status> detached_ ABSL_GUARDED_BY(mu_);
+  // Collectives whose RPC callback gRPC still holds. The destructor waits for this to
+  // empty before it lets go of the channel: were the last reference to a channel dropped
+  // on a gRPC callback thread, gRPC 1.51 would join that thread from itself and crash
+  // (grpc/grpc#32584).
+  absl::flat_hash_set<std::shared_ptr<PendingCollective>> in_flight_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the destructor has begun
+
+  // Held while a collective is numbered and its RPC started, so that RPCs leave in
+  // sequence order.
+  absl::Mutex issue_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 1;
+};
+
+}  // namespace ringsync::internal

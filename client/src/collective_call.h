@@ -1,0 +1,41 @@
+// CollectiveCall: one collective as the user asked for it, checked before anything is
+// sent, and its encoding as a ringsync.v1.CollectiveRequest (without data or sequence).
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/ring/collective.h"
+#include "ringsync/v1/worker.pb.h"
+
+namespace ringsync::internal {
+
+struct CollectiveCall {
+  CollectiveSpec spec;  // kind, name, dtype, count per rank, op, root, scales
+  absl::Duration timeout = absl::ZeroDuration();  // zero: the worker's default
+  const void* input = nullptr;                    // spec.count elements
+  void* output = nullptr;                         // output_count elements; the result lands here
+  size_t output_count = 0;  // spec.count; world_size * spec.count for AllGather
+};
+
+struct CallBytes {
+  size_t input = 0;
+  size_t output = 0;
+};
+
+// InvalidArgument (FailedPrecondition when the ring's size is unknown but needed) with a
+// message naming the collective and the bad argument. `world_size` is the ring's current
+// size, needed for Broadcast's root and AllGather's output.
+absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_size);
+
+// "collective 'grad/fc1' (allreduce 1024 x float32 sum)", for messages.
+std::string DescribeCall(const CollectiveCall& call);
+
+// Every field but client_sequence and the data.
+void EncodeRequest(const CollectiveCall& call, v1::CollectiveRequest* request);
+
+}  // namespace ringsync::internal

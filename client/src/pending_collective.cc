@@ -1,0 +1,114 @@
+#include "client/src/pending_collective.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace ringsync::internal {
+
+CollectiveHandle PendingCollective::Completed(absl::Status status) {
+  auto pending = std::make_shared<PendingCollective>(CollectiveCall{}, CallBytes{});
+  pending->Complete(std::move(status));
+  return MakeHandle(std::move(pending));
+}
+
+CollectiveHandle PendingCollective::MakeHandle(std::shared_ptr<PendingCollective> pending) {
+  return CollectiveHandle(std::move(pending));
+}
+
+PendingCollective::PendingCollective(CollectiveCall call, CallBytes bytes)
+    : call_(std::move(call)), bytes_(bytes) {}
+
+void PendingCollective::PrepareData(const std::string* shared_memory_dir) {
+  // Nothing to carry (a barrier, a count of 0): the request names no data at all.
+  if (bytes_.input == 0 && bytes_.output == 0) return;
+  if (shared_memory_dir != nullptr) {
+    absl::StatusOr<SharedMemoryRegion> region =
+        SharedMemoryRegion::Create(bytes_.output, *shared_memory_dir);
+    if (region.ok()) {
+      // AllGather: this rank's input at the start; the worker writes the gathered result
+      // over the whole region.
+      if (bytes_.input > 0) std::memcpy(region->data(), call_.input, bytes_.input);
+      v1::SharedTensor* shared = request_.mutable_shared();
+      shared->set_path(region->path());
+      shared->set_offset(0);
+      shared->set_size_bytes(region->size());
+      region_ = *std::move(region);
+      return;
+    }
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      spdlog::warn("ringsync: {}: no shared memory ({}); sending tensors inline instead",
+                   DescribeCall(call_), std::string(region.status().message()));
+    }
+  }
+  std::string* inline_data = request_.mutable_inline_data();  // selects inline even when empty
+  if (bytes_.input > 0) inline_data->assign(static_cast<const char*>(call_.input), bytes_.input);
+}
+
+void PendingCollective::Finish(absl::Status rpc_status) {
+  absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
+  region_.reset();
+  // The completed RPC needs neither copy of the tensor any more.
+  request_.clear_data();
+  response_.clear_inline_data();
+  Complete(std::move(status));
+}
+
+absl::Status PendingCollective::CopyResultOut() {
+  const void* result = nullptr;
+  if (region_.has_value()) {
+    result = region_->data();
+  } else {
+    if (response_.inline_data().size() != bytes_.output) {
+      // An AllGather result scales with the ring, which may have changed size since the
+      // call started; anything else means the two sides disagree about the contract.
+      const std::string why =
+          call_.spec.kind == CollectiveKind::kAllGather
+              ? absl::StrCat("did the ring change size? It had ",
+                             call_.output_count / std::max<size_t>(call_.spec.count, 1),
+                             " ranks when the call began")
+              : "is the worker of another ringsync version?";
+      return absl::InternalError(absl::StrCat(DescribeCall(call_), ": the worker returned ",
+                                              response_.inline_data().size(),
+                                              " bytes of result, expected ", bytes_.output,
+                                              "; the buffer was left untouched (", why, ")"));
+    }
+    result = response_.inline_data().data();
+  }
+  if (bytes_.output > 0) std::memcpy(call_.output, result, bytes_.output);
+  return absl::OkStatus();
+}
+
+void PendingCollective::Complete(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(status);
+  done_ = true;
+}
+
+bool PendingCollective::Ready() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+absl::Status PendingCollective::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+  return status_;
+}
+
+absl::Status PendingCollective::Wait(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        DescribeCall(call_), " is still in flight after ", absl::FormatDuration(timeout),
+        "; it continues: call Wait() again before touching its buffer"));
+  }
+  return status_;
+}
+
+}  // namespace ringsync::internal

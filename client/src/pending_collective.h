@@ -1,0 +1,73 @@
+// PendingCollective: one collective from the moment its request is built until its
+// result is in the caller's buffer (or it failed and the buffer was left alone).
+//
+// It owns the RPC's context, request and response, and the shared-memory region when
+// the tensor travels that way. CollectiveHandle is a thin shared reference to it; the
+// RPC's completion callback holds another, so the handle may be dropped at any time
+// after completion.
+//
+// Thread-safety: Ready/Wait may be called from any thread; PrepareData before the RPC
+// starts and Finish once, from the RPC's completion callback.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/src/collective_call.h"
+#include "client/src/shared_memory_region.h"
+#include "grpcpp/client_context.h"
+#include "ringsync/collective_handle.h"
+#include "ringsync/v1/worker.pb.h"
+
+namespace ringsync::internal {
+
+class PendingCollective {
+ public:
+  // A handle that is already complete with `status` (e.g. a call that failed validation).
+  static CollectiveHandle Completed(absl::Status status);
+  static CollectiveHandle MakeHandle(std::shared_ptr<PendingCollective> pending);
+
+  PendingCollective(CollectiveCall call, CallBytes bytes);
+
+  // Copies the caller's input into the request: into a new shared-memory region in
+  // `shared_memory_dir` when that is not null, else inline; a collective without data
+  // (a barrier, count 0) names none. When the region cannot be created (e.g. /dev/shm is
+  // full) the data goes inline and a warning is logged once.
+  void PrepareData(const std::string* shared_memory_dir);
+  bool uses_shared_memory() const { return region_.has_value(); }
+
+  grpc::ClientContext* context() { return &context_; }
+  v1::CollectiveRequest* request() { return &request_; }
+  v1::CollectiveResponse* response() { return &response_; }
+  const CollectiveCall& call() const { return call_; }
+
+  // The RPC ended with `rpc_status`. On OK the result is checked and copied into the
+  // caller's buffer; in every case the region is removed and the collective completes.
+  void Finish(absl::Status rpc_status);
+
+  bool Ready() const;
+  absl::Status Wait();
+  absl::Status Wait(absl::Duration timeout);
+
+ private:
+  absl::Status CopyResultOut();
+  void Complete(absl::Status status);
+
+  const CollectiveCall call_;
+  const CallBytes bytes_;
+  grpc::ClientContext context_;
+  v1::CollectiveRequest request_;
+  v1::CollectiveResponse response_;
+  std::optional<SharedMemoryRegion> region_;
+
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringsync::internal

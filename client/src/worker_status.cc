@@ -1,0 +1,32 @@
+#include "client/src/worker_status.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringsync::internal {
+
+absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target) {
+  // grpc::StatusCode and absl::StatusCode share their values (both are google.rpc.Code).
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  std::string message = status.error_message();
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return absl::OkStatus();
+    case absl::StatusCode::kUnavailable:
+      absl::StrAppend(&message, " (lost the worker at ", target.grpc_target, ": is ",
+                      target.WorkerHint(), "?)");
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      absl::StrAppend(&message,
+                      " (if the collective is merely large or a rank merely slow, raise its "
+                      "timeout in AllReduceOptions/CollectiveOptions; otherwise look at the "
+                      "rank named above)");
+      break;
+    default:
+      break;
+  }
+  return absl::Status(code, message);
+}
+
+}  // namespace ringsync::internal

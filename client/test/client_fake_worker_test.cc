@@ -1,0 +1,535 @@
+// The SDK against FakeWorker: connection, request encoding, transport choice, result
+// copy-back and error paths. The real worker is exercised by the end-to-end tests.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/test/fake_worker.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ringsync/client.h"
+
+namespace ringsync {
+namespace {
+
+using ::ringsync::testing::FakeWorker;
+using ::ringsync::testing::SeenRequest;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Polls `condition` for up to 5 s.
+template <typename F>
+bool Eventually(F condition) {
+  for (absl::Time until = absl::Now() + absl::Seconds(5); absl::Now() < until;) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return condition();
+}
+
+std::vector<float> Iota(size_t n) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 1.0f);
+  return v;
+}
+
+std::vector<float> Doubled(std::vector<float> v) {
+  for (float& x : v) x *= 2;
+  return v;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { worker_.Start(); }
+
+  std::unique_ptr<Client> Connect(const std::string& target = "", ClientOptions options = {}) {
+    options.connect_timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Connect(target.empty() ? worker_.unix_target() : target, options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  FakeWorker worker_;
+};
+
+ClientOptions WithConnectTimeout(absl::Duration timeout) {
+  ClientOptions options;
+  options.connect_timeout = timeout;
+  return options;
+}
+
+ClientOptions WithThreshold(size_t bytes) {
+  ClientOptions options;
+  options.shared_memory_threshold_bytes = bytes;
+  return options;
+}
+
+constexpr size_t kOneMiBOfFloats = (size_t{1} << 20) / sizeof(float);
+
+TEST_F(ClientTest, ConnectReportsTheRingAndAttaches) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_rank(1);
+  info.set_world_size(3);
+  info.set_generation(7);
+  worker_.SetInfo(info);
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->rank(), 1);
+  EXPECT_EQ(client->world_size(), 3);
+  EXPECT_EQ(client->generation(), 7u);
+  EXPECT_TRUE(client->ready());
+  EXPECT_TRUE(worker_.attached());
+  EXPECT_EQ(worker_.attached_client_name(), absl::StrCat("pid ", getpid()));
+  client.reset();
+  EXPECT_TRUE(Eventually([&] { return !worker_.attached(); })) << "destruction detaches";
+}
+
+TEST_F(ClientTest, ConnectAcceptsEveryTargetForm) {
+  EXPECT_NE(Connect(worker_.socket_path()), nullptr);
+  ASSERT_TRUE(Eventually([&] { return !worker_.attached(); }));
+  EXPECT_NE(Connect(worker_.tcp_target()), nullptr);
+}
+
+TEST_F(ClientTest, ConnectWaitsForAFormedRing) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_ready(false);
+  info.set_rank(-1);
+  worker_.SetInfo(info);
+  std::thread former([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    v1::WorkerInfo formed = info;
+    formed.set_ready(true);
+    formed.set_rank(1);
+    formed.set_generation(2);
+    worker_.SetInfo(formed);
+  });
+  const absl::Time start = absl::Now();
+  std::unique_ptr<Client> client = Connect();
+  former.join();
+  ASSERT_NE(client, nullptr);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  EXPECT_EQ(client->rank(), 1);
+  EXPECT_EQ(client->generation(), 2u);
+}
+
+TEST_F(ClientTest, ConnectTimesOutNamingWhatItWaitedFor) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_ready(false);
+  info.set_rank(-1);
+  worker_.SetInfo(info);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(worker_.unix_target(), WithConnectTimeout(absl::Milliseconds(300)));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(client.status())) << client.status();
+  EXPECT_THAT(std::string(client.status().message()), HasSubstr("no formed ring within 300ms"));
+  EXPECT_THAT(std::string(client.status().message()), HasSubstr("worker 'fake-w0', rank -1"));
+  EXPECT_TRUE(Eventually([&] { return !worker_.attached(); })) << "a failed Connect detaches";
+}
+
+TEST_F(ClientTest, ConnectToNoWorkerSaysHowToStartOne) {
+  const std::string missing = "/tmp/ringsync-client-test-no-such-dir/worker.sock";
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect("unix:" + missing, WithConnectTimeout(absl::Milliseconds(200)));
+  EXPECT_TRUE(absl::IsUnavailable(client.status())) << client.status();
+  EXPECT_THAT(std::string(client.status().message()),
+              HasSubstr("is `ringsyncd worker` running with --socket=" + missing + "?"));
+
+  client = Client::Connect("no-port", {});
+  EXPECT_TRUE(absl::IsInvalidArgument(client.status())) << client.status();
+}
+
+TEST_F(ClientTest, SecondClientOfAWorkerIsRefused) {
+  std::unique_ptr<Client> first = Connect();
+  ASSERT_NE(first, nullptr);
+  absl::StatusOr<std::unique_ptr<Client>> second =
+      Client::Connect(worker_.unix_target(), WithConnectTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("already serves client"));
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("give each process its own worker"));
+}
+
+TEST_F(ClientTest, SmallAllReduceTravelsInline) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(5);
+  AllReduceOptions options;
+  options.post_scale = 0.25;
+  options.timeout = absl::Seconds(3);
+  ASSERT_TRUE(client->AllReduce("grad/fc1", absl::MakeSpan(grad), ReduceOp::kAvg, options).ok());
+  EXPECT_EQ(grad, Doubled(Iota(5)));
+  std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].method, "AllReduce");
+  EXPECT_TRUE(seen[0].was_inline);
+  EXPECT_EQ(seen[0].inline_bytes, 5 * sizeof(float));
+  const v1::CollectiveRequest& request = seen[0].request;
+  EXPECT_EQ(request.client_sequence(), 1u);
+  EXPECT_EQ(request.name(), "grad/fc1");
+  EXPECT_EQ(request.dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_EQ(request.count(), 5u);
+  EXPECT_EQ(request.op(), v1::REDUCE_OP_AVG);
+  EXPECT_EQ(request.pre_scale(), 1.0);
+  EXPECT_EQ(request.post_scale(), 0.25);
+  EXPECT_EQ(request.timeout_ms(), 3000);
+}
+
+TEST_F(ClientTest, LargeAllReduceTravelsThroughSharedMemoryThatIsRemovedAfterwards) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(kOneMiBOfFloats);
+  ASSERT_TRUE(client->AllReduce("big", absl::MakeSpan(grad), ReduceOp::kSum).ok());
+  EXPECT_EQ(grad, Doubled(Iota(kOneMiBOfFloats)));
+  std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(seen[0].was_inline);
+  const v1::SharedTensor& shared = seen[0].request.shared();
+  EXPECT_THAT(shared.path(), StartsWith(absl::StrCat("/dev/shm/ringsync-", getpid(), "-")));
+  EXPECT_EQ(shared.offset(), 0u);
+  EXPECT_EQ(shared.size_bytes(), kOneMiBOfFloats * sizeof(float));
+  EXPECT_TRUE(seen[0].shared_file_existed);
+  EXPECT_FALSE(std::filesystem::exists(shared.path())) << "removed after the call";
+}
+
+TEST_F(ClientTest, SharedMemoryThresholdIsAnOption) {
+  std::unique_ptr<Client> client = Connect("", WithThreshold(32));
+  ASSERT_NE(client, nullptr);
+  std::vector<float> below = Iota(7);  // 28 bytes
+  std::vector<float> at = Iota(8);     // 32 bytes
+  ASSERT_TRUE(client->AllReduce("below", absl::MakeSpan(below), ReduceOp::kSum).ok());
+  ASSERT_TRUE(client->AllReduce("at", absl::MakeSpan(at), ReduceOp::kSum).ok());
+  EXPECT_EQ(below, Doubled(Iota(7)));
+  EXPECT_EQ(at, Doubled(Iota(8)));
+  std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].was_inline);
+  EXPECT_FALSE(seen[1].was_inline);
+}
+
+TEST_F(ClientTest, SharedMemoryDirectoryIsAnOption) {
+  char dir[] = "/dev/shm/ringsync-client-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ClientOptions options = WithThreshold(32);
+  options.shared_memory_dir = dir;
+  std::unique_ptr<Client> client = Connect("", options);
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(100);
+  ASSERT_TRUE(client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kSum).ok());
+  EXPECT_EQ(grad, Doubled(Iota(100)));
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  EXPECT_THAT(worker_.seen()[0].request.shared().path(),
+              StartsWith(std::string(dir) + "/ringsync-"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove(dir);
+}
+
+TEST_F(ClientTest, WithoutSharedMemoryTensorsTravelInline) {
+  ClientOptions options = WithThreshold(32);
+  options.shared_memory_dir = "/dev/shm/ringsync-client-test-no-such-dir";
+  std::unique_ptr<Client> client = Connect("", options);
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(100);
+  ASSERT_TRUE(client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kSum).ok());
+  EXPECT_EQ(grad, Doubled(Iota(100)));
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  EXPECT_TRUE(worker_.seen()[0].was_inline) << "a region that cannot be made is no error";
+}
+
+TEST_F(ClientTest, TcpTargetsAlwaysTravelInline) {
+  std::unique_ptr<Client> client = Connect(worker_.tcp_target());
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(kOneMiBOfFloats);
+  ASSERT_TRUE(client->AllReduce("big", absl::MakeSpan(grad), ReduceOp::kSum).ok());
+  EXPECT_EQ(grad, Doubled(Iota(kOneMiBOfFloats)));
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  EXPECT_TRUE(worker_.seen()[0].was_inline);
+}
+
+TEST_F(ClientTest, SequenceFollowsIssueOrderWithManyInFlight) {
+  std::unique_ptr<Client> client = Connect("", WithThreshold(4096));
+  ASSERT_NE(client, nullptr);
+  constexpr int kCollectives = 12;
+  std::vector<std::vector<float>> buffers;
+  for (int i = 0; i < kCollectives; ++i) buffers.push_back(Iota(i % 2 == 0 ? 3 : 2000));
+  std::vector<CollectiveHandle> handles;
+  for (int i = 0; i < kCollectives; ++i) {
+    worker_.DelayCollective(absl::StrCat("t", i + 1), absl::Milliseconds(5 * (kCollectives - i)));
+    handles.push_back(client->AllReduceAsync(absl::StrCat("t", i + 1), absl::MakeSpan(buffers[i]),
+                                             ReduceOp::kSum));
+    // A call that fails validation must not use up a sequence number.
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        client->AllReduceAsync("", absl::MakeSpan(buffers[i]), ReduceOp::kSum).Wait()));
+  }
+  for (int i = 0; i < kCollectives; ++i) {
+    ASSERT_TRUE(handles[i].Wait().ok()) << i;
+    EXPECT_EQ(buffers[i], Doubled(Iota(i % 2 == 0 ? 3 : 2000))) << i;
+  }
+  std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), size_t{kCollectives});
+  for (const SeenRequest& s : seen) {
+    EXPECT_EQ(s.request.name(), absl::StrCat("t", s.request.client_sequence()));
+  }
+}
+
+// The worker failed the collective after writing into the shared region (as a ring that
+// broke half way might): the caller's buffer must still be as it was.
+class FailureTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(FailureTest, FailedCollectiveLeavesTheBufferUntouched) {
+  const std::string message =
+      "collective #4 'boom': rank 2 (worker w2) left generation 3; the ring is re-forming";
+  worker_.FailCollective("boom", grpc::Status(grpc::StatusCode::ABORTED, message));
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(GetParam());
+  absl::Status status = client->AllReduce("boom", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsAborted(status)) << status;
+  EXPECT_EQ(status.message(), message) << "the worker's message reaches the user as it is";
+  EXPECT_EQ(grad, Iota(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndShared, FailureTest, ::testing::Values(5, kOneMiBOfFloats));
+
+TEST_F(ClientTest, ShortResultIsAnErrorAndTheBufferIsUntouched) {
+  worker_.TruncateResponse("short");
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(4);
+  absl::Status status = client->AllReduce("short", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsInternal(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("returned 15 bytes of result, expected 16"));
+  EXPECT_EQ(grad, Iota(4));
+}
+
+TEST_F(ClientTest, DeadlineExceededSaysWhatToTry) {
+  worker_.FailCollective("late", grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                              "collective #1 'late': rank 3 sent nothing for 30s"));
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(4);
+  absl::Status status = client->AllReduce("late", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("collective #1 'late': rank 3 sent nothing for 30s"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("raise its timeout"));
+}
+
+TEST_F(ClientTest, InvalidArgumentsNeverReachTheWorker) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(4);
+  std::vector<float> gathered(3);
+  AllReduceOptions zero_scale;
+  zero_scale.pre_scale = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(client->AllReduce("", absl::MakeSpan(grad), ReduceOp::kSum)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      client->AllReduce("null", nullptr, 4, DType::kFloat32, ReduceOp::kSum)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      client->AllReduce("op", grad.data(), 4, DType::kFloat32, static_cast<ReduceOp>(0))));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      client->AllReduce("scale", absl::MakeSpan(grad), ReduceOp::kSum, zero_scale)));
+  EXPECT_TRUE(absl::IsInvalidArgument(client->Broadcast("root", absl::MakeSpan(grad), 2)));
+  absl::Status shape = client->AllGather("shape", absl::MakeSpan(grad), absl::MakeSpan(gathered));
+  EXPECT_TRUE(absl::IsInvalidArgument(shape)) << shape;
+  EXPECT_THAT(std::string(shape.message()), HasSubstr("needs 8 (world size 2 x 4 per rank)"));
+  EXPECT_EQ(grad, Iota(4));
+  EXPECT_TRUE(worker_.seen().empty());
+
+  ASSERT_TRUE(client->AllReduce("first", absl::MakeSpan(grad), ReduceOp::kSum).ok());
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  EXPECT_EQ(worker_.seen()[0].request.client_sequence(), 1u);
+}
+
+TEST_F(ClientTest, EveryElementTypeRoundTrips) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<double> f64 = {1.5, -2.25};
+  std::vector<int32_t> i32 = {7, -9};
+  std::vector<int64_t> i64 = {int64_t{1} << 40, -3};
+  std::vector<int8_t> i8 = {5, -60};
+  std::vector<uint8_t> u8 = {100, 3};
+  std::vector<uint16_t> f16 = {0x3C00, 0x4000};  // 1.0 and 2.0 as float16 storage
+  ASSERT_TRUE(client->AllReduce("f64", absl::MakeSpan(f64), ReduceOp::kMax).ok());
+  ASSERT_TRUE(client->AllReduce("i32", absl::MakeSpan(i32), ReduceOp::kMin).ok());
+  ASSERT_TRUE(client->AllReduce("i64", absl::MakeSpan(i64), ReduceOp::kProd).ok());
+  ASSERT_TRUE(client->AllReduce("i8", absl::MakeSpan(i8), ReduceOp::kSum).ok());
+  ASSERT_TRUE(client->AllReduce("u8", absl::MakeSpan(u8), ReduceOp::kSum).ok());
+  ASSERT_TRUE(
+      client->AllReduce("f16", f16.data(), f16.size(), DType::kFloat16, ReduceOp::kSum).ok());
+  EXPECT_EQ(f64, (std::vector<double>{3.0, -4.5}));
+  EXPECT_EQ(i32, (std::vector<int32_t>{14, -18}));
+  EXPECT_EQ(i64, (std::vector<int64_t>{int64_t{1} << 41, -6}));
+  EXPECT_EQ(i8, (std::vector<int8_t>{10, -120}));
+  EXPECT_EQ(u8, (std::vector<uint8_t>{200, 6}));
+  EXPECT_EQ(f16, (std::vector<uint16_t>{0x3C01, 0x4001}));
+  std::vector<v1::DType> dtypes;
+  for (const SeenRequest& s : worker_.seen()) dtypes.push_back(s.request.dtype());
+  EXPECT_EQ(dtypes, (std::vector<v1::DType>{v1::DTYPE_FLOAT64, v1::DTYPE_INT32, v1::DTYPE_INT64,
+                                            v1::DTYPE_INT8, v1::DTYPE_UINT8, v1::DTYPE_FLOAT16}));
+}
+
+TEST_F(ClientTest, RawFormsTakeAnyDType) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint16_t> bf16 = {0x3F80, 0x4000};  // 1.0 and 2.0 as bfloat16 storage
+  std::vector<uint16_t> all(4);
+  ASSERT_TRUE(client->AllGather("gather", bf16.data(), 2, DType::kBFloat16, all.data(), 4).ok());
+  EXPECT_EQ(all, (std::vector<uint16_t>{0x3F80, 0x4000, 0x3F80, 0x4000}));
+  ASSERT_TRUE(client->Broadcast("from-me", bf16.data(), 2, DType::kBFloat16, 0).ok());
+  EXPECT_EQ(bf16, (std::vector<uint16_t>{0x3F80, 0x4000})) << "rank 0 is the root: unchanged";
+  std::vector<v1::DType> dtypes;
+  for (const SeenRequest& s : worker_.seen()) dtypes.push_back(s.request.dtype());
+  EXPECT_EQ(dtypes, (std::vector<v1::DType>{v1::DTYPE_BFLOAT16, v1::DTYPE_BFLOAT16}));
+}
+
+TEST_F(ClientTest, ZeroElementsAreFine) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->AllReduce("empty", nullptr, 0, DType::kFloat32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(client->AllReduce("empty-span", absl::Span<float>(), ReduceOp::kSum).ok());
+  ASSERT_EQ(worker_.seen().size(), 2u);
+  EXPECT_EQ(worker_.seen()[1].request.data_case(), v1::CollectiveRequest::DATA_NOT_SET);
+  EXPECT_EQ(worker_.seen()[1].request.count(), 0u);
+}
+
+class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_rank(1);
+  info.set_world_size(3);
+  worker_.SetInfo(info);
+  std::unique_ptr<Client> client = Connect("", WithThreshold(1024));
+  ASSERT_NE(client, nullptr);
+  const std::vector<float> params = Iota(GetParam());
+  std::vector<float> all(3 * params.size(), -1.0f);
+  ASSERT_TRUE(client->AllGather("params", absl::MakeConstSpan(params), absl::MakeSpan(all)).ok());
+  std::vector<float> expected;
+  for (int r = 0; r < 3; ++r) expected.insert(expected.end(), params.begin(), params.end());
+  EXPECT_EQ(all, expected);
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  const SeenRequest seen = worker_.seen()[0];
+  EXPECT_EQ(seen.method, "AllGather");
+  EXPECT_EQ(seen.request.count(), params.size()) << "count is per rank";
+  if (!seen.was_inline) {
+    EXPECT_EQ(seen.request.shared().size_bytes(), all.size() * sizeof(float))
+        << "the region holds the whole gathered result";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndShared, AllGatherTest, ::testing::Values(4, 1000));
+
+TEST_F(ClientTest, BroadcastSendsTheRootAndReceivesInPlace) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint8_t> weights(6, 0);
+  ASSERT_TRUE(client->Broadcast("weights", absl::MakeSpan(weights), 1).ok());
+  EXPECT_EQ(weights, std::vector<uint8_t>(6, 0x41));
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  EXPECT_EQ(worker_.seen()[0].method, "Broadcast");
+  EXPECT_EQ(worker_.seen()[0].request.root(), 1);
+}
+
+TEST_F(ClientTest, BarrierSendsNoData) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Barrier("epoch-end").ok());
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  const SeenRequest seen = worker_.seen()[0];
+  EXPECT_EQ(seen.method, "Barrier");
+  EXPECT_EQ(seen.request.count(), 0u);
+  EXPECT_EQ(seen.request.data_case(), v1::CollectiveRequest::DATA_NOT_SET)
+      << "the worker refuses a barrier that names data, even empty data";
+  EXPECT_EQ(seen.request.dtype(), v1::DTYPE_UINT8) << "a valid dtype, for the worker's checks";
+}
+
+TEST_F(ClientTest, WaitWithATimeoutLeavesTheCollectiveRunning) {
+  worker_.DelayCollective("slow", absl::Milliseconds(400));
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(3);
+  CollectiveHandle handle = client->AllReduceAsync("slow", absl::MakeSpan(grad), ReduceOp::kSum);
+  absl::Status early = handle.Wait(absl::Milliseconds(20));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(early)) << early;
+  EXPECT_THAT(std::string(early.message()), HasSubstr("still in flight"));
+  EXPECT_FALSE(handle.Ready());
+  EXPECT_TRUE(handle.Wait().ok());
+  EXPECT_TRUE(handle.Ready());
+  EXPECT_TRUE(handle.Wait(absl::Milliseconds(1)).ok()) << "a completed handle answers at once";
+  EXPECT_EQ(grad, Doubled(Iota(3)));
+
+  CollectiveHandle moved = std::move(handle);
+  EXPECT_TRUE(moved.Wait().ok());
+  EXPECT_FALSE(handle.valid());
+  EXPECT_TRUE(absl::IsFailedPrecondition(handle.Wait()));
+}
+
+TEST_F(ClientTest, RingChangesReachTheClient) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  v1::WorkerInfo info = worker_.info();
+  info.set_generation(2);
+  info.set_rank(3);
+  info.set_world_size(4);
+  worker_.SetInfo(info);
+  EXPECT_TRUE(Eventually([&] { return client->generation() == 2; }));
+  EXPECT_EQ(client->rank(), 3);
+  EXPECT_EQ(client->world_size(), 4);
+  info.set_ready(false);
+  worker_.SetInfo(info);
+  EXPECT_TRUE(Eventually([&] { return !client->ready(); }));
+}
+
+TEST_F(ClientTest, ADetachedClientSaysToReconnect) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  worker_.EndAttach(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker fake-w0 is shutting down"));
+  ASSERT_TRUE(Eventually([&] { return !client->ready(); }));
+  std::vector<float> grad = Iota(3);
+  absl::Status status = client->AllReduce("after", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("worker fake-w0 is shutting down"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("connect a new Client"));
+  EXPECT_TRUE(worker_.seen().empty());
+}
+
+TEST_F(ClientTest, DestroyingTheClientCancelsWhatIsInFlight) {
+  worker_.DelayCollective("stuck", absl::Seconds(30));
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> small = Iota(3);
+  std::vector<float> large = Iota(kOneMiBOfFloats);
+  CollectiveHandle a = client->AllReduceAsync("stuck", absl::MakeSpan(small), ReduceOp::kSum);
+  CollectiveHandle b = client->AllReduceAsync("stuck", absl::MakeSpan(large), ReduceOp::kSum);
+  ASSERT_TRUE(Eventually([&] { return worker_.seen().size() == 2; }));
+  const absl::Time start = absl::Now();
+  client.reset();
+  for (CollectiveHandle* handle : {&a, &b}) {
+    absl::Status status = handle->Wait();
+    EXPECT_TRUE(absl::IsCancelled(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("Client was destroyed"));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(small, Iota(3));
+  EXPECT_EQ(large, Iota(kOneMiBOfFloats));
+  EXPECT_FALSE(std::filesystem::exists(worker_.seen()[1].request.shared().path()));
+}
+
+TEST(CollectiveHandleTest, EmptyHandle) {
+  CollectiveHandle handle;
+  EXPECT_FALSE(handle.valid());
+  EXPECT_TRUE(handle.Ready());
+  EXPECT_TRUE(absl::IsFailedPrecondition(handle.Wait()));
+}
+
+}  // namespace
+}  // namespace ringsync

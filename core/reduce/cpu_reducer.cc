@@ -1,0 +1,87 @@
+#include "core/reduce/cpu_reducer.h"
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "core/reduce/cpu_kernels.h"
+
+namespace ringsync {
+namespace {
+
+// Stats are optional and accumulate, so one ReduceStats can follow a whole collective.
+void Record(ReduceStats* stats, uint64_t overflows) {
+  if (stats != nullptr) stats->overflows += overflows;
+}
+
+absl::Status CheckBuffer(const char* what, const void* buf, size_t count) {
+  if (buf == nullptr && count > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CpuReducer: ", what, " is null but count is ", count));
+  }
+  return absl::OkStatus();
+}
+
+// SIMD kernels load a block before storing it, so overlapping buffers would give
+// answers that depend on the code path; refuse them instead.
+absl::Status CheckNoOverlap(const void* dst, const void* src, size_t bytes) {
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (bytes > 0 && d < s + bytes && s < d + bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CpuReducer::Combine: dst and src overlap (", bytes,
+                     " bytes each); combine into a separate receive buffer"));
+  }
+  return absl::OkStatus();
+}
+
+size_t Slot(DType dtype) { return static_cast<size_t>(dtype); }
+
+}  // namespace
+
+CpuReducer::CpuReducer(Isa isa) : kernels_(&cpu_kernels::PortableKernels()) {
+  const cpu_kernels::KernelTable* avx512 =
+      isa == Isa::kBest ? cpu_kernels::Avx512Kernels() : nullptr;
+  const cpu_kernels::KernelTable* avx2 =
+      isa != Isa::kPortable ? cpu_kernels::Avx2Kernels() : nullptr;
+  if (avx512 != nullptr) {
+    kernels_ = avx512;
+  } else if (avx2 != nullptr) {
+    kernels_ = avx2;
+  }
+}
+
+std::string_view CpuReducer::isa() const { return kernels_->isa; }
+
+absl::Status CpuReducer::Combine(const ReduceSpec& spec, void* dst, const void* src, size_t count,
+                                 ReduceStats* stats) {
+  if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
+  if (absl::Status s = CheckBuffer("dst", dst, count); !s.ok()) return s;
+  if (absl::Status s = CheckBuffer("src", src, count); !s.ok()) return s;
+  if (absl::Status s = CheckNoOverlap(dst, src, count * DTypeSize(spec.dtype)); !s.ok()) {
+    return s;
+  }
+  const cpu_kernels::CombineFn fn =
+      kernels_->combine[Slot(spec.dtype)][static_cast<size_t>(spec.op)];
+  Record(stats, fn(dst, src, count));
+  return absl::OkStatus();
+}
+
+absl::Status CpuReducer::PreScale(const ReduceSpec& spec, void* buf, size_t count,
+                                  ReduceStats* stats) {
+  if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
+  if (absl::Status s = CheckBuffer("buf", buf, count); !s.ok()) return s;
+  if (spec.pre_scale == 1.0) return absl::OkStatus();  // also every integer spec
+  Record(stats, kernels_->scale[Slot(spec.dtype)](buf, count, 1, spec.pre_scale));
+  return absl::OkStatus();
+}
+
+absl::Status CpuReducer::Finalize(const ReduceSpec& spec, void* buf, size_t count,
+                                  ReduceStats* stats) {
+  if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
+  if (absl::Status s = CheckBuffer("buf", buf, count); !s.ok()) return s;
+  const int divisor = spec.op == ReduceOp::kAvg ? spec.world_size : 1;
+  if (divisor == 1 && spec.post_scale == 1.0) return absl::OkStatus();
+  Record(stats, kernels_->scale[Slot(spec.dtype)](buf, count, divisor, spec.post_scale));
+  return absl::OkStatus();
+}
+
+}  // namespace ringsync

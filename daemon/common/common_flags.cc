@@ -1,0 +1,107 @@
+#include "daemon/common/common_flags.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, port_file, "",
+          "If set, after the listening port is bound write its HOST:PORT and a newline to "
+          "this file (atomically: temporary file, then rename), so scripts and tests can "
+          "find a port chosen with port 0.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Log level: trace, debug, info, warn, error, critical or off. At info, one line "
+          "per event (join, refusal, ring view, lost worker); debug adds per-request detail.");
+
+namespace ringsync {
+namespace {
+
+std::optional<spdlog::level::level_enum> ParseLevel(absl::string_view name) {
+  static constexpr struct {
+    absl::string_view name;
+    spdlog::level::level_enum level;
+  } kLevels[] = {
+      {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
+      {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
+      {"error", spdlog::level::err},   {"critical", spdlog::level::critical},
+      {"off", spdlog::level::off},
+  };
+  for (const auto& entry : kLevels) {
+    if (entry.name == name) return entry.level;
+  }
+  return std::nullopt;
+}
+
+std::string ErrnoText(int error) { return std::strerror(error); }
+
+}  // namespace
+
+absl::Status ValidateCommonFlags() {
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (!ParseLevel(level)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--log_level='", level,
+        "' is not a log level; use trace, debug, info, warn, error, critical or off"));
+  }
+  return absl::OkStatus();
+}
+
+void InitLogging(absl::string_view role) {
+  auto logger = std::make_shared<spdlog::logger>(
+      std::string(role), std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
+  const std::string level_name = absl::GetFlag(FLAGS_log_level);
+  const std::optional<spdlog::level::level_enum> level = ParseLevel(level_name);
+  logger->set_level(level.value_or(spdlog::level::info));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(std::move(logger));
+  if (!level) {
+    spdlog::warn("unknown --log_level '{}' (use trace, debug, info, warn, error, critical or "
+                 "off); logging at info",
+                 level_name);
+  }
+}
+
+absl::Status WritePortFile(const std::string& path, const std::string& address) {
+  if (path.empty()) return absl::InvalidArgumentError("--port_file is empty");
+  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
+  const std::string line = absl::StrCat(address, "\n");
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot write port file: open ", temp, ": ",
+                                               ErrnoText(errno),
+                                               "; check that --port_file's directory exists "
+                                               "and is writable"));
+  }
+  size_t written = 0;
+  int error = 0;
+  while (written < line.size()) {
+    const ssize_t n = write(fd, line.data() + written, line.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = errno;
+      break;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (error == 0 && fsync(fd) != 0) error = errno;
+  if (close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && rename(temp.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    unlink(temp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot write port file ", path, ": ", ErrnoText(error)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringsync

@@ -1,0 +1,65 @@
+// Specification of the plumbing both ringsyncd roles share: the port file and the
+// --log_level check.
+#include "daemon/common/common_flags.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : ::testing::TempDir();
+}
+
+TEST(WritePortFile, WritesTheAddressAndANewlineReplacingAnOldFile) {
+  const std::string path = absl::StrCat(TempDir(), "/coord_", getpid(), ".port");
+  ASSERT_TRUE(WritePortFile(path, "127.0.0.1:1234").ok());
+  EXPECT_EQ(ReadFile(path), "127.0.0.1:1234\n");
+  ASSERT_TRUE(WritePortFile(path, "127.0.0.1:99").ok());
+  EXPECT_EQ(ReadFile(path), "127.0.0.1:99\n");
+  struct stat st;
+  EXPECT_NE(stat(absl::StrCat(path, ".tmp.", getpid()).c_str(), &st), 0)
+      << "no temporary file is left behind";
+  unlink(path.c_str());
+}
+
+TEST(WritePortFile, AMissingDirectoryIsAnErrorThatNamesThePath) {
+  const absl::Status status = WritePortFile("/nonexistent-dir/x.port", "127.0.0.1:1");
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("/nonexistent-dir/x.port"));
+}
+
+TEST(ValidateCommonFlags, AcceptsSpdlogLevelNamesAndRefusesOthers) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    absl::SetFlag(&FLAGS_log_level, level);
+    EXPECT_TRUE(ValidateCommonFlags().ok()) << level;
+  }
+  absl::SetFlag(&FLAGS_log_level, "verbose");
+  const absl::Status status = ValidateCommonFlags();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--log_level='verbose'"));
+  absl::SetFlag(&FLAGS_log_level, "info");
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,0 +1,13 @@
+// `ringsyncd coordinator`: reads the coordinator's flags (defined in
+// coordinator_main.cc, shared ones in daemon/common/common_flags.h), serves until
+// SIGINT or SIGTERM, then shuts down cleanly.
+#pragma once
+
+namespace ringsync {
+
+// REQUIRES: absl::ParseCommandLine ran, and no threads were started yet (SIGINT and
+// SIGTERM are blocked process-wide and taken with sigwait). Returns the exit code:
+// 0 after a signal, 1 when serving failed, 2 for bad flags.
+int RunCoordinatorMain();
+
+}  // namespace ringsync

@@ -1,0 +1,177 @@
+// Specification of `ringsyncd coordinator` as a process (run through coordinator_smoke,
+// which is the coordinator role without the worker linked in): flags, the port file,
+// and a clean exit on SIGTERM.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "daemon/common/grpc_options.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ringsync/v1/coordinator.grpc.pb.h"
+
+extern char** environ;
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A coordinator_smoke process with stderr captured to a file; killed if still running
+// when the test ends.
+class CoordinatorProcess {
+ public:
+  explicit CoordinatorProcess(std::vector<std::string> flags)
+      : dir_(::testing::TempDir()),
+        stderr_path_(absl::StrCat(dir_, "/coordinator_", getpid(), "_", ++counter_, ".err")) {
+    std::vector<std::string> args = {COORDINATOR_SMOKE_PATH};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    spawned_ = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) == 0;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+
+  ~CoordinatorProcess() {
+    if (spawned_ && !exit_code_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    unlink(stderr_path_.c_str());
+  }
+
+  bool spawned() const { return spawned_; }
+  void Signal(int signal_number) { kill(pid_, signal_number); }
+
+  // The exit code, or nullopt if the process is still running after `timeout`.
+  std::optional<int> WaitForExit(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!exit_code_ && absl::Now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      } else {
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    }
+    return exit_code_;
+  }
+
+  std::string Stderr() const { return ReadFile(stderr_path_); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string dir_;
+  std::string stderr_path_;
+  pid_t pid_ = 0;
+  bool spawned_ = false;
+  std::optional<int> exit_code_;
+};
+
+// Polls for the port file; returns its address without the newline, or "".
+std::string WaitForPortFile(const std::string& path, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    const std::string text = ReadFile(path);
+    if (!text.empty()) {
+      EXPECT_EQ(text.back(), '\n');
+      return std::string(absl::StripSuffix(text, "\n"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return "";
+}
+
+TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
+  const std::string port_file =
+      absl::StrCat(::testing::TempDir(), "/coordinator_", getpid(), ".port");
+  unlink(port_file.c_str());
+  CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0",
+                              absl::StrCat("--port_file=", port_file), "--log_level=info"});
+  ASSERT_TRUE(process.spawned());
+  const std::string address = WaitForPortFile(port_file, absl::Seconds(10));
+  ASSERT_THAT(address, HasSubstr("127.0.0.1:")) << process.Stderr();
+
+  auto stub = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), ControlChannelArguments()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::JoinRequest request;
+  request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  request.set_worker_id("solo");
+  request.set_peer_address("127.0.0.1:7501");
+  v1::JoinResponse response;
+  const grpc::Status joined = stub->Join(&context, request, &response);
+  ASSERT_TRUE(joined.ok()) << joined.error_message();
+  EXPECT_EQ(response.world_size(), 1u);
+
+  // A worker keeps a WatchRing stream open; SIGTERM must end it and exit promptly.
+  grpc::ClientContext watch_context;
+  watch_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::WatchRingRequest watch_request;
+  watch_request.set_worker_id("solo");
+  watch_request.set_session_token(response.session_token());
+  auto watch = stub->WatchRing(&watch_context, watch_request);
+  v1::RingView view;
+  ASSERT_TRUE(watch->Read(&view));
+  EXPECT_EQ(view.generation(), 1u);
+
+  const absl::Time signalled = absl::Now();
+  process.Signal(SIGTERM);
+  while (watch->Read(&view)) {
+  }
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 0) << process.Stderr();
+  // Exit waits at most the 1s shutdown grace: gRPC keeps the process until idle client
+  // connections close, and an idle client in another process only notices the server's
+  // GOAWAY when it next polls.
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(3));
+  const std::string log = process.Stderr();
+  EXPECT_THAT(log, HasSubstr("[coordinator] coordinator serving on " + address));
+  EXPECT_THAT(log, HasSubstr("worker solo joined"));
+  EXPECT_THAT(log, HasSubstr("ring formed: generation 1"));
+  EXPECT_THAT(log, HasSubstr("received SIGTERM"));
+  unlink(port_file.c_str());
+}
+
+TEST(CoordinatorProcess, WithoutWorldSizeItExitsTwoSayingTheFlagIsRequired) {
+  CoordinatorProcess process({"--listen=127.0.0.1:0"});
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
+  EXPECT_THAT(process.Stderr(), HasSubstr("--world_size is required"));
+}
+
+TEST(CoordinatorProcess, AnUnknownLogLevelExitsTwo) {
+  CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0", "--log_level=loud"});
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
+  EXPECT_THAT(process.Stderr(), HasSubstr("--log_level='loud'"));
+}
+
+}  // namespace
+}  // namespace ringsync

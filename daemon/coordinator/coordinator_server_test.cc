@@ -1,0 +1,406 @@
+// Specification of the coordinator as workers see it over gRPC: an in-process
+// CoordinatorServer on 127.0.0.1:0, real stubs, real streams.
+#include "daemon/coordinator/coordinator_server.h"
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_options.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ringsync/v1/coordinator.grpc.pb.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Every call and stream in these tests ends by this deadline: a bug fails, never hangs.
+constexpr absl::Duration kCallDeadline = absl::Seconds(10);
+
+std::unique_ptr<grpc::ClientContext> NewContext(absl::Duration deadline = kCallDeadline) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  return context;
+}
+
+std::vector<std::string> MemberIds(const v1::RingView& view) {
+  std::vector<std::string> ids;
+  for (const v1::RingMember& m : view.members()) ids.push_back(m.worker_id());
+  return ids;
+}
+
+// One worker's WatchRing stream.
+class Watch {
+ public:
+  Watch(v1::Coordinator::Stub& stub, const std::string& worker_id, uint64_t token)
+      : context_(NewContext()) {
+    v1::WatchRingRequest request;
+    request.set_worker_id(worker_id);
+    request.set_session_token(token);
+    reader_ = stub.WatchRing(context_.get(), request);
+  }
+
+  // The next view, or nullopt when the stream ended.
+  std::optional<v1::RingView> Next() {
+    v1::RingView view;
+    if (!reader_->Read(&view)) return std::nullopt;
+    return view;
+  }
+
+  // Reads until a view of `generation` arrives (nullopt if the stream ends first).
+  std::optional<v1::RingView> WaitForGeneration(uint64_t generation) {
+    for (std::optional<v1::RingView> view = Next(); view; view = Next()) {
+      if (view->generation() == generation) return view;
+    }
+    return std::nullopt;
+  }
+
+  // Reads what is left, then the final status.
+  grpc::Status Finish() {
+    while (Next()) {
+    }
+    return reader_->Finish();
+  }
+
+  void Cancel() { context_->TryCancel(); }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReader<v1::RingView>> reader_;
+};
+
+class CoordinatorServerTest : public ::testing::Test {
+ protected:
+  void Start(int world_size, absl::Duration heartbeat_timeout = absl::Seconds(30),
+             absl::Duration heartbeat_interval = absl::Seconds(1)) {
+    CoordinatorOptions options;
+    options.listen = "127.0.0.1:0";
+    options.world_size = world_size;
+    options.heartbeat_timeout = heartbeat_timeout;
+    options.heartbeat_interval = heartbeat_interval;
+    absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(),
+                                         ControlChannelArguments());
+    stub_ = v1::Coordinator::NewStub(channel_);
+  }
+
+  grpc::Status Join(const std::string& worker_id, v1::JoinResponse* response = nullptr,
+                    v1::ProtocolVersion version = v1::PROTOCOL_VERSION_1) {
+    v1::JoinRequest request;
+    request.set_protocol_version(version);
+    request.set_worker_id(worker_id);
+    request.set_peer_address(absl::StrCat("127.0.0.1:", 7500 + tokens_.size()));
+    v1::JoinResponse local;
+    if (response == nullptr) response = &local;
+    grpc::Status status = stub_->Join(NewContext().get(), request, response);
+    if (status.ok()) tokens_[worker_id] = response->session_token();
+    return status;
+  }
+
+  grpc::Status Heartbeat(const std::string& worker_id, v1::HeartbeatResponse* response = nullptr) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(worker_id);
+    request.set_session_token(tokens_[worker_id]);
+    v1::HeartbeatResponse local;
+    return stub_->Heartbeat(NewContext().get(), request, response ? response : &local);
+  }
+
+  grpc::Status Leave(const std::string& worker_id, const std::string& reason) {
+    v1::LeaveRequest request;
+    request.set_worker_id(worker_id);
+    request.set_session_token(tokens_[worker_id]);
+    request.set_reason(reason);
+    v1::LeaveResponse response;
+    return stub_->Leave(NewContext().get(), request, &response);
+  }
+
+  std::unique_ptr<Watch> WatchAs(const std::string& worker_id) {
+    return std::make_unique<Watch>(*stub_, worker_id, tokens_[worker_id]);
+  }
+
+  // Joins w0..w3, each opening its watch right after joining; all see the formed view.
+  std::vector<std::unique_ptr<Watch>> FormRingOfFour() {
+    std::vector<std::unique_ptr<Watch>> watches;
+    for (const char* id : {"w0", "w1", "w2", "w3"}) {
+      EXPECT_TRUE(Join(id).ok()) << id;
+      watches.push_back(WatchAs(id));
+    }
+    for (auto& watch : watches) {
+      std::optional<v1::RingView> formed = watch->WaitForGeneration(1);
+      EXPECT_TRUE(formed.has_value());
+    }
+    return watches;
+  }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::map<std::string, uint64_t> tokens_;
+};
+
+TEST_F(CoordinatorServerTest, BindsAnEphemeralPortOnLoopback) {
+  Start(4);
+  EXPECT_THAT(server_->address(), HasSubstr("127.0.0.1:"));
+  EXPECT_NE(server_->address(), "127.0.0.1:0");
+}
+
+TEST_F(CoordinatorServerTest, JoinAnswersWorldSizeSessionTokenAndHeartbeatInterval) {
+  Start(4, absl::Seconds(30), absl::Milliseconds(750));
+  v1::JoinResponse response;
+  ASSERT_TRUE(Join("w0", &response).ok());
+  EXPECT_EQ(response.world_size(), 4u);
+  EXPECT_NE(response.session_token(), 0u);
+  EXPECT_EQ(response.heartbeat_interval_ms(), 750);
+}
+
+TEST_F(CoordinatorServerTest, AProtocolMismatchIsRefusedSayingWhatHappenedAndWhatToDo) {
+  Start(4);
+  grpc::Status status = Join("w0", nullptr, v1::PROTOCOL_VERSION_UNSPECIFIED);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(),
+              AllOf(HasSubstr("protocol version mismatch"), HasSubstr("worker 'w0'"),
+                    HasSubstr("PROTOCOL_VERSION_UNSPECIFIED (0)"),
+                    HasSubstr("PROTOCOL_VERSION_1 (1)"),
+                    HasSubstr("run the same ringsyncd release")));
+  status = Join("w0", nullptr, static_cast<v1::ProtocolVersion>(7));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown version 7"));
+}
+
+TEST_F(CoordinatorServerTest, RefusalsKeepTheirStatusCodesOverTheWire) {
+  Start(2);
+  ASSERT_TRUE(Join("w0").ok());
+  EXPECT_EQ(Join("w0").error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(Join("bad id").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(Join("w1").ok());
+  const grpc::Status full = Join("w2");
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(full.error_message(), HasSubstr("ring is full"));
+}
+
+TEST_F(CoordinatorServerTest, WatchRingSendsTheCurrentViewAtOnceThenTheFormedViewToAllFour) {
+  Start(4);
+  std::vector<std::unique_ptr<Watch>> watches;
+  for (const char* id : {"w2", "w0", "w3"}) {
+    ASSERT_TRUE(Join(id).ok());
+    watches.push_back(WatchAs(id));
+    std::optional<v1::RingView> current = watches.back()->Next();
+    ASSERT_TRUE(current.has_value());
+    EXPECT_EQ(current->generation(), 0u);
+    EXPECT_EQ(current->members_size(), 0);
+    EXPECT_THAT(current->dissolved_reason(), HasSubstr("waiting for 4 workers"));
+  }
+  ASSERT_TRUE(Join("w1").ok());
+  watches.push_back(WatchAs("w1"));
+  for (auto& watch : watches) {
+    std::optional<v1::RingView> formed = watch->WaitForGeneration(1);
+    ASSERT_TRUE(formed.has_value());
+    EXPECT_THAT(MemberIds(*formed), ElementsAre("w0", "w1", "w2", "w3"));
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(formed->members(r).rank(), r);
+    EXPECT_EQ(formed->dissolved_reason(), "");
+  }
+}
+
+TEST_F(CoordinatorServerTest, ACancelledWatchIsDeathAndTheOthersSeeADissolvedViewNamingIt) {
+  Start(4, /*heartbeat_timeout=*/absl::Seconds(30));
+  std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
+  const absl::Time cancelled_at = absl::Now();
+  watches[2]->Cancel();  // w2's process "dies": its stream breaks
+  for (int i : {0, 1, 3}) {
+    std::optional<v1::RingView> dissolved = watches[i]->Next();
+    ASSERT_TRUE(dissolved.has_value()) << "watcher w" << i;
+    EXPECT_EQ(dissolved->generation(), 2u);
+    EXPECT_EQ(dissolved->members_size(), 0);
+    EXPECT_THAT(dissolved->dissolved_reason(),
+                AllOf(HasSubstr("worker w2 (rank 2)"), HasSubstr("WatchRing")));
+  }
+  EXPECT_LT(absl::Now() - cancelled_at, absl::Seconds(5)) << "not the 30s heartbeat timeout";
+  const grpc::Status heartbeat = Heartbeat("w2");
+  EXPECT_EQ(heartbeat.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(heartbeat.error_message(), HasSubstr("rejoin"));
+}
+
+TEST_F(CoordinatorServerTest, ALostWorkerRejoinsAndTheRingReformsAtTheNextGeneration) {
+  Start(4);
+  std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
+  watches[2]->Cancel();
+  ASSERT_TRUE(watches[0]->WaitForGeneration(2).has_value());
+  ASSERT_TRUE(Join("w2").ok());
+  std::optional<v1::RingView> reformed = watches[0]->WaitForGeneration(3);
+  ASSERT_TRUE(reformed.has_value());
+  EXPECT_THAT(MemberIds(*reformed), ElementsAre("w0", "w1", "w2", "w3"));
+}
+
+TEST_F(CoordinatorServerTest, MissedHeartbeatsDissolveTheRingAndEndTheLostWorkersWatch) {
+  Start(2, /*heartbeat_timeout=*/absl::Milliseconds(400), absl::Milliseconds(100));
+  ASSERT_TRUE(Join("w0").ok());
+  ASSERT_TRUE(Join("w1").ok());
+  std::unique_ptr<Watch> w0 = WatchAs("w0");
+  std::unique_ptr<Watch> w1 = WatchAs("w1");  // open, but w1 never sends a heartbeat
+  std::atomic<bool> stop{false};
+  std::thread beating([&] {
+    while (!stop.load()) {
+      EXPECT_TRUE(Heartbeat("w0").ok());
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  std::optional<v1::RingView> dissolved = w0->WaitForGeneration(2);
+  stop = true;
+  beating.join();
+  ASSERT_TRUE(dissolved.has_value());
+  EXPECT_EQ(dissolved->dissolved_reason(), "worker w1 (rank 1) missed heartbeats for 400ms");
+
+  ASSERT_TRUE(w1->WaitForGeneration(2).has_value()) << "the lost worker sees the view too";
+  const grpc::Status ended = w1->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(ended.error_message(),
+              AllOf(HasSubstr("session of worker w1 ended"), HasSubstr("rejoin")));
+}
+
+TEST_F(CoordinatorServerTest, HeartbeatReportsTheCurrentGeneration) {
+  Start(1);
+  ASSERT_TRUE(Join("solo").ok());
+  v1::HeartbeatResponse response;
+  ASSERT_TRUE(Heartbeat("solo", &response).ok());
+  EXPECT_EQ(response.current_generation(), 1u);
+}
+
+TEST_F(CoordinatorServerTest, LeaveDissolvesTheRingAtOnce) {
+  Start(2);
+  ASSERT_TRUE(Join("w0").ok());
+  ASSERT_TRUE(Join("w1").ok());
+  std::unique_ptr<Watch> w0 = WatchAs("w0");
+  ASSERT_TRUE(w0->WaitForGeneration(1).has_value());
+  ASSERT_TRUE(Leave("w1", "training finished").ok());
+  std::optional<v1::RingView> dissolved = w0->Next();
+  ASSERT_TRUE(dissolved.has_value());
+  EXPECT_EQ(dissolved->generation(), 2u);
+  EXPECT_EQ(dissolved->dissolved_reason(), "worker w1 (rank 1) left: training finished");
+}
+
+TEST_F(CoordinatorServerTest, AWatchWithoutALiveSessionIsRefused) {
+  Start(2);
+  ASSERT_TRUE(Join("w0").ok());
+  Watch watch(*stub_, "w0", tokens_["w0"] + 1);
+  const grpc::Status status = watch.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), AllOf(HasSubstr("stale"), HasSubstr("rejoin")));
+}
+
+TEST_F(CoordinatorServerTest, ClusterStatusShowsTheViewAndWhatEachWorkerReported) {
+  Start(2);
+  ASSERT_TRUE(Join("w1").ok());
+  ASSERT_TRUE(Join("w0").ok());
+  v1::HeartbeatRequest report;
+  report.set_worker_id("w1");
+  report.set_session_token(tokens_["w1"]);
+  report.set_generation(1);
+  report.set_ready(true);
+  report.set_collectives_completed(12);
+  report.set_collectives_failed(1);
+  report.set_last_error("collective #7 'grad/fc1': rank 0 timed out");
+  v1::HeartbeatResponse ack;
+  ASSERT_TRUE(stub_->Heartbeat(NewContext().get(), report, &ack).ok());
+
+  v1::ClusterStatus status;
+  ASSERT_TRUE(
+      stub_->GetClusterStatus(NewContext().get(), v1::GetClusterStatusRequest(), &status).ok());
+  EXPECT_EQ(status.world_size(), 2u);
+  EXPECT_EQ(status.generations_published(), 1u);
+  EXPECT_THAT(MemberIds(status.view()), ElementsAre("w0", "w1"));
+  ASSERT_EQ(status.workers_size(), 2);
+  const v1::WorkerStatus& w0 = status.workers(0);
+  const v1::WorkerStatus& w1 = status.workers(1);
+  EXPECT_EQ(w0.worker_id(), "w0");
+  EXPECT_EQ(w0.rank(), 0);
+  EXPECT_FALSE(w0.ready());
+  EXPECT_EQ(w1.rank(), 1);
+  EXPECT_EQ(w1.peer_address(), "127.0.0.1:7500");
+  EXPECT_TRUE(w1.ready());
+  EXPECT_EQ(w1.generation(), 1u);
+  EXPECT_EQ(w1.collectives_completed(), 12u);
+  EXPECT_EQ(w1.collectives_failed(), 1u);
+  EXPECT_EQ(w1.last_error(), "collective #7 'grad/fc1': rank 0 timed out");
+  EXPECT_GE(w1.last_heartbeat_age_ms(), 0);
+  EXPECT_LT(w1.last_heartbeat_age_ms(), 5000);
+}
+
+TEST_F(CoordinatorServerTest, TheHealthServiceAnswersServing) {
+  Start(2);
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      health->Check(NewContext().get(), grpc::health::v1::HealthCheckRequest(), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(CoordinatorServerTest, ShutdownEndsOpenWatchesPromptlyWithUnavailable) {
+  Start(4);
+  std::vector<std::unique_ptr<Watch>> watches;
+  for (const char* id : {"w0", "w1"}) {
+    ASSERT_TRUE(Join(id).ok());
+    watches.push_back(WatchAs(id));
+    ASSERT_TRUE(watches.back()->Next().has_value());
+  }
+  const absl::Time start = absl::Now();
+  server_->Shutdown(absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "open watches must not hold shutdown";
+  for (auto& watch : watches) {
+    const grpc::Status status = watch->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
+  }
+}
+
+TEST_F(CoordinatorServerTest, ShutdownDoesNotWaitForAClientThatStoppedReading) {
+  Start(1);
+  ASSERT_TRUE(Join("solo").ok());
+  std::unique_ptr<Watch> idle = WatchAs("solo");  // never read
+  const absl::Time start = absl::Now();
+  server_->Shutdown(absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+}
+
+TEST(CoordinatorServerOptions, BadOptionsAreRefusedNamingTheFlag) {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.world_size = 0;
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(), HasSubstr("--world_size"));
+  options.world_size = 1025;
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(), HasSubstr("1..1024"));
+  options.world_size = 2;
+  options.heartbeat_interval = absl::Seconds(10);
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(),
+              HasSubstr("--heartbeat_interval"));
+  options.heartbeat_interval = absl::Seconds(1);
+  options.listen = "127.0.0.1";
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(), HasSubstr("--listen"));
+}
+
+TEST(CoordinatorServerStart, AnAddressInUseIsUnavailableAndSaysSo) {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.world_size = 1;
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> first = CoordinatorServer::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  options.listen = (*first)->address();
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> second = CoordinatorServer::Start(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr(options.listen));
+}
+
+}  // namespace
+}  // namespace ringsync

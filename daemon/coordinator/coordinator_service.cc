@@ -1,0 +1,418 @@
+#include "daemon/coordinator/coordinator_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_options.h"
+#include "daemon/coordinator/request_validation.h"
+#include "spdlog/spdlog.h"
+
+namespace ringsync {
+namespace {
+
+// Views a slow watcher may have queued; older ones are dropped first, since every
+// view supersedes the ones before it.
+constexpr size_t kMaxQueuedViews = 64;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+std::string ProtocolName(int version) {
+  if (v1::ProtocolVersion_IsValid(version)) {
+    return absl::StrCat(v1::ProtocolVersion_Name(static_cast<v1::ProtocolVersion>(version)),
+                        " (", version, ")");
+  }
+  return absl::StrCat("unknown version ", version);
+}
+
+grpc::Status ShuttingDown() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "the coordinator is shutting down; a formed ring keeps working, rejoin "
+                      "when the coordinator is back");
+}
+
+}  // namespace
+
+absl::Time MonotonicNow() {
+  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options) {
+  if (options.world_size < 1 || options.world_size > Membership::kMaxWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world_size=", options.world_size, " is out of range: give the number of workers in "
+        "the ring, 1..", Membership::kMaxWorldSize));
+  }
+  if (options.heartbeat_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--heartbeat_timeout=", absl::FormatDuration(options.heartbeat_timeout),
+        " must be positive, e.g. 5s"));
+  }
+  if (options.heartbeat_interval <= absl::ZeroDuration() ||
+      options.heartbeat_interval >= options.heartbeat_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--heartbeat_interval=", absl::FormatDuration(options.heartbeat_interval),
+        " must be positive and shorter than --heartbeat_timeout=",
+        absl::FormatDuration(options.heartbeat_timeout),
+        " (a few intervals per timeout, e.g. 1s and 5s)"));
+  }
+  if (absl::StatusOr<std::string> target = NormalizeTarget(options.listen); !target.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen: ", target.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+void ToProto(const View& view, v1::RingView* out) {
+  out->Clear();
+  out->set_generation(view.generation);
+  for (const ViewMember& member : view.members) {
+    v1::RingMember* m = out->add_members();
+    m->set_rank(member.rank);
+    m->set_worker_id(member.worker_id);
+    m->set_peer_address(member.peer_address);
+  }
+  out->set_dissolved_reason(view.dissolved_reason);
+}
+
+// One open WatchRing stream. Writes views one at a time (the next when the previous is
+// done: back-pressure without blocking a thread). Lock order: CoordinatorService::mu_
+// before WatchReactor::mu_; gRPC never runs this reactor's callbacks inline, and the
+// callbacks release mu_ before calling into the service.
+class CoordinatorService::WatchReactor final : public grpc::ServerWriteReactor<v1::RingView> {
+ public:
+  WatchReactor(CoordinatorService* service, std::string worker_id, uint64_t session_token)
+      : service_(service), worker_id_(std::move(worker_id)), session_token_(session_token) {}
+
+  bool Matches(absl::string_view worker_id, uint64_t session_token) const {
+    return worker_id_ == worker_id && session_token_ == session_token;
+  }
+
+  // Queues `view` for sending. No effect once the stream is ending.
+  void Push(const v1::RingView& view) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (ending_ || finished_ || broken_) return;
+    if (pending_.size() == kMaxQueuedViews) pending_.pop_front();
+    pending_.push_back(view);
+    PumpLocked();
+  }
+
+  // Finishes the stream with `status` after the queued views are sent.
+  void End(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (ending_ || finished_) return;
+    ending_ = true;
+    final_status_ = status;
+    PumpLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool newly_broken = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) newly_broken = MarkBrokenLocked();  // a failed write: the client is gone
+      PumpLocked();
+    }
+    if (newly_broken) service_->OnWatchBroken(worker_id_, session_token_);
+  }
+
+  void OnCancel() override {
+    bool newly_broken = false;
+    {
+      absl::MutexLock lock(&mu_);
+      newly_broken = MarkBrokenLocked();
+      PumpLocked();
+    }
+    if (newly_broken) service_->OnWatchBroken(worker_id_, session_token_);
+  }
+
+  void OnDone() override {
+    service_->Unregister(this);
+    delete this;
+  }
+
+ private:
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!pending_.empty()) {
+      in_flight_ = std::move(pending_.front());
+      pending_.pop_front();
+      writing_ = true;
+      StartWrite(&in_flight_);
+      return;
+    }
+    if (ending_) {
+      finished_ = true;
+      Finish(final_status_);
+    }
+  }
+
+  // Returns true the first time: the caller then tells the service (without mu_ held).
+  bool MarkBrokenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (broken_) return false;
+    broken_ = true;
+    pending_.clear();
+    if (!ending_) {
+      ending_ = true;
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "watch stream broken");
+    }
+    return true;
+  }
+
+  CoordinatorService* const service_;
+  const std::string worker_id_;
+  const uint64_t session_token_;
+
+  absl::Mutex mu_;
+  std::deque<v1::RingView> pending_ ABSL_GUARDED_BY(mu_);
+  v1::RingView in_flight_ ABSL_GUARDED_BY(mu_);  // must live until OnWriteDone
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;    // Finish once the queue is empty
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish was called
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;    // cancelled or a write failed
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+CoordinatorService::CoordinatorService(const CoordinatorOptions& options)
+    : options_(options),
+      membership_(Membership::Options{options.world_size, options.heartbeat_timeout}) {
+  expiry_thread_ = std::thread([this] { ExpiryLoop(); });
+}
+
+CoordinatorService::~CoordinatorService() { BeginShutdown(); }
+
+void CoordinatorService::BeginShutdown() {
+  std::thread expiry;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (WatchReactor* watcher : watchers_) watcher->End(ShuttingDown());
+    expiry = std::move(expiry_thread_);
+  }
+  if (expiry.joinable()) expiry.join();
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* context,
+                                                   const v1::JoinRequest* request,
+                                                   v1::JoinResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(DoJoin(*request, context->peer(), response));
+  return reactor;
+}
+
+grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const std::string& peer,
+                                        v1::JoinResponse* response) {
+  const std::string shown_id = SanitizeText(request.worker_id(), kMaxWorkerIdBytes);
+  if (request.protocol_version() != v1::PROTOCOL_VERSION_1) {
+    const std::string message = absl::StrCat(
+        "protocol version mismatch: worker '", shown_id, "' speaks ringsync protocol ",
+        ProtocolName(request.protocol_version()), " but this coordinator speaks ",
+        ProtocolName(v1::PROTOCOL_VERSION_1),
+        "; run the same ringsyncd release on the coordinator and every worker");
+    spdlog::warn("refused Join from {}: {}", peer, message);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, message);
+  }
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return ShuttingDown();
+  JoinInfo info{request.worker_id(), request.peer_address(), request.http_address()};
+  absl::StatusOr<uint64_t> token = membership_.Join(info, MonotonicNow());
+  ProcessEventsLocked();
+  if (!token.ok()) {
+    spdlog::warn("refused Join of worker '{}' from {}: {}", shown_id, peer,
+                 std::string(token.status().message()));
+    return ToGrpc(token.status());
+  }
+  response->set_world_size(static_cast<uint32_t>(options_.world_size));
+  response->set_session_token(*token);
+  response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  return grpc::Status::OK;
+}
+
+grpc::ServerWriteReactor<v1::RingView>* CoordinatorService::WatchRing(
+    grpc::CallbackServerContext* context, const v1::WatchRingRequest* request) {
+  auto* watcher = new WatchReactor(this, request->worker_id(), request->session_token());
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    watcher->End(ShuttingDown());
+    return watcher;
+  }
+  const absl::Status session = membership_.CheckSession(
+      request->worker_id(), request->session_token(), MonotonicNow());
+  ProcessEventsLocked();
+  if (!session.ok()) {
+    spdlog::warn("refused WatchRing of worker '{}' from {}: {}",
+                 SanitizeText(request->worker_id(), kMaxWorkerIdBytes), context->peer(),
+                 std::string(session.message()));
+    watcher->End(ToGrpc(session));
+    return watcher;
+  }
+  watchers_.insert(watcher);
+  v1::RingView current;
+  ToProto(membership_.view(), &current);
+  watcher->Push(current);
+  spdlog::debug("worker {} watches the ring", request->worker_id());
+  return watcher;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* context,
+                                                        const v1::HeartbeatRequest* request,
+                                                        v1::HeartbeatResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(DoHeartbeat(*request, response));
+  return reactor;
+}
+
+grpc::Status CoordinatorService::DoHeartbeat(const v1::HeartbeatRequest& request,
+                                             v1::HeartbeatResponse* response) {
+  HeartbeatReport report;
+  report.worker_id = request.worker_id();
+  report.session_token = request.session_token();
+  report.generation = request.generation();
+  report.ready = request.ready();
+  report.collectives_completed = request.collectives_completed();
+  report.collectives_failed = request.collectives_failed();
+  report.last_error = request.last_error();
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return ShuttingDown();
+  absl::StatusOr<uint64_t> generation = membership_.Heartbeat(report, MonotonicNow());
+  ProcessEventsLocked();
+  if (!generation.ok()) {
+    spdlog::warn("refused Heartbeat of worker '{}': {}",
+                 SanitizeText(request.worker_id(), kMaxWorkerIdBytes),
+                 std::string(generation.status().message()));
+    return ToGrpc(generation.status());
+  }
+  response->set_current_generation(*generation);
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Leave(grpc::CallbackServerContext* context,
+                                                    const v1::LeaveRequest* request,
+                                                    v1::LeaveResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(DoLeave(*request, context->peer()));
+  return reactor;
+}
+
+grpc::Status CoordinatorService::DoLeave(const v1::LeaveRequest& request,
+                                         const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return ShuttingDown();
+  const absl::Status status = membership_.Leave(request.worker_id(), request.session_token(),
+                                                request.reason(), MonotonicNow());
+  ProcessEventsLocked();
+  if (!status.ok()) {
+    spdlog::warn("refused Leave of worker '{}' from {}: {}",
+                 SanitizeText(request.worker_id(), kMaxWorkerIdBytes), peer,
+                 std::string(status.message()));
+  }
+  return ToGrpc(status);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetClusterStatus(
+    grpc::CallbackServerContext* context, const v1::GetClusterStatusRequest* /*request*/,
+    v1::ClusterStatus* response) {
+  DoGetClusterStatus(response);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+void CoordinatorService::DoGetClusterStatus(v1::ClusterStatus* response) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = MonotonicNow();
+  membership_.Expire(now);
+  ProcessEventsLocked();
+  response->set_world_size(static_cast<uint32_t>(membership_.world_size()));
+  ToProto(membership_.view(), response->mutable_view());
+  response->set_generations_published(membership_.view().generation);
+  for (const WorkerSnapshot& w : membership_.Workers(now)) {
+    v1::WorkerStatus* out = response->add_workers();
+    out->set_worker_id(w.worker_id);
+    out->set_rank(w.rank);
+    out->set_peer_address(w.peer_address);
+    out->set_http_address(w.http_address);
+    out->set_ready(w.ready);
+    out->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(w.since_last_heartbeat));
+    out->set_collectives_completed(w.collectives_completed);
+    out->set_collectives_failed(w.collectives_failed);
+    out->set_last_error(w.last_error);
+    out->set_generation(w.generation);
+  }
+}
+
+void CoordinatorService::ProcessEventsLocked() {
+  std::vector<MembershipEvent> ended;
+  for (MembershipEvent& event : membership_.TakeEvents()) {
+    switch (event.kind) {
+      case MembershipEvent::Kind::kJoined:
+        spdlog::info("{}", event.message);
+        break;
+      case MembershipEvent::Kind::kLeft:
+        spdlog::info("{}", event.message);
+        ended.push_back(std::move(event));
+        break;
+      case MembershipEvent::Kind::kLost:
+        spdlog::warn("lost {}", event.message);
+        ended.push_back(std::move(event));
+        break;
+      case MembershipEvent::Kind::kViewPublished: {
+        if (event.view.formed()) {
+          spdlog::info("{}", event.message);
+        } else {
+          spdlog::warn("{}", event.message);
+        }
+        v1::RingView view;
+        ToProto(event.view, &view);
+        for (WatchReactor* watcher : watchers_) watcher->Push(view);
+        break;
+      }
+    }
+  }
+  // After the views: a leaving or lost worker still sees the dissolved view first.
+  for (const MembershipEvent& event : ended) {
+    const grpc::Status status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("the session of worker ", event.worker_id, " ended: ", event.message,
+                     "; rejoin with Join"));
+    for (WatchReactor* watcher : watchers_) {
+      if (watcher->Matches(event.worker_id, event.session_token)) watcher->End(status);
+    }
+  }
+}
+
+void CoordinatorService::OnWatchBroken(const std::string& worker_id, uint64_t session_token) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return;
+  membership_.WatchClosed(worker_id, session_token, MonotonicNow());
+  ProcessEventsLocked();
+}
+
+void CoordinatorService::Unregister(WatchReactor* watcher) {
+  absl::MutexLock lock(&mu_);
+  watchers_.erase(watcher);
+}
+
+void CoordinatorService::ExpiryLoop() {
+  // A tenth of the timeout: a lost worker is noticed within 10% of --heartbeat_timeout,
+  // at most 4 wake-ups a second.
+  const absl::Duration tick = std::clamp(options_.heartbeat_timeout / 10,
+                                         absl::Milliseconds(10), absl::Milliseconds(250));
+  absl::MutexLock lock(&mu_);
+  while (!shutting_down_) {
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), tick);
+    if (shutting_down_) break;
+    membership_.Expire(MonotonicNow());
+    ProcessEventsLocked();
+  }
+}
+
+}  // namespace ringsync

@@ -1,0 +1,96 @@
+// CoordinatorService: the ringsync.v1.Coordinator gRPC service (callback API), a thin
+// layer over Membership. It validates the protocol version, serializes every call into
+// Membership under one mutex, logs membership events, and streams each published ring
+// view to every open WatchRing.
+//
+// Liveness: besides heartbeats (checked by a background thread every tick), an open
+// WatchRing stream is proof of life: when it breaks (client cancelled, process died,
+// connection lost) the worker is treated as dead at once. When a worker's session ends
+// (left, lost) its watch streams receive the dissolved view and then end with NOT_FOUND.
+//
+// Thread-safety: all methods are safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/coordinator/membership.h"
+#include "ringsync/v1/coordinator.grpc.pb.h"
+
+namespace ringsync {
+
+struct CoordinatorOptions {
+  std::string listen = "127.0.0.1:7400";  // HOST:PORT (port 0: ephemeral) or unix:PATH
+  int world_size = 1;                     // 1..Membership::kMaxWorldSize
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers in JoinResponse
+};
+
+// InvalidArgument naming the flag when an option is out of range.
+absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options);
+
+// Converts a published view to its wire form.
+void ToProto(const View& view, v1::RingView* out);
+
+class CoordinatorService final : public v1::Coordinator::CallbackService {
+ public:
+  // REQUIRES: ValidateCoordinatorOptions(options).ok().
+  explicit CoordinatorService(const CoordinatorOptions& options);
+  // REQUIRES: BeginShutdown() was called and the grpc::Server is shut down.
+  ~CoordinatorService() override;
+
+  // Ends every watch stream with UNAVAILABLE, refuses new calls and stops the expiry
+  // thread. A broken watch no longer counts as a death after this. Idempotent.
+  void BeginShutdown();
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const v1::JoinRequest* request,
+                                 v1::JoinResponse* response) override;
+  grpc::ServerWriteReactor<v1::RingView>* WatchRing(grpc::CallbackServerContext* context,
+                                                    const v1::WatchRingRequest* request) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context,
+                                  const v1::LeaveRequest* request,
+                                  v1::LeaveResponse* response) override;
+  grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* context,
+                                             const v1::GetClusterStatusRequest* request,
+                                             v1::ClusterStatus* response) override;
+
+ private:
+  class WatchReactor;
+
+  grpc::Status DoJoin(const v1::JoinRequest& request, const std::string& peer,
+                      v1::JoinResponse* response);
+  grpc::Status DoHeartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response);
+  grpc::Status DoLeave(const v1::LeaveRequest& request, const std::string& peer);
+  void DoGetClusterStatus(v1::ClusterStatus* response);
+
+  // Logs Membership's events, streams published views to every watcher, and ends the
+  // watch streams of sessions that ended.
+  void ProcessEventsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A watch stream of (worker_id, token) broke.
+  void OnWatchBroken(const std::string& worker_id, uint64_t session_token)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Unregister(WatchReactor* watcher) ABSL_LOCKS_EXCLUDED(mu_);
+  void ExpiryLoop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const CoordinatorOptions options_;
+  absl::Mutex mu_;
+  Membership membership_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<WatchReactor*> watchers_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread expiry_thread_;
+};
+
+// A monotonic clock as absl::Time: differences are real durations, wall-clock jumps
+// never expire a worker. (The epoch is arbitrary; never print these as dates.)
+absl::Time MonotonicNow();
+
+}  // namespace ringsync

@@ -1,0 +1,36 @@
+// Checks for the fields a worker sends the coordinator. Every string that arrives over
+// the network passes through one of these before it is stored, logged or published.
+// The messages say what is wrong and what a valid value looks like.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ringsync {
+
+// Longest accepted worker id; it shows up in logs, views and socket names.
+inline constexpr size_t kMaxWorkerIdBytes = 64;
+// Longest accepted host:port (a DNS name is at most 253 bytes, plus ":65535").
+inline constexpr size_t kMaxAddressBytes = 260;
+// Free text (a worker's last error, a leave reason) is cut to this many bytes.
+inline constexpr size_t kMaxTextBytes = 1024;
+
+// 1..64 characters from [A-Za-z0-9._-], starting with a letter or digit.
+absl::Status ValidateWorkerId(absl::string_view worker_id);
+
+// `field` names the request field in messages, e.g. "peer_address".
+// Accepts HOST:PORT where HOST is a DNS name, a dotted IPv4 address or [IPv6], and PORT
+// is 1..65535. When `reachable` is set, wildcard hosts (0.0.0.0, [::]) are refused:
+// other machines cannot connect to them.
+absl::Status ValidateHostPort(absl::string_view field, absl::string_view address,
+                              bool reachable);
+
+// Free text made safe to store and log on one line: control characters become spaces,
+// and text over `max_bytes` is cut at a UTF-8 character boundary and marked "...".
+std::string SanitizeText(absl::string_view text, size_t max_bytes = kMaxTextBytes);
+
+}  // namespace ringsync
