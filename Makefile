@@ -5,6 +5,9 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# ccache hits across checkouts in different folders (CI clones afresh).
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: all deps configure build test demo bench clean
 
@@ -23,7 +26,7 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) --timeout 600
 
 demo: build
-	$(BUILD_DIR)/bin/ring_demo
+	$(BUILD_DIR)/bin/ringsync-demo
 
 bench: build
 	$(BUILD_DIR)/bin/reducer_bench

@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "daemon/coordinator/coordinator_main.h"
 #include "daemon/worker/worker_main.h"
 
@@ -23,6 +24,13 @@ constexpr char kUsage[] =
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // --help lists the daemon's own flags (both roles), not those of libraries.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "daemon/");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s\n\nTry 'ringsyncd --help'.\n", kUsage);
