@@ -31,14 +31,7 @@ absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpe
   }
   const size_t count = spec.count;
   plan.chunk_range = [count](int c) { return ElementRange{static_cast<size_t>(c) * count, count}; };
-  plan.segment_elements = SegmentElements(options, spec.dtype);
-  plan.on_receive = [](const PipelineStep&, absl::Span<std::byte> dst,
-                       absl::Span<const std::byte> payload, size_t) {
-    return CopySegment(dst, payload);
-  };
-  const absl::Status result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));
-  exchange.ExportStats(stats);
-  return result;
+  return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, options, stats);
 }
 
 }  // namespace ringsync

@@ -41,14 +41,7 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
   }
   const size_t count = spec.count;
   plan.chunk_range = [count](int c) { return c == kData ? ElementRange{0, count} : ElementRange{}; };
-  plan.segment_elements = SegmentElements(options, spec.dtype);
-  plan.on_receive = [](const PipelineStep&, absl::Span<std::byte> dst,
-                       absl::Span<const std::byte> payload, size_t) {
-    return CopySegment(dst, payload);
-  };
-  const absl::Status result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));
-  exchange.ExportStats(stats);
-  return result;
+  return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, options, stats);
 }
 
 }  // namespace ringsync

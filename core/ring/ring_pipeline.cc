@@ -174,4 +174,17 @@ absl::Status RunRingPipeline(const PipelinePlan& plan, RingExchange& exchange,
   return exchange.Annotate(result);
 }
 
+absl::Status RunCopyingPipeline(PipelinePlan plan, RingExchange& exchange,
+                                const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                                const RingOptions& options, RingStats* stats) {
+  plan.segment_elements = SegmentElements(options, spec.dtype);
+  plan.on_receive = [](const PipelineStep&, absl::Span<std::byte> dst,
+                       absl::Span<const std::byte> payload, size_t) {
+    return CopySegment(dst, payload);
+  };
+  const absl::Status result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));
+  exchange.ExportStats(stats);
+  return result;
+}
+
 }  // namespace ringsync

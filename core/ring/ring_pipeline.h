@@ -63,4 +63,11 @@ absl::Status CopySegment(absl::Span<std::byte> dst, absl::Span<const std::byte> 
 absl::Status RunRingPipeline(const PipelinePlan& plan, RingExchange& exchange,
                              absl::Span<std::byte> buffer, size_t element_size);
 
+// For collectives that only move data (all-gather, broadcast): fills in the segment
+// size and a receiver that copies each segment into place, runs the plan, and reports
+// the exchange's counters into `stats` (if not null).
+absl::Status RunCopyingPipeline(PipelinePlan plan, RingExchange& exchange,
+                                const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                                const RingOptions& options, RingStats* stats);
+
 }  // namespace ringsync

@@ -143,7 +143,13 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
   }
   job.elapsed = absl::Now() - start;
   Record(result);
-  if (!result.ok()) spdlog::warn("{}", result.message());
+  if (!result.ok()) {
+    spdlog::warn("{}", result.message());
+  } else {
+    spdlog::debug("{} ({}) done in {}: sent {} B, received {} B on the ring",
+                  DescribeCollective(job.spec), DescribeShape(job.spec),
+                  absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received);
+  }
   job.Finish(result);
 }
 
