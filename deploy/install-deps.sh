@@ -16,7 +16,13 @@ build_packages=(
   iproute2 procps python3 python3-numpy python3-torch openmpi-bin libopenmpi-dev
   prometheus docker-compose curl
 )
-runtime_packages=(libgrpc++1.51 libprotobuf32 libspdlog1.10 ca-certificates)
+runtime_packages=(
+  # Every library ringsyncd, ringsyncctl and ringsync-train-example link directly
+  # (ldd + dpkg -S); libgrpc29, libre2-9, libc-ares2, libssl3 come in as libgrpc++1.51's
+  # dependencies. libcpp-httplib0.11: the HTTP endpoint (--http_listen, /metrics).
+  libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 libcpp-httplib0.11
+  ca-certificates
+)
 
 packages=("${build_packages[@]}")
 [[ "${1:-}" == "--runtime" ]] && packages=("${runtime_packages[@]}")

@@ -68,6 +68,11 @@ class Link {
   // The header of the frame Receive would return next, without taking it.
   virtual absl::StatusOr<Frame> Peek(const WaitLimit& limit) = 0;
 
+  // The newest collective an abort frame has arrived for (0: none), even if that frame
+  // still waits behind others: a rank that never started that collective learns from
+  // it that the ring gave the collective up.
+  virtual uint64_t newest_aborted_sequence() const = 0;
+
   // The newest collective this rank has finished on this link, by success or failure.
   // Frames of finished collectives may still arrive (leftovers of an aborted one, or a
   // late abort of one this rank completed) and are skipped; a frame of any other

@@ -22,6 +22,7 @@ class MemoryLink final : public Link {
     return inbound_.Pop(limit);
   }
   absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_.Peek(limit); }
+  uint64_t newest_aborted_sequence() const override { return inbound_.newest_aborted_sequence(); }
 
  private:
   MemoryChannel& outbound_;
@@ -45,6 +46,9 @@ absl::Status MemoryChannel::Push(const Frame& frame, absl::Span<const std::byte>
     return s;
   }
   queue_.push_back({frame, std::move(bytes)});
+  if (frame.kind == FrameKind::kAbort && frame.sequence > newest_aborted_.load()) {
+    newest_aborted_.store(frame.sequence);
+  }
   high_water_mark_ = std::max(high_water_mark_, queue_.size());
   payload_bytes_ += payload.size();
   ++frames_;

@@ -28,6 +28,7 @@ class MemoryChannel {
   absl::StatusOr<ReceivedFrame> Pop(const WaitLimit& limit);
   absl::StatusOr<Frame> Peek(const WaitLimit& limit);
 
+  uint64_t newest_aborted_sequence() const { return newest_aborted_.load(); }
   uint64_t payload_bytes_pushed() const { return payload_bytes_.load(); }
   uint64_t frames_pushed() const { return frames_.load(); }
   size_t high_water_mark() const;
@@ -44,6 +45,7 @@ class MemoryChannel {
   size_t high_water_mark_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> payload_bytes_{0};
   std::atomic<uint64_t> frames_{0};
+  std::atomic<uint64_t> newest_aborted_{0};
 };
 
 class MemoryRing {

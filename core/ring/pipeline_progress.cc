@@ -7,7 +7,7 @@
 namespace ringsync {
 namespace {
 
-constexpr absl::Duration kHeadStart = absl::Seconds(1);
+constexpr absl::Duration kHeadStart = absl::Seconds(3);
 
 }  // namespace
 

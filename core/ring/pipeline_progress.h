@@ -29,7 +29,7 @@ class PipelineProgress {
   // Block until `count` segments of `step` were received (resp. `count` frames sent
   // in total), the pipeline failed (returns that failure), or the limit ends. The other
   // side always hits the deadline on the link first and reports the more telling error,
-  // so these waits give it a second's head start.
+  // so these waits give it a head start longer than RingOptions::abort_notice_timeout.
   absl::Status AwaitReceived(int step, size_t count, const WaitLimit& limit);
   absl::Status AwaitSent(size_t count, const WaitLimit& limit);
 

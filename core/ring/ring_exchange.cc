@@ -47,11 +47,24 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment
                                                            const ElementRange& expected) {
   while (true) {
     absl::StatusOr<ReceivedFrame> received = link_.Receive(limit_);
+    if (absl::IsDeadlineExceeded(received.status()) && stats_.bytes_received + frames_received_ > 0) {
+      // The left neighbour was making progress, so it is more likely stuck behind the
+      // rank that caused the stall than the cause: give its abort notice, which names
+      // that rank, a moment to arrive.
+      WaitLimit grace = limit_;
+      grace.deadline = absl::Now() + options_.abort_notice_timeout;
+      absl::StatusOr<ReceivedFrame> late = link_.Receive(grace);
+      if (late.ok() && late->frame.kind == FrameKind::kAbort &&
+          late->frame.sequence == spec_.sequence) {
+        return TakeAbortFrame(late->frame);
+      }
+    }
     if (!received.ok()) {
       const absl::Status& s = received.status();
       return absl::Status(s.code(), absl::StrCat("waiting for step ", step, " segment ", segment,
                                                  " from rank ", me_.prev(), ": ", s.message()));
     }
+    ++frames_received_;
     const Frame& frame = received->frame;
     if (frame.generation != me_.generation) {
       return absl::FailedPreconditionError(absl::StrCat(

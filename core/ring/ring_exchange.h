@@ -96,6 +96,7 @@ class RingExchange {
   WaitLimit limit_;
   bool spec_sent_ = false;      // send side only
   bool spec_checked_ = false;   // receive side only
+  uint64_t frames_received_ = 0;  // receive side only
   // Set by the receiving thread, read by NotifyAbort after the sender is joined.
   bool ring_aborted_ = false;
   std::optional<Frame> abort_to_forward_;

@@ -11,7 +11,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, port_file, "",
@@ -21,6 +23,9 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, log_level, "info",
           "Log level: trace, debug, info, warn, error, critical or off. At info, one line "
           "per event (join, refusal, ring view, lost worker); debug adds per-request detail.");
+ABSL_FLAG(bool, log_json, false,
+          "Write log lines as JSON objects, one per line (time, level, role, worker_id, rank, "
+          "generation, msg), for log collectors; default: text lines.");
 
 namespace ringsync {
 namespace {
@@ -56,9 +61,15 @@ absl::Status ValidateCommonFlags() {
 }
 
 void InitLogging(absl::string_view role) {
-  auto logger = std::make_shared<spdlog::logger>(
-      std::string(role), std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
+  const bool json = absl::GetFlag(FLAGS_log_json);
+  spdlog::sink_ptr sink;
+  if (json) {
+    sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  } else {
+    sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  }
+  auto logger = std::make_shared<spdlog::logger>(std::string(role), std::move(sink));
+  logger->set_formatter(json ? MakeJsonLogFormatter() : MakeTextLogFormatter());
   const std::string level_name = absl::GetFlag(FLAGS_log_level);
   const std::optional<spdlog::level::level_enum> level = ParseLevel(level_name);
   logger->set_level(level.value_or(spdlog::level::info));

@@ -1,5 +1,5 @@
 // Flags and process plumbing shared by both ringsyncd roles (coordinator and worker):
-// --port_file, --log_level, logging set-up and the port file. Built as the target
+// --port_file, --log_level, --log_json, logging set-up and the port file. Built as the target
 // ringsync_common_flags (defined in daemon/coordinator/CMakeLists.txt).
 // Thread-safety: call InitLogging once at start-up, before starting threads.
 #pragma once
@@ -12,6 +12,7 @@
 
 ABSL_DECLARE_FLAG(std::string, port_file);
 ABSL_DECLARE_FLAG(std::string, log_level);
+ABSL_DECLARE_FLAG(bool, log_json);
 
 namespace ringsync {
 
@@ -20,8 +21,10 @@ namespace ringsync {
 absl::Status ValidateCommonFlags();
 
 // Makes spdlog's default logger write to stderr as
-// "2026-11-29 12:00:00.123 info  [coordinator] message", at the level --log_level names
-// (info, with a warning, when the flag is invalid; call ValidateCommonFlags first to refuse).
+// "2026-11-29 12:00:00.123 info  [coordinator] message" (a worker adds its LogContext:
+// "[worker w2 rank 2 gen 3]"), or as JSON lines with --log_json (log_formatter.h), at
+// the level --log_level names (info, with a warning, when the flag is invalid; call
+// ValidateCommonFlags first to refuse).
 void InitLogging(absl::string_view role);
 
 // Writes `address` and a newline to `path` atomically: a temporary file in the same

@@ -12,8 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/common/common_flags.h"
+#include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/coordinator_server.h"
 #include "daemon/coordinator/membership.h"
+#include "daemon/http/http_flags.h"
+#include "daemon/metrics/build_info.h"
+#include "daemon/metrics/process_collector.h"
+#include "daemon/metrics/registry.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
@@ -76,6 +81,20 @@ int RunCoordinatorMain() {
     return 1;
   }
   const std::string address = (*server)->address();
+
+  // /metrics, /healthz, /readyz (--http_listen): ready while the gRPC server serves.
+  metrics::Registry registry;
+  metrics::AddBuildInfo(registry);
+  metrics::AddProcessCollector(registry);
+  AddCoordinatorCollector(registry, **server);
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
+      [&registry] { return registry.TextExposition(); }, [] { return absl::OkStatus(); });
+  if (!http.ok()) {
+    spdlog::error("{}", std::string(http.status().message()));
+    (*server)->Shutdown(kShutdownGrace);
+    return http.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (absl::Status s = WritePortFile(port_file, address); !s.ok()) {
       spdlog::error("{}", std::string(s.message()));
@@ -83,14 +102,17 @@ int RunCoordinatorMain() {
       return 1;
     }
   }
-  spdlog::info("coordinator serving on {}: world_size {}, heartbeat interval {}, timeout {}",
+  spdlog::info("coordinator serving on {}: world_size {}, heartbeat interval {}, timeout {}{}",
                address, options.world_size, absl::FormatDuration(options.heartbeat_interval),
-               absl::FormatDuration(options.heartbeat_timeout));
+               absl::FormatDuration(options.heartbeat_timeout),
+               *http == nullptr ? std::string()
+                                : absl::StrCat("; metrics on http://", (*http)->address(), "/metrics"));
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) != 0) {
   }
   spdlog::info("received {}, shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  if (*http != nullptr) (*http)->Stop();  // its collector reads the server
   (*server)->Shutdown(kShutdownGrace);
   server->reset();
   spdlog::info("coordinator stopped");

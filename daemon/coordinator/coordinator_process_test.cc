@@ -173,5 +173,50 @@ TEST(CoordinatorProcess, AnUnknownLogLevelExitsTwo) {
   EXPECT_THAT(process.Stderr(), HasSubstr("--log_level='loud'"));
 }
 
+TEST(CoordinatorProcess, ABadHttpListenExitsTwoNamingTheFlag) {
+  CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0", "--http_listen=9400"});
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
+  EXPECT_THAT(process.Stderr(), HasSubstr("--http_listen: HTTP address '9400' has no port"));
+}
+
+TEST(CoordinatorProcess, AnHttpPortFileWithoutHttpListenExitsTwo) {
+  CoordinatorProcess process(
+      {"--world_size=1", "--listen=127.0.0.1:0", "--http_port_file=/tmp/never-written"});
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
+  EXPECT_THAT(process.Stderr(), HasSubstr("--http_port_file needs --http_listen"));
+}
+
+TEST(CoordinatorProcess, LogJsonWritesOneObjectPerLineAndTheHttpPortFileIsWritten) {
+  const std::string base = absl::StrCat(::testing::TempDir(), "/coordinator_json_", getpid());
+  unlink((base + ".port").c_str());
+  unlink((base + ".http").c_str());
+  CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0", "--log_json",
+                              "--port_file=" + base + ".port", "--http_listen=127.0.0.1:0",
+                              "--http_port_file=" + base + ".http"});
+  ASSERT_TRUE(process.spawned());
+  const std::string address = WaitForPortFile(base + ".port", absl::Seconds(10));
+  ASSERT_FALSE(address.empty()) << process.Stderr();
+  // Written before the gRPC port file.
+  const std::string http = std::string(absl::StripSuffix(ReadFile(base + ".http"), "\n"));
+  EXPECT_THAT(http, HasSubstr("127.0.0.1:"));
+  process.Signal(SIGTERM);
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 0) << process.Stderr();
+  const std::string log = process.Stderr();
+  std::istringstream lines(log);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    EXPECT_THAT(line, ::testing::StartsWith("{\"time\":\"")) << line;
+    EXPECT_THAT(line, HasSubstr(",\"role\":\"coordinator\",\"msg\":\"")) << line;
+    EXPECT_EQ(line.back(), '}') << line;
+  }
+  EXPECT_GE(count, 2) << log;
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("\"msg\":\"coordinator serving on ", address)));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("metrics on http://", http, "/metrics")));
+  unlink((base + ".port").c_str());
+  unlink((base + ".http").c_str());
+}
+
 }  // namespace
 }  // namespace ringsync

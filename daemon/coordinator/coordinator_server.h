@@ -33,6 +33,9 @@ class CoordinatorServer {
   // The bound address, with the kernel's port when options.listen asked for port 0.
   const std::string& address() const { return address_; }
 
+  // The cluster as GetClusterStatus answers it (in-process: the /metrics collector).
+  void ClusterStatus(v1::ClusterStatus* out) { service_->ClusterStatus(out); }
+
   // Ends every watch stream, stops accepting calls and waits up to `grace` for calls in
   // flight, then cancels them. Never hangs on open streams. Idempotent.
   void Shutdown(absl::Duration grace = kDefaultShutdownGrace);

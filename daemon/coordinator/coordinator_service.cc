@@ -334,6 +334,7 @@ void CoordinatorService::DoGetClusterStatus(v1::ClusterStatus* response) {
   response->set_world_size(static_cast<uint32_t>(membership_.world_size()));
   ToProto(membership_.view(), response->mutable_view());
   response->set_generations_published(membership_.view().generation);
+  response->set_joins_total(joins_total_);
   for (const WorkerSnapshot& w : membership_.Workers(now)) {
     v1::WorkerStatus* out = response->add_workers();
     out->set_worker_id(w.worker_id);
@@ -354,6 +355,7 @@ void CoordinatorService::ProcessEventsLocked() {
   for (MembershipEvent& event : membership_.TakeEvents()) {
     switch (event.kind) {
       case MembershipEvent::Kind::kJoined:
+        ++joins_total_;
         spdlog::info("{}", event.message);
         break;
       case MembershipEvent::Kind::kLeft:

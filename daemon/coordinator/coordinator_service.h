@@ -63,6 +63,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                              const v1::GetClusterStatusRequest* request,
                                              v1::ClusterStatus* response) override;
 
+  // What GetClusterStatus answers, for in-process readers (the /metrics collector).
+  void ClusterStatus(v1::ClusterStatus* out) { DoGetClusterStatus(out); }
+
  private:
   class WatchReactor;
 
@@ -86,6 +89,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   Membership membership_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchReactor*> watchers_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t joins_total_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread expiry_thread_;
 };
 

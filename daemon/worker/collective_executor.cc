@@ -13,17 +13,18 @@
 namespace ringsync {
 namespace {
 
-// How long the idle executor waits for a job before looking at the ring.
+// How long the idle executor waits for a job before checking for a stop.
 constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
 
 }  // namespace
 
 CollectiveExecutor::CollectiveExecutor(std::string worker_id, RingManager& ring, Reducer& reducer,
-                                       size_t segment_bytes)
+                                       size_t segment_bytes, WorkerMetrics* metrics)
     : worker_id_(std::move(worker_id)),
       ring_(ring),
       reducer_(reducer),
       segment_bytes_(segment_bytes),
+      metrics_(metrics),
       thread_([this](std::stop_token stop) { Loop(stop); }) {}
 
 CollectiveExecutor::~CollectiveExecutor() {
@@ -53,11 +54,18 @@ void CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
 }
 
 bool CollectiveExecutor::Attach() {
+  std::shared_ptr<RingEpoch> epoch = ring_.Ready();
   absl::MutexLock lock(&mu_);
   if (attached_) return false;
   attached_ = true;
   next_client_sequence_ = 1;
+  aborted_before_attach_ = epoch != nullptr ? epoch->link->newest_aborted_sequence() : 0;
   return true;
+}
+
+uint64_t CollectiveExecutor::SkipThrough() const {
+  absl::MutexLock lock(&mu_);
+  return attached_ ? aborted_before_attach_ : std::numeric_limits<uint64_t>::max();
 }
 
 void CollectiveExecutor::Detach(const absl::Status& why) {
@@ -65,7 +73,6 @@ void CollectiveExecutor::Detach(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     attached_ = false;
-    detached_reason_ = why;
     dropped.swap(queued_);
   }
   for (auto& [sequence, job] : dropped) job->Finish(why);
@@ -76,13 +83,33 @@ ExecutorCounters CollectiveExecutor::counters() const {
   return counters_;
 }
 
-void CollectiveExecutor::Record(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (status.ok()) {
-    ++counters_.completed;
-  } else {
-    ++counters_.failed;
-    counters_.last_error = std::string(status.message());
+void CollectiveExecutor::Record(const CollectiveSpec& spec, const RingEpoch* epoch,
+                                const RingStats& stats, absl::Duration elapsed,
+                                const absl::Status& status) {
+  const FailureCause cause = status.ok() ? FailureCause::kOther : ClassifyFailure(status);
+  {
+    absl::MutexLock lock(&mu_);
+    if (status.ok()) {
+      ++counters_.completed;
+    } else {
+      ++counters_.failed;
+      counters_.last_error = std::string(status.message());
+    }
+  }
+  if (metrics_ != nullptr) {
+    FinishedCollective finished;
+    finished.kind = spec.kind;
+    finished.dtype = spec.dtype;
+    finished.bytes = spec.count * (IsValid(spec.dtype) ? DTypeSize(spec.dtype) : 0);
+    finished.epoch = epoch;
+    finished.stats = stats;
+    finished.elapsed = elapsed;
+    finished.status = status;
+    finished.cause = cause;
+    metrics_->OnCollectiveFinished(finished);
+  }
+  if (!status.ok()) {
+    spdlog::warn("collective failed (cause {}): {}", FailureCauseName(cause), status.message());
   }
 }
 
@@ -92,12 +119,7 @@ void CollectiveExecutor::Loop(std::stop_token stop) {
       Run(*job);
       continue;
     }
-    bool client_left;
-    {
-      absl::MutexLock lock(&mu_);
-      client_left = !attached_ && !detached_reason_.ok();
-    }
-    if (client_left) RefuseRingCollective();
+    if (std::shared_ptr<RingEpoch> epoch = ring_.Ready()) DropLeftovers(*epoch, SkipThrough());
   }
 }
 
@@ -142,10 +164,8 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
     result = RunOnRing(job, **epoch);
   }
   job.elapsed = absl::Now() - start;
-  Record(result);
-  if (!result.ok()) {
-    spdlog::warn("{}", result.message());
-  } else {
+  Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result);
+  if (result.ok()) {
     spdlog::debug("{} ({}) done in {}: sent {} B, received {} B on the ring",
                   DescribeCollective(job.spec), DescribeShape(job.spec),
                   absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received);
@@ -154,6 +174,7 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
 }
 
 absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch) {
+  AlignWithRing(epoch);
   job.spec.sequence = epoch.next_sequence++;
   Cancellation cancel(&job.client_gone, &epoch.over);
   RingOptions options;
@@ -183,31 +204,38 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   return absl::InvalidArgumentError("unknown collective kind");
 }
 
-void CollectiveExecutor::RefuseRingCollective() {
-  std::shared_ptr<RingEpoch> epoch = ring_.Ready();
-  if (epoch == nullptr) return;
-  Link& link = *epoch->link;
-  const WaitLimit now{absl::Now(), &epoch->over};
-  absl::StatusOr<Frame> next = link.Peek(now);
-  if (!next.ok()) return;
-  if (next->sequence < epoch->next_sequence || next->kind == FrameKind::kAbort) {
-    link.Receive(now).IgnoreError();  // a leftover of a finished collective
-    return;
+std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_t skip_through) {
+  Link& link = *epoch.link;
+  const WaitLimit now{absl::Now(), &epoch.over};
+  while (true) {
+    absl::StatusOr<Frame> next = link.Peek(now);
+    if (!next.ok()) return std::nullopt;
+    if (next->sequence < epoch.next_sequence) {
+      // A leftover of a collective this rank finished. Dropping it promptly also frees the
+      // left neighbour, whose sender may still be blocked on it.
+    } else if (next->sequence <= skip_through &&
+               (next->kind == FrameKind::kAbort ||
+                next->sequence <= link.newest_aborted_sequence())) {
+      // The ring gave up a collective before this rank's client attached: it is over for
+      // everyone, and this client will not issue it.
+      epoch.next_sequence = next->sequence + 1;
+      link.MarkFinished(next->sequence);
+    } else {
+      return *next;  // a collective the ring is running
+    }
+    link.Receive(now).IgnoreError();
   }
-  CollectiveSpec spec = next->spec.value_or(CollectiveSpec{});
-  spec.sequence = next->sequence;
-  epoch->next_sequence = next->sequence + 1;
-  absl::Status reason;
-  {
-    absl::MutexLock lock(&mu_);
-    reason = absl::FailedPreconditionError(absl::StrCat(
-        epoch->Describe(epoch->me.rank), " has no training process attached: ",
-        detached_reason_.message()));
+}
+
+void CollectiveExecutor::AlignWithRing(RingEpoch& epoch) {
+  std::optional<Frame> next = DropLeftovers(epoch, SkipThrough());
+  if (next.has_value() && next->sequence > epoch.next_sequence) {
+    spdlog::warn("{}: the ring is at collective #{} while this rank expected #{}: its "
+                 "training process missed the ones between (it was away); continuing at #{}",
+                 epoch.Describe(epoch.me.rank), next->sequence, epoch.next_sequence,
+                 next->sequence);
+    epoch.next_sequence = next->sequence;
   }
-  spdlog::warn("refusing {} of the ring: {}", DescribeCollective(spec), reason.message());
-  RingExchange exchange(epoch->me, link, spec, RingOptions{});
-  exchange.Reject(reason).IgnoreError();
-  Record(reason);
 }
 
 }  // namespace ringsync

@@ -2,15 +2,18 @@
 // one at a time, strictly in the order the client numbered them (client_sequence), so
 // an SDK may keep several in flight and every rank still runs them in the same order.
 //
-// While no client is attached it answers the ring for it: when the other ranks start a
-// collective, it sends an abort naming this rank, so they fail at once instead of
-// waiting for their deadline.
+// A collective in progress when the client disconnects is aborted on every rank with a
+// reason naming this worker. While no client is attached the ring's collectives wait
+// (their deadline names this rank if none comes), so a restarted training process
+// simply carries on; a rank whose client missed collectives catches up with the ring's
+// sequence numbers at its next one.
 //
 // Thread-safety: all public methods are safe from any thread.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,6 +23,7 @@
 #include "core/reduce/reducer.h"
 #include "daemon/worker/collective_job.h"
 #include "daemon/worker/ring_manager.h"
+#include "daemon/worker/worker_metrics.h"
 
 namespace ringsync {
 
@@ -31,8 +35,9 @@ struct ExecutorCounters {
 
 class CollectiveExecutor {
  public:
+  // `metrics` (optional) hears of every collective that finishes; it must outlive this.
   CollectiveExecutor(std::string worker_id, RingManager& ring, Reducer& reducer,
-                     size_t segment_bytes);
+                     size_t segment_bytes, WorkerMetrics* metrics = nullptr);
   ~CollectiveExecutor();  // stops the executor thread
 
   // Queues a job; it finishes (job->done) with its result. Jobs whose client_sequence was
@@ -41,9 +46,7 @@ class CollectiveExecutor {
 
   // A client attached: numbering restarts at 1. Refused (false) when one is attached.
   bool Attach();
-  // The client went away: its queued jobs fail, and until the next Attach the ring's
-  // collectives are answered with an abort naming this rank. (Before the first Attach
-  // they wait: training processes start a little apart.)
+  // The client went away: its queued jobs fail.
   void Detach(const absl::Status& why);
 
   ExecutorCounters counters() const;
@@ -53,21 +56,34 @@ class CollectiveExecutor {
   std::shared_ptr<CollectiveJob> NextJob(absl::Duration wait);
   void Run(CollectiveJob& job);
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
-  void RefuseRingCollective();
-  void Record(const absl::Status& status);
+  // Before a collective: skips what the ring left behind and, when the ring has moved
+  // past this rank (its client was away while the others ran collectives), catches up
+  // with the ring's sequence numbers.
+  void AlignWithRing(RingEpoch& epoch);
+  // Drops frames of collectives that are over for this rank, and of collectives the ring
+  // gave up up to `skip_through`; returns the header of the first frame of a collective
+  // still to run, if one is waiting.
+  std::optional<Frame> DropLeftovers(RingEpoch& epoch, uint64_t skip_through);
+  // Collectives the ring gave up that the current client cannot be issuing: those aborted
+  // before it attached (all of them while no client is attached). A collective aborted
+  // later is still this client's to run, and fail with the ring's reason.
+  uint64_t SkipThrough() const;
+  // Counts a finished collective (heartbeat counters, metrics) and logs a failure once,
+  // with its cause.
+  void Record(const CollectiveSpec& spec, const RingEpoch* epoch, const RingStats& stats,
+              absl::Duration elapsed, const absl::Status& status);
 
   const std::string worker_id_;
   RingManager& ring_;
   Reducer& reducer_;
   const size_t segment_bytes_;
+  WorkerMetrics* const metrics_;
 
   mutable absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<CollectiveJob>> queued_ ABSL_GUARDED_BY(mu_);
   uint64_t next_client_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
-  // Set when an attached client went away; until then (start-up) the ring's collectives
-  // wait for the first client instead of being refused.
-  absl::Status detached_reason_ ABSL_GUARDED_BY(mu_);
+  uint64_t aborted_before_attach_ ABSL_GUARDED_BY(mu_) = 0;
   ExecutorCounters counters_ ABSL_GUARDED_BY(mu_);
 
   std::jthread thread_;  // last: stops first

@@ -1,6 +1,7 @@
 #include "daemon/worker/ring_manager.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log_context.h"
 #include "daemon/common/log_format.h"
 #include "spdlog/spdlog.h"
 
@@ -39,6 +40,7 @@ void RingManager::OnView(const v1::RingView& view) {
     for (int r = 0; r < view.members_size(); ++r) {
       if (view.members(r).worker_id() == worker_id_) my_rank = r;
     }
+    SetLogRing(my_rank, view.generation());  // every log line from here on names them
     RingStatus status;
     status.generation = view.generation();
     if (my_rank < 0) {

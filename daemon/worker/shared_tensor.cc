@@ -54,6 +54,9 @@ absl::StatusOr<SharedTensor> SharedTensor::Map(const std::string& allowed_dir,
   const int map_errno = errno;
   ::close(fd);
   if (mapping == MAP_FAILED) return Invalid(path, absl::StrCat("mmap: ", std::strerror(map_errno)));
+  // Both sides hold mappings now, so the name is no longer needed: removing it here means
+  // a training process killed mid-collective leaves no file behind in /dev/shm.
+  ::unlink(path.c_str());
   return SharedTensor(mapping, map_size, static_cast<std::byte*>(mapping) + (offset - map_offset),
                       static_cast<size_t>(size));
 }

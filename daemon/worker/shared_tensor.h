@@ -3,7 +3,8 @@
 //
 // Only files directly inside the allowed directory (default /dev/shm) whose names
 // start with "ringsync-" are accepted, so a client cannot make the worker map anything
-// else; the region must lie inside the file.
+// else; the region must lie inside the file. Once mapped, the file's name is removed
+// (the client holds its own mapping), so nothing leaks if the client dies.
 #pragma once
 
 #include <cstddef>

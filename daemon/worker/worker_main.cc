@@ -13,10 +13,16 @@
 #include "core/reduce/reducer_factory.h"
 #include "daemon/common/common_flags.h"
 #include "daemon/common/grpc_options.h"
+#include "daemon/common/log_context.h"
+#include "daemon/http/http_flags.h"
+#include "daemon/metrics/build_info.h"
+#include "daemon/metrics/process_collector.h"
+#include "daemon/metrics/registry.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/coordinator_session.h"
 #include "daemon/worker/ring_manager.h"
+#include "daemon/worker/worker_metrics.h"
 #include "daemon/worker/worker_service.h"
 #include "daemon/common/log_format.h"
 #include "spdlog/spdlog.h"
@@ -88,8 +94,8 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   return config;
 }
 
-// The address other workers dial: --advertise_host with the bound port.
-std::string AdvertisedPeerAddress(const std::string& bound) {
+// The address others dial: --advertise_host with the bound port.
+std::string AdvertisedAddress(const std::string& bound) {
   const std::string host = absl::GetFlag(FLAGS_advertise_host);
   if (host.empty()) return bound;
   return absl::StrCat(host, bound.substr(bound.rfind(':')));
@@ -121,6 +127,7 @@ int RunWorkerMain() {
     return 2;
   }
   std::unique_ptr<Reducer> reducer = std::move(choice->reducer);
+  SetLogWorkerId(config->worker_id);
   spdlog::info("worker {}: reducing on {} ({})", config->worker_id, reducer->name(), choice->reason);
   const sigset_t stop_signals = BlockStopSignals();
 
@@ -145,8 +152,13 @@ int RunWorkerMain() {
   }
 
   RingManager ring(config->worker_id, registry, absl::GetFlag(FLAGS_connect_timeout));
+  metrics::Registry metrics;
+  metrics::AddBuildInfo(metrics);
+  metrics::AddProcessCollector(metrics);
+  WorkerMetrics worker_metrics(metrics, ring, reducer->name());
   CollectiveExecutor executor(config->worker_id, ring, *reducer,
-                              static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)));
+                              static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
+                              &worker_metrics);
   WorkerServiceOptions service_options;
   service_options.worker_id = config->worker_id;
   service_options.reduce_device = reducer->name();
@@ -170,9 +182,27 @@ int RunWorkerMain() {
     return 1;
   }
 
-  const std::string advertised = AdvertisedPeerAddress(*peer_address);
-  CoordinatorSessionOptions session_options{config->coordinator, config->worker_id, advertised, "",
-                                            absl::GetFlag(FLAGS_join_timeout)};
+  // /metrics, /healthz, /readyz (--http_listen): ready when in a formed ring.
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
+      [&metrics] { return metrics.TextExposition(); },
+      [&ring] {
+        const RingStatus status = ring.Status();
+        if (status.ready) return absl::OkStatus();
+        return absl::UnavailableError(absl::StrCat("generation ", status.generation, ": ",
+                                                   status.detail));
+      });
+  if (!http.ok()) {
+    spdlog::error("{}", http.status().message());
+    client_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    peer_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    ::unlink(config->socket_path.c_str());
+    return http.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  const std::string http_address = *http == nullptr ? "" : AdvertisedAddress((*http)->address());
+
+  const std::string advertised = AdvertisedAddress(*peer_address);
+  CoordinatorSessionOptions session_options{config->coordinator, config->worker_id, advertised,
+                                            http_address, absl::GetFlag(FLAGS_join_timeout)};
   CoordinatorSession session(
       session_options, [&ring](const v1::RingView& view) { ring.OnView(view); },
       [&ring, &executor](v1::HeartbeatRequest* report) {
@@ -191,9 +221,11 @@ int RunWorkerMain() {
     ::unlink(config->socket_path.c_str());
     return 1;
   }
-  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {}",
+  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {}{}",
                config->worker_id, config->socket_path,
-               client_listen.empty() ? "" : absl::StrCat(" and ", client_listen), advertised);
+               client_listen.empty() ? "" : absl::StrCat(" and ", client_listen), advertised,
+               *http == nullptr ? ""
+                                : absl::StrCat("; metrics on http://", (*http)->address(), "/metrics"));
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (absl::Status s = WritePortFile(port_file, advertised); !s.ok()) {
       spdlog::error("{}", s.message());
@@ -204,6 +236,7 @@ int RunWorkerMain() {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("worker {}: signal {} received, shutting down", config->worker_id, signal_number);
+  if (*http != nullptr) (*http)->Stop();  // its callbacks read the ring
   worker_service.Stop();
   session.Stop();
   ring.Shutdown();

@@ -53,6 +53,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   std::vector<std::string> argv = {options.ringsyncd, "coordinator", "--listen=127.0.0.1:0",
                                    absl::StrCat("--world_size=", options.world_size),
                                    "--port_file=" + port_file};
+  const std::vector<std::string> http_flags = cluster->HttpFlags("coordinator");
+  argv.insert(argv.end(), http_flags.begin(), http_flags.end());
   argv.insert(argv.end(), options.coordinator_flags.begin(), options.coordinator_flags.end());
   absl::StatusOr<ChildProcess> coordinator =
       ChildProcess::Start(argv, cluster->directory_ + "/coordinator.log");
@@ -65,27 +67,52 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                                               cluster->Log("coordinator")));
   }
   cluster->coordinator_address_ = *address;
+  if (options.http) {
+    // Written before the gRPC port file: already there.
+    absl::StatusOr<std::string> http = AwaitPortFile(cluster->directory_ + "/coordinator.http",
+                                                     cluster->coordinator_, deadline,
+                                                     "the coordinator's HTTP endpoint");
+    if (!http.ok()) return http.status();
+    cluster->coordinator_http_ = *http;
+  }
 
   cluster->workers_.resize(options.world_size);
+  cluster->worker_http_.resize(options.world_size);
   for (int i = 0; i < options.world_size; ++i) {
     if (absl::Status s = cluster->StartWorker(i); !s.ok()) return s;
   }
   for (int i = 0; i < options.world_size; ++i) {
-    const std::string id = cluster->worker_id(i);
-    absl::StatusOr<std::string> peer = AwaitPortFile(cluster->directory_ + "/" + id + ".port",
-                                                     cluster->workers_[i], deadline,
-                                                     absl::StrCat("worker ", id));
-    if (!peer.ok()) {
-      return absl::Status(peer.status().code(),
-                          absl::StrCat(peer.status().message(), ":\n", cluster->Log(id)));
-    }
+    if (absl::Status s = cluster->AwaitWorker(i, deadline); !s.ok()) return s;
   }
   return cluster;
+}
+
+std::vector<std::string> LocalCluster::HttpFlags(const std::string& name) const {
+  if (!options_.http) return {};
+  return {"--http_listen=127.0.0.1:0", "--http_port_file=" + directory_ + "/" + name + ".http"};
+}
+
+absl::Status LocalCluster::AwaitWorker(int i, absl::Time deadline) {
+  const std::string id = worker_id(i);
+  absl::StatusOr<std::string> peer =
+      AwaitPortFile(directory_ + "/" + id + ".port", workers_[i], deadline, absl::StrCat("worker ", id));
+  if (!peer.ok()) {
+    return absl::Status(peer.status().code(), absl::StrCat(peer.status().message(), ":\n", Log(id)));
+  }
+  if (options_.http) {
+    // The worker writes it before joining, so before its peer port file.
+    absl::StatusOr<std::string> http = AwaitPortFile(directory_ + "/" + id + ".http", workers_[i],
+                                                     deadline, absl::StrCat("worker ", id, " HTTP"));
+    if (!http.ok()) return http.status();
+    worker_http_[i] = *http;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LocalCluster::StartWorker(int i) {
   const std::string id = worker_id(i);
   ::unlink((directory_ + "/" + id + ".port").c_str());
+  ::unlink((directory_ + "/" + id + ".http").c_str());
   std::vector<std::string> argv = {options_.ringsyncd,
                                    "worker",
                                    "--coordinator=" + coordinator_address_,
@@ -93,6 +120,8 @@ absl::Status LocalCluster::StartWorker(int i) {
                                    "--peer_listen=127.0.0.1:0",
                                    "--socket=" + directory_ + "/" + id + ".sock",
                                    "--port_file=" + directory_ + "/" + id + ".port"};
+  const std::vector<std::string> http_flags = HttpFlags(id);
+  argv.insert(argv.end(), http_flags.begin(), http_flags.end());
   argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
   absl::StatusOr<ChildProcess> worker = ChildProcess::Start(argv, directory_ + "/" + id + ".log");
   if (!worker.ok()) return worker.status();
@@ -103,9 +132,7 @@ absl::Status LocalCluster::StartWorker(int i) {
 absl::Status LocalCluster::RestartWorker(int i) {
   workers_[i].Stop();
   if (absl::Status s = StartWorker(i); !s.ok()) return s;
-  return AwaitPortFile(directory_ + "/" + worker_id(i) + ".port", workers_[i],
-                       absl::Now() + options_.startup_timeout, absl::StrCat("worker ", worker_id(i)))
-      .status();
+  return AwaitWorker(i, absl::Now() + options_.startup_timeout);
 }
 
 LocalCluster::~LocalCluster() {

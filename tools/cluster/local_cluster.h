@@ -20,6 +20,9 @@ struct LocalClusterOptions {
   std::vector<std::string> coordinator_flags;   // extra flags, e.g. "--heartbeat_timeout=2s"
   std::vector<std::string> worker_flags;        // extra flags for every worker
   absl::Duration startup_timeout = absl::Seconds(30);
+  // Serve /metrics, /healthz, /readyz on every daemon (--http_listen=127.0.0.1:0); the
+  // bound addresses are coordinator_http_address() and worker_http_address(i).
+  bool http = false;
 };
 
 class LocalCluster {
@@ -29,6 +32,9 @@ class LocalCluster {
 
   int world_size() const { return static_cast<int>(workers_.size()); }
   const std::string& coordinator_address() const { return coordinator_address_; }
+  // HOST:PORT of the HTTP endpoints; empty unless options.http.
+  const std::string& coordinator_http_address() const { return coordinator_http_; }
+  const std::string& worker_http_address(int i) const { return worker_http_[i]; }
   // Worker i becomes rank i: ids sort in index order ("w0".."w3", zero-padded).
   std::string worker_id(int i) const;
   // The SDK target of worker i, "unix:/.../wI.sock".
@@ -48,10 +54,16 @@ class LocalCluster {
  private:
   LocalCluster() = default;
   absl::Status StartWorker(int i);
+  // Waits for worker i's port files (and HTTP port file) after StartWorker.
+  absl::Status AwaitWorker(int i, absl::Time deadline);
+  // The flags that make a daemon serve HTTP and write its port to DIRECTORY/NAME.http.
+  std::vector<std::string> HttpFlags(const std::string& name) const;
 
   LocalClusterOptions options_;
   std::string directory_;
   std::string coordinator_address_;
+  std::string coordinator_http_;
+  std::vector<std::string> worker_http_;
   ChildProcess coordinator_;
   std::vector<ChildProcess> workers_;
   std::vector<std::unique_ptr<ChildProcess>> others_;

@@ -23,7 +23,22 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
         absl::StrCat("generation ", me.generation, ": the incoming ring stream is from rank ",
                      *sender, ", but this rank's left neighbour is rank ", me.prev()));
   }
-  return std::make_unique<GrpcLink>(*std::move(outbound), std::move(inbox));
+  return std::make_unique<GrpcLink>(me, neighbours, *std::move(outbound), std::move(inbox));
+}
+
+absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,
+                            const WaitLimit& limit) {
+  if (outbound_->broken()) {
+    absl::StatusOr<std::unique_ptr<OutboundStream>> reopened = OutboundStream::Open(
+        neighbours_.next_target, PeerHello{me_.rank, me_.generation, neighbours_.worker_id},
+        neighbours_.next_description, limit);
+    if (!reopened.ok()) {
+      return absl::Status(reopened.status().code(),
+                          absl::StrCat("reconnecting: ", reopened.status().message()));
+    }
+    outbound_ = *std::move(reopened);
+  }
+  return outbound_->WriteFrame(frame, payload, limit);
 }
 
 }  // namespace ringsync

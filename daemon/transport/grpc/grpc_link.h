@@ -12,33 +12,40 @@
 
 namespace ringsync {
 
-class GrpcLink final : public Link {
- public:
-  GrpcLink(std::unique_ptr<OutboundStream> outbound, std::shared_ptr<PeerInbox> inbound)
-      : outbound_(std::move(outbound)), inbound_(std::move(inbound)) {}
-
-  absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
-                    const WaitLimit& limit) override {
-    return outbound_->WriteFrame(frame, payload, limit);
-  }
-  absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
-    return inbound_->Pop(limit);
-  }
-  absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_->Peek(limit); }
-
-  OutboundStream& outbound() { return *outbound_; }
-  PeerInbox& inbound() { return *inbound_; }
-
- private:
-  std::unique_ptr<OutboundStream> outbound_;
-  std::shared_ptr<PeerInbox> inbound_;
-};
-
 // Where this rank's neighbours are.
 struct RingNeighbours {
   std::string next_target;       // gRPC target of rank+1's Peer service
   std::string next_description;  // "rank 2 (worker w2 at 127.0.0.1:7401)"
   std::string worker_id;         // this worker's id, sent in the hello
+};
+
+// Thread-safety: as Link (one sender thread, one receiver thread).
+class GrpcLink final : public Link {
+ public:
+  GrpcLink(const RingMember& me, RingNeighbours neighbours,
+           std::unique_ptr<OutboundStream> outbound, std::shared_ptr<PeerInbox> inbound)
+      : me_(me),
+        neighbours_(std::move(neighbours)),
+        outbound_(std::move(outbound)),
+        inbound_(std::move(inbound)) {}
+
+  // A stream that broke (or that this rank gave up on, see OutboundStream::WriteFrame)
+  // is reopened by the next Send, so one failed collective does not end the generation.
+  absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
+                    const WaitLimit& limit) override;
+  absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
+    return inbound_->Pop(limit);
+  }
+  absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_->Peek(limit); }
+  uint64_t newest_aborted_sequence() const override { return inbound_->newest_aborted_sequence(); }
+
+  PeerInbox& inbound() { return *inbound_; }
+
+ private:
+  const RingMember me_;
+  const RingNeighbours neighbours_;
+  std::unique_ptr<OutboundStream> outbound_;  // touched by the sending thread only
+  std::shared_ptr<PeerInbox> inbound_;
 };
 
 // Opens the outbound stream of `me` for its generation and waits until rank-1's stream

@@ -48,7 +48,7 @@ void InboundStream::OnReadDone(bool ok) {
   if (!ok) {
     // The sender half-closed or its process died: no more frames will come.
     if (inbox_ != nullptr) {
-      inbox_->Detach(absl::UnavailableError(
+      inbox_->Detach(handle_.get(), absl::UnavailableError(
           absl::StrCat("the ring stream from ", sender_, " at ", peer_, " closed")));
     }
     handle_->EndStream(absl::OkStatus());
@@ -98,7 +98,7 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
 
 void InboundStream::Fail(const absl::Status& status) {
   if (inbox_ != nullptr) {
-    inbox_->Detach(absl::Status(status.code(),
+    inbox_->Detach(handle_.get(), absl::Status(status.code(),
                                 absl::StrCat("the ring stream from ", sender_, " broke: ",
                                              status.message())));
   }
@@ -108,7 +108,7 @@ void InboundStream::Fail(const absl::Status& status) {
 void InboundStream::OnDone() {
   handle_->StreamGone();
   if (inbox_ != nullptr) {
-    inbox_->Detach(absl::UnavailableError(
+    inbox_->Detach(handle_.get(), absl::UnavailableError(
         absl::StrCat("the ring stream from ", sender_, " at ", peer_, " ended")));
   }
   delete this;

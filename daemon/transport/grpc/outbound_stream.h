@@ -41,6 +41,12 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   absl::Status WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
                           const WaitLimit& limit, absl::Duration grace = absl::Seconds(2));
 
+  // True once the stream ended or a write failed: nothing more can be sent on it.
+  bool broken() const {
+    absl::MutexLock lock(&mu_);
+    return done_ || !write_ok_;
+  }
+
   // Half-closes the stream and waits (bounded) for the peer to finish it.
   void Close(absl::Duration wait);
 

@@ -10,28 +10,44 @@ PeerInbox::PeerInbox(uint64_t generation, size_t capacity)
 
 absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank,
                                const std::string& sender_worker) {
-  absl::MutexLock lock(&mu_);
-  if (!closed_.ok()) return closed_;
-  if (ever_attached_) {
-    return absl::AlreadyExistsError(absl::StrCat("generation ", generation_,
-                                                 " already has an incoming stream from rank ",
-                                                 sender_rank_, " (worker ", sender_worker_, ")"));
+  std::shared_ptr<InboxFeeder> replaced;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_.ok()) return closed_;
+    if (ever_attached_ && sender_rank != sender_rank_) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "generation ", generation_, " already has an incoming stream from rank ", sender_rank_,
+          " (worker ", sender_worker_, "); rank ", sender_rank, " is not this rank's left neighbour"));
+    }
+    // The same neighbour reconnecting (it gave up its previous stream) replaces it.
+    replaced = std::exchange(feeder_, std::move(feeder));
+    ever_attached_ = true;
+    sender_rank_ = sender_rank;
+    sender_worker_ = sender_worker;
+    stream_end_ = absl::OkStatus();
   }
-  feeder_ = std::move(feeder);
-  ever_attached_ = true;
-  sender_rank_ = sender_rank;
-  sender_worker_ = sender_worker;
+  if (replaced != nullptr) replaced->EndStream(absl::CancelledError("replaced by a new stream"));
   return absl::OkStatus();
 }
 
-void PeerInbox::Detach(const absl::Status& why) {
+void PeerInbox::Detach(const InboxFeeder* feeder, const absl::Status& why) {
   absl::MutexLock lock(&mu_);
+  if (feeder_.get() != feeder) return;  // an older stream, already replaced
   feeder_ = nullptr;
-  if (closed_.ok()) closed_ = why.ok() ? absl::UnavailableError("stream closed") : why;
+  stream_end_ = why.ok() ? absl::UnavailableError("stream closed") : why;
+}
+
+absl::Status PeerInbox::Explain(const absl::Status& waited) const {
+  if (waited.ok() || stream_end_.ok()) return waited;
+  return absl::Status(waited.code(), absl::StrCat(waited.message(), " (", stream_end_.message(),
+                                                  "; waiting for it to reconnect)"));
 }
 
 bool PeerInbox::Push(ReceivedFrame frame) {
   absl::MutexLock lock(&mu_);
+  if (frame.frame.kind == FrameKind::kAbort) {
+    newest_aborted_ = std::max(newest_aborted_, frame.frame.sequence);
+  }
   queue_.push_back(std::move(frame));
   const bool room = queue_.size() < capacity_;
   reading_paused_ = !room;
@@ -52,7 +68,7 @@ absl::StatusOr<ReceivedFrame> PeerInbox::PopLocked(const WaitLimit& limit,
   if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
                                   absl::StrCat("receive from rank ", sender_rank_));
       !s.ok()) {
-    return s;
+    return Explain(s);
   }
   if (queue_.empty()) return closed_;
   ReceivedFrame frame = std::move(queue_.front());
@@ -70,7 +86,7 @@ absl::StatusOr<Frame> PeerInbox::Peek(const WaitLimit& limit) {
   if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
                                   absl::StrCat("receive from rank ", sender_rank_));
       !s.ok()) {
-    return s;
+    return Explain(s);
   }
   if (queue_.empty()) return closed_;
   return queue_.front().frame;
@@ -97,6 +113,16 @@ void PeerInbox::Close(const absl::Status& why) {
     feeder = std::move(feeder_);
   }
   if (feeder != nullptr) feeder->EndStream(why);
+}
+
+size_t PeerInbox::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
+}
+
+uint64_t PeerInbox::newest_aborted_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return newest_aborted_;
 }
 
 bool PeerInbox::attached() const {

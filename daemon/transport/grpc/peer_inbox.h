@@ -38,17 +38,21 @@ class PeerInbox {
 
   uint64_t generation() const { return generation_; }
 
-  // The stream that feeds this inbox announced itself. Fails when one is attached already.
-  absl::Status Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank, const std::string& sender_worker);
-  // The feeding stream is gone (its reactor is about to be destroyed).
-  void Detach(const absl::Status& why);
+  // The stream that feeds this inbox announced itself. A new stream from the same
+  // sender replaces its previous one (the sender gave it up and reconnected); a stream
+  // from another rank is refused.
+  absl::Status Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank,
+                      const std::string& sender_worker);
+  // The feeding stream `feeder` is gone. Frames already queued are still delivered, and
+  // receivers wait (within their limits) for the sender to reconnect.
+  void Detach(const InboxFeeder* feeder, const absl::Status& why);
 
   // Called by the feeder for each frame; returns whether there is room for another
   // (if not, the feeder waits for ResumeReading).
   bool Push(ReceivedFrame frame);
 
-  // The next frame, in arrival order. After Close or Detach, frames already queued are
-  // still delivered, then the closing status.
+  // The next frame, in arrival order. After Close, frames already queued are still
+  // delivered, then the closing status.
   absl::StatusOr<ReceivedFrame> Pop(const WaitLimit& limit);
   // The header of the frame Pop would return next, without taking it.
   absl::StatusOr<Frame> Peek(const WaitLimit& limit);
@@ -59,12 +63,18 @@ class PeerInbox {
   // Ends the inbox for good (the generation is over); ends the attached stream.
   void Close(const absl::Status& why);
 
+  // See Link::newest_aborted_sequence.
+  uint64_t newest_aborted_sequence() const;
   bool attached() const;
   std::string sender_description() const;
+  // Frames received and not yet popped (for the segments-in-flight metric).
+  size_t queued() const;
 
  private:
   absl::StatusOr<ReceivedFrame> PopLocked(const WaitLimit& limit,
                                           std::shared_ptr<InboxFeeder>& resume);
+  // Adds why the stream is down, when it is, to a failed wait.
+  absl::Status Explain(const absl::Status& waited) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t generation_;
   const size_t capacity_;
@@ -75,7 +85,9 @@ class PeerInbox {
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   int sender_rank_ ABSL_GUARDED_BY(mu_) = -1;
   std::string sender_worker_ ABSL_GUARDED_BY(mu_);
+  uint64_t newest_aborted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come
+  absl::Status stream_end_ ABSL_GUARDED_BY(mu_);  // why the last stream ended, while none is attached
 };
 
 }  // namespace ringsync

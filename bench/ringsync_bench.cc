@@ -1,0 +1,378 @@
+// ringsync-bench: all-reduce latency and bandwidth through the SDK, like nccl-tests'
+// all_reduce_perf. Start one process per rank, each with --worker naming its own worker:
+//
+//   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
+//   ... one per worker ...
+//
+// For each size: warm-up collectives, a Barrier, then a timed batch; a rank's time is
+// batch wall time / iterations, and the reported time is the MAX over ranks (all-reduced
+// through ringsync itself), as nccl-tests reports it. algbw = size / time and
+// busbw = algbw * 2(N-1)/N (the bytes each rank must move on a ring), in GB/s = 1e9 B/s.
+//
+// Checking: the timed batch reduces its own results again and again (values run off to
+// inf), so, as in nccl-tests, one more collective per size runs on fresh inputs and is
+// compared element by element with the exact expected value. Inputs are small integers
+// (see InputValue) so every op's result is exact in every dtype and independent of the
+// order in which the ring combines: float16 sums stay exact up to N = 1024, bfloat16 up
+// to N = 128. #wrong is summed over ranks; any #wrong > 0 makes the exit status 1.
+//
+// The SDK does not report CollectiveResponse.bytes_sent, so the per-rank ring traffic
+// printed at the end is the schedule's 2(N-1)/N * size, not a measurement.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/half.h"
+#include "ringsync/client.h"
+
+ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
+ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
+ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
+ABSL_FLAG(int64_t, step_factor, 2, "each size is the previous one times this (>= 2)");
+ABSL_FLAG(std::string, dtype, "float32",
+          "float32 float64 float16 bfloat16 int32 int64 int8 uint8");
+ABSL_FLAG(std::string, op, "sum", "sum avg min max prod");
+ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes, see --help)");
+ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing");
+ABSL_FLAG(int, check, 1, "1: check one result per size against exact expected values");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60), "wait for the worker and a formed ring");
+
+#ifndef RINGSYNC_BENCH_BUILD
+#define RINGSYNC_BENCH_BUILD "unknown"
+#endif
+
+namespace ringsync {
+namespace {
+
+// Large sizes get fewer iterations so a sweep to 256 MiB ends in minutes: at most this
+// many bytes per size for the timed batch, and again for the warm-up (never below 2 / 1).
+constexpr int64_t kBytesPerBatch = int64_t{1} << 30;
+// Inputs repeat with this period in the element index (lcm of the 5- and 3-cycles below),
+// so the expected result is a table of kPeriod elements.
+constexpr size_t kPeriod = 15;
+
+absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
+  std::string s = absl::AsciiStrToUpper(text);
+  if (absl::EndsWith(s, "IB")) s.resize(s.size() - 2);
+  else if (absl::EndsWith(s, "B")) s.pop_back();
+  int shift = 0;
+  if (!s.empty() && (s.back() == 'K' || s.back() == 'M' || s.back() == 'G')) {
+    shift = s.back() == 'K' ? 10 : s.back() == 'M' ? 20 : 30;
+    s.pop_back();
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(s, &value) || value < 1 || value > (int64_t{1} << (40 - shift))) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "': expected e.g. 4, 64K, 256M, 1G"));
+  }
+  return value << shift;
+}
+
+// Rank r's element i. Small integers: sums, min and max of {-2..2} and products of
+// {2, 1, -1} (whose magnitude only grows, so an overflow to inf cannot depend on order)
+// are exact in every dtype.
+int64_t InputValue(ReduceOp op, int rank, size_t i) {
+  if (op == ReduceOp::kProd) {
+    static constexpr int64_t kFactors[] = {2, 1, -1};
+    return kFactors[(i + rank) % 3];
+  }
+  return static_cast<int64_t>((i + 3 * static_cast<size_t>(rank)) % 5) - 2;
+}
+
+template <typename T>
+void Store(T value, std::byte* out) { std::memcpy(out, &value, sizeof(T)); }
+
+// Writes a double that is exact (or an overflow to be rounded to inf) as one element.
+void StoreFloat(DType dtype, double value, std::byte* out) {
+  switch (dtype) {
+    case DType::kFloat64: return Store(value, out);
+    case DType::kFloat32: return Store(static_cast<float>(value), out);
+    case DType::kFloat16: return Store(FloatToFloat16(static_cast<float>(value)), out);
+    default: return Store(FloatToBFloat16(static_cast<float>(value)), out);
+  }
+}
+
+// The reduction of the ranks' inputs for integer type T, with the reducer's rules:
+// SUM and PROD wrap, AVG truncates the wrapped sum.
+template <typename T>
+T ExpectedInteger(ReduceOp op, int n, size_t i) {
+  using U = std::make_unsigned_t<T>;
+  U sum = 0, prod = 1;
+  T min = static_cast<T>(InputValue(op, 0, i)), max = min;
+  for (int r = 0; r < n; ++r) {
+    const T v = static_cast<T>(InputValue(op, r, i));
+    sum = static_cast<U>(sum + static_cast<U>(v));
+    prod = static_cast<U>(prod * static_cast<U>(v));
+    min = std::min(min, v);
+    max = std::max(max, v);
+  }
+  switch (op) {
+    case ReduceOp::kSum: return static_cast<T>(sum);
+    case ReduceOp::kAvg: return static_cast<T>(static_cast<T>(sum) / n);
+    case ReduceOp::kMin: return min;
+    case ReduceOp::kMax: return max;
+    default: return static_cast<T>(prod);
+  }
+}
+
+double ExpectedFloat(DType dtype, ReduceOp op, int n, size_t i) {
+  double sum = 0, prod = 1, min = InputValue(op, 0, i), max = min;
+  for (int r = 0; r < n; ++r) {
+    const double v = static_cast<double>(InputValue(op, r, i));
+    sum += v;
+    prod *= v;
+    min = std::min(min, v);
+    max = std::max(max, v);
+  }
+  switch (op) {
+    case ReduceOp::kSum: return sum;
+    // AVG divides in float32 (float64 for float64), then rounds once to the type.
+    case ReduceOp::kAvg:
+      return dtype == DType::kFloat64 ? sum / n : static_cast<float>(sum) / static_cast<float>(n);
+    case ReduceOp::kMin: return min;
+    case ReduceOp::kMax: return max;
+    default: return prod;
+  }
+}
+
+// kPeriod elements of rank `rank`'s input (rank >= 0) or of the expected result (rank < 0).
+std::vector<std::byte> Pattern(DType dtype, ReduceOp op, int n, int rank) {
+  const size_t size = DTypeSize(dtype);
+  std::vector<std::byte> out(kPeriod * size);
+  for (size_t i = 0; i < kPeriod; ++i) {
+    std::byte* e = out.data() + i * size;
+    const int64_t in = rank >= 0 ? InputValue(op, rank, i) : 0;
+    switch (dtype) {
+      case DType::kInt32: Store(rank >= 0 ? static_cast<int32_t>(in) : ExpectedInteger<int32_t>(op, n, i), e); break;
+      case DType::kInt64: Store(rank >= 0 ? in : ExpectedInteger<int64_t>(op, n, i), e); break;
+      case DType::kInt8: Store(rank >= 0 ? static_cast<int8_t>(in) : ExpectedInteger<int8_t>(op, n, i), e); break;
+      case DType::kUInt8: Store(rank >= 0 ? static_cast<uint8_t>(in) : ExpectedInteger<uint8_t>(op, n, i), e); break;
+      default: StoreFloat(dtype, rank >= 0 ? static_cast<double>(in) : ExpectedFloat(dtype, op, n, i), e);
+    }
+  }
+  return out;
+}
+
+void Fill(std::byte* buffer, size_t bytes, const std::vector<std::byte>& pattern) {
+  for (size_t at = 0; at < bytes; at += pattern.size()) {
+    std::memcpy(buffer + at, pattern.data(), std::min(pattern.size(), bytes - at));
+  }
+}
+
+// Elements whose bytes differ from the expected pattern; whole periods compared at once.
+int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
+                   const std::vector<std::byte>& expected) {
+  int64_t wrong = 0;
+  for (size_t first = 0; first < count; first += kPeriod) {
+    const size_t n = std::min(kPeriod, count - first);
+    const std::byte* got = buffer + first * element_size;
+    if (std::memcmp(got, expected.data(), n * element_size) == 0) continue;
+    for (size_t i = 0; i < n; ++i) {
+      wrong += std::memcmp(got + i * element_size, expected.data() + i * element_size, element_size) != 0;
+    }
+  }
+  return wrong;
+}
+
+struct Config {
+  int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters;
+  DType dtype;
+  ReduceOp op;
+  bool check;
+};
+
+absl::StatusOr<Config> ReadFlags() {
+  Config c;
+  absl::StatusOr<int64_t> min = ParseBytes(absl::GetFlag(FLAGS_min_bytes));
+  absl::StatusOr<int64_t> max = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
+  absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  absl::StatusOr<ReduceOp> op = ParseReduceOp(absl::GetFlag(FLAGS_op));
+  for (const absl::Status& s : {min.status(), max.status(), dtype.status(), op.status()}) {
+    if (!s.ok()) return s;
+  }
+  c = {*min, *max, absl::GetFlag(FLAGS_step_factor), absl::GetFlag(FLAGS_iters),
+       absl::GetFlag(FLAGS_warmup_iters), *dtype, *op, absl::GetFlag(FLAGS_check) != 0};
+  if (c.min_bytes > c.max_bytes) return absl::InvalidArgumentError("--min_bytes exceeds --max_bytes");
+  if (c.step_factor < 2) return absl::InvalidArgumentError("--step_factor must be >= 2");
+  if (c.iters < 1 || c.warmup_iters < 0) {
+    return absl::InvalidArgumentError("--iters must be >= 1 and --warmup_iters >= 0");
+  }
+  return c;
+}
+
+// Sum (or max) of one value over all ranks, through ringsync itself.
+template <typename T>
+absl::StatusOr<T> AcrossRanks(Client& client, const std::string& name, T value, ReduceOp op) {
+  if (absl::Status s = client.AllReduce(name, absl::MakeSpan(&value, 1), op); !s.ok()) return s;
+  return value;
+}
+
+struct Row {
+  double seconds;  // per collective, max over ranks
+  int64_t wrong;   // summed over ranks
+};
+
+absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, std::byte* buffer, size_t count) {
+  const size_t bytes = count * DTypeSize(c.dtype);
+  const std::string name = absl::StrCat("bench/allreduce/", bytes);
+  const int64_t budget = std::max<int64_t>(1, kBytesPerBatch / static_cast<int64_t>(bytes));
+  const int64_t iters = std::max<int64_t>(2, std::min(c.iters, budget));
+  const int64_t warmups = std::min(c.warmup_iters, std::max<int64_t>(1, budget));
+  const std::vector<std::byte> input = Pattern(c.dtype, c.op, client.world_size(), client.rank());
+  Fill(buffer, bytes, input);
+  for (int64_t i = 0; i < warmups; ++i) {
+    if (absl::Status s = client.AllReduce(name, buffer, count, c.dtype, c.op); !s.ok()) return s;
+  }
+  if (absl::Status s = client.Barrier(name + "/start"); !s.ok()) return s;
+  const absl::Time start = absl::Now();
+  for (int64_t i = 0; i < iters; ++i) {
+    if (absl::Status s = client.AllReduce(name, buffer, count, c.dtype, c.op); !s.ok()) return s;
+  }
+  const double mine = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(iters);
+  absl::StatusOr<double> slowest = AcrossRanks(client, name + "/time", mine, ReduceOp::kMax);
+  if (!slowest.ok()) return slowest.status();
+
+  int64_t wrong = 0;
+  if (c.check) {
+    Fill(buffer, bytes, input);
+    if (absl::Status s = client.AllReduce(name + "/check", buffer, count, c.dtype, c.op); !s.ok()) {
+      return s;
+    }
+    const std::vector<std::byte> expected = Pattern(c.dtype, c.op, client.world_size(), -1);
+    wrong = CountWrong(buffer, count, DTypeSize(c.dtype), expected);
+  }
+  absl::StatusOr<int64_t> total = AcrossRanks(client, name + "/wrong", wrong, ReduceOp::kSum);
+  if (!total.ok()) return total.status();
+  return Row{*slowest, *total};
+}
+
+int Run() {
+  absl::StatusOr<Config> config = ReadFlags();
+  if (!config.ok() || absl::GetFlag(FLAGS_worker).empty()) {
+    std::fprintf(stderr, "ringsync-bench: %s\n",
+                 config.ok() ? "--worker is required" : std::string(config.status().message()).c_str());
+    return 2;
+  }
+  const Config& c = *config;
+  ClientOptions options;
+  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  options.client_name = absl::StrCat("ringsync-bench pid ", ::getpid());
+  absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(absl::GetFlag(FLAGS_worker), options);
+  if (!connected.ok()) {
+    std::fprintf(stderr, "ringsync-bench: %s\n", connected.status().ToString().c_str());
+    return 1;
+  }
+  Client& client = **connected;
+  const int n = client.world_size();
+  const bool print = client.rank() == 0;
+  const size_t element = DTypeSize(c.dtype);
+  // One buffer of the largest size, uint64_t-aligned for every dtype.
+  std::vector<uint64_t> storage((static_cast<size_t>(c.max_bytes) + 7) / 8 + 1);
+  std::byte* buffer = reinterpret_cast<std::byte*>(storage.data());
+
+  const double bus_factor = 2.0 * (n - 1) / n;
+  if (print) {
+    std::printf("# ringsync-bench all-reduce: nranks %d, rank 0 worker %s, build %s\n", n,
+                absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
+    std::printf("# minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %lld iters: %lld "
+                "(at most %lld MiB per batch) validation: %d\n",
+                (long long)c.min_bytes, (long long)c.max_bytes, (long long)c.step_factor,
+                (long long)c.warmup_iters, (long long)c.iters, (long long)(kBytesPerBatch >> 20),
+                c.check ? 1 : 0);
+    std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
+                "busbw = algbw * 2(N-1)/N = algbw * %.3f\n#\n", bus_factor);
+    std::printf("#%11s  %12s  %8s  %6s  %10s  %7s  %7s  %6s\n", "size", "count", "type", "redop",
+                "time", "algbw", "busbw", "#wrong");
+    std::printf("#%11s  %12s  %8s  %6s  %10s  %7s  %7s  %6s\n", "(B)", "(elements)", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+  int64_t total_wrong = 0, last_count = -1, largest = 0;
+  double busbw_sum = 0;
+  int rows = 0;
+  for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.step_factor) {
+    const int64_t count = std::max<int64_t>(1, bytes / static_cast<int64_t>(element));
+    if (count == last_count) continue;  // sizes below one element repeat
+    last_count = count;
+    absl::StatusOr<Row> row = MeasureSize(client, c, buffer, static_cast<size_t>(count));
+    if (!row.ok()) {
+      std::fprintf(stderr, "ringsync-bench rank %d: %s\n", client.rank(), row.status().ToString().c_str());
+      return 1;
+    }
+    const int64_t size = count * static_cast<int64_t>(element);
+    const double algbw = static_cast<double>(size) / row->seconds / 1e9;
+    total_wrong += row->wrong;
+    busbw_sum += algbw * bus_factor;
+    ++rows;
+    largest = size;
+    if (print) {
+      std::printf("%12lld  %12lld  %8s  %6s  %10.1f  %7.3f  %7.3f  %6lld\n", (long long)size,
+                  (long long)count, std::string(DTypeName(c.dtype)).c_str(),
+                  std::string(ReduceOpName(c.op)).c_str(), row->seconds * 1e6, algbw,
+                  algbw * bus_factor, (long long)row->wrong);
+      std::fflush(stdout);
+    }
+  }
+  // Each rank's peak RSS, gathered so rank 0 can print them all.
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const int64_t my_rss_kib = usage.ru_maxrss;
+  std::vector<int64_t> rss(n);
+  if (absl::Status s = client.AllGather<int64_t>("bench/rss", absl::MakeConstSpan(&my_rss_kib, 1),
+                                                 absl::MakeSpan(rss));
+      !s.ok()) {
+    std::fprintf(stderr, "ringsync-bench rank %d: %s\n", client.rank(), s.ToString().c_str());
+    return 1;
+  }
+  if (print) {
+    std::printf("# Out of bounds values : %lld %s\n", (long long)total_wrong, total_wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? busbw_sum / rows : 0.0);
+    std::printf("# Ring bytes sent per rank at %lld B: %.0f (2(N-1)/N * size from the schedule; "
+                "the SDK does not report the worker's count)\n",
+                (long long)largest, bus_factor * static_cast<double>(largest));
+    std::printf("# Client (bench process) peak RSS per rank, MiB:");
+    for (int64_t kib : rss) std::printf(" %.1f", static_cast<double>(kib) / 1024);
+    std::printf("\n");
+  }
+  return total_wrong > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace ringsync
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "all-reduce latency and bandwidth through ringsync, nccl-tests style; one process per "
+      "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--min_bytes=4 --max_bytes=256M "
+      "--dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
+      "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
+  // --help lists this file's flags (absl matches the program name, which has dashes).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "bench/ringsync_bench.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::ParseCommandLine(argc, argv);
+  return ringsync::Run();
+}

@@ -1,0 +1,66 @@
+// HttpEndpoint: the operator's HTTP port of a daemon (--http_listen), served by
+// cpp-httplib on a small thread pool of its own, never on a gRPC or ring thread:
+//
+//   GET /metrics  200, Prometheus text exposition format 0.0.4
+//   GET /healthz  200 "ok" while the process serves HTTP at all (liveness)
+//   GET /readyz   200 "ok" when the daemon can do its job, else 503 and the reason
+//                 (worker: in a formed ring of the current generation; coordinator: serving)
+//
+// Thread-safety: all methods are safe from any thread. The callbacks run on the
+// endpoint's threads, possibly several at once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ringsync {
+
+struct HttpEndpointOptions {
+  std::string listen;  // HOST:PORT; port 0 picks a free port. IPv6 as [::1]:9400.
+  // The body of GET /metrics.
+  std::function<std::string()> metrics;
+  // GET /readyz: OK answers 200 "ok", an error 503 with its message.
+  std::function<absl::Status()> readiness;
+};
+
+// Splits "HOST:PORT" ("[::1]:9400" for IPv6) into host and port (0..65535).
+// InvalidArgument with an example otherwise.
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(absl::string_view address);
+
+class HttpEndpoint {
+ public:
+  // Binds options.listen and starts serving. InvalidArgument for a malformed address,
+  // Unavailable when it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<HttpEndpoint>> Start(HttpEndpointOptions options);
+
+  ~HttpEndpoint();  // Stop()
+  HttpEndpoint(const HttpEndpoint&) = delete;
+  HttpEndpoint& operator=(const HttpEndpoint&) = delete;
+
+  // HOST:PORT as bound (the kernel's port when the listen address asked for 0).
+  const std::string& address() const { return address_; }
+
+  // Closes the port and waits for requests in flight. Idempotent.
+  void Stop();
+
+ private:
+  HttpEndpoint();
+
+  HttpEndpointOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::string address_;
+  std::thread thread_;
+};
+
+}  // namespace ringsync

@@ -1,0 +1,101 @@
+// HttpEndpoint on 127.0.0.1:0 with a real HTTP client: the three pages, readiness
+// flipping, unknown pages, bad addresses, a taken port, and a prompt Stop.
+#include "daemon/http/http_endpoint.h"
+
+#include <atomic>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<HttpEndpoint> StartOrDie(HttpEndpointOptions options) {
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(std::move(options));
+  EXPECT_TRUE(endpoint.ok()) << endpoint.status();
+  return endpoint.ok() ? *std::move(endpoint) : nullptr;
+}
+
+httplib::Client ClientOf(const HttpEndpoint& endpoint) {
+  const auto host_port = ParseHostPort(endpoint.address());
+  return httplib::Client(host_port->first, host_port->second);
+}
+
+TEST(HttpEndpoint, ServesMetricsHealthzAndReadyz) {
+  std::atomic<bool> ready{false};
+  auto endpoint = StartOrDie(HttpEndpointOptions{
+      "127.0.0.1:0", [] { return std::string("x_total 1\n"); },
+      [&ready] {
+        return ready ? absl::OkStatus() : absl::UnavailableError("the ring is not formed");
+      }});
+  ASSERT_NE(endpoint, nullptr);
+  EXPECT_THAT(endpoint->address(), HasSubstr("127.0.0.1:"));
+  httplib::Client client = ClientOf(*endpoint);
+
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->body, "x_total 1\n");
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+
+  httplib::Result healthz = client.Get("/healthz");
+  ASSERT_TRUE(healthz);
+  EXPECT_EQ(healthz->status, 200);
+  EXPECT_EQ(healthz->body, "ok\n");
+
+  httplib::Result not_ready = client.Get("/readyz");
+  ASSERT_TRUE(not_ready);
+  EXPECT_EQ(not_ready->status, 503);
+  EXPECT_EQ(not_ready->body, "not ready: the ring is not formed\n");
+  ready = true;
+  httplib::Result is_ready = client.Get("/readyz");
+  ASSERT_TRUE(is_ready);
+  EXPECT_EQ(is_ready->status, 200);
+
+  httplib::Result missing = client.Get("/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_THAT(missing->body, HasSubstr("/metrics"));
+}
+
+TEST(HttpEndpoint, StopClosesThePortPromptlyEvenWithAKeptAliveConnection) {
+  auto endpoint = StartOrDie(HttpEndpointOptions{"127.0.0.1:0", nullptr, nullptr});
+  ASSERT_NE(endpoint, nullptr);
+  httplib::Client client = ClientOf(*endpoint);
+  client.set_keep_alive(true);
+  ASSERT_TRUE(client.Get("/healthz"));
+  const absl::Time start = absl::Now();
+  endpoint->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  httplib::Client fresh = ClientOf(*endpoint);
+  fresh.set_connection_timeout(std::chrono::seconds(1));
+  EXPECT_FALSE(fresh.Get("/healthz"));
+  endpoint->Stop();  // idempotent
+}
+
+TEST(HttpEndpoint, ATakenPortIsUnavailableNamingTheFlag) {
+  auto first = StartOrDie(HttpEndpointOptions{"127.0.0.1:0", nullptr, nullptr});
+  ASSERT_NE(first, nullptr);
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> second =
+      HttpEndpoint::Start(HttpEndpointOptions{first->address(), nullptr, nullptr});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr("--http_listen"));
+}
+
+TEST(ParseHostPort, AcceptsHostPortAndBracketedIpv6) {
+  EXPECT_EQ(*ParseHostPort("127.0.0.1:9400"), std::make_pair(std::string("127.0.0.1"), 9400));
+  EXPECT_EQ(*ParseHostPort("[::1]:0"), std::make_pair(std::string("::1"), 0));
+  EXPECT_EQ(*ParseHostPort("localhost:80"), std::make_pair(std::string("localhost"), 80));
+  for (const char* bad : {"", "9400", ":9400", "host:", "host:65536", "host:x", "::1:9400"}) {
+    absl::StatusOr<std::pair<std::string, int>> parsed = ParseHostPort(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("HOST:PORT")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace ringsync

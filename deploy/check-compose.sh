@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Checks the deployment files without a Docker engine (CI has none); .ci/run calls it.
+#   deploy/docker-compose.yml  parses and validates with docker-compose (Debian: 1.29)
+#   deploy/prometheus.yml      valid for promtool, when promtool is installed
+#   deploy/healthcheck.sh      bash syntax
+# Both tools come with deploy/install-deps.sh. Exit 0 and a last line "check-compose: OK"
+# when all pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+compose_file=deploy/docker-compose.yml
+if ! command -v docker-compose >/dev/null; then
+  echo "check-compose: docker-compose not found; run deploy/install-deps.sh (as root)" >&2
+  exit 1
+fi
+
+# config -q prints nothing when the file is valid; interpolation uses the defaults in
+# the file unless the caller's environment sets RINGSYNC_* variables. The monitoring
+# profile is enabled so the Prometheus service is validated too.
+if ! docker-compose -f "$compose_file" --profile monitoring config -q; then
+  echo "check-compose: FAILED: $compose_file does not validate (docker-compose $(docker-compose version --short))" >&2
+  exit 1
+fi
+services=$(docker-compose -f "$compose_file" --profile monitoring config --services | tr '\n' ' ')
+
+if command -v promtool >/dev/null; then
+  promtool check config deploy/prometheus.yml >/dev/null ||
+    { echo "check-compose: FAILED: deploy/prometheus.yml (see promtool output above)" >&2; exit 1; }
+else
+  echo "check-compose: promtool not found; deploy/prometheus.yml not checked"
+fi
+
+bash -n deploy/healthcheck.sh
+
+echo "check-compose: OK: $compose_file valid for docker-compose $(docker-compose version --short) (services: ${services% })"

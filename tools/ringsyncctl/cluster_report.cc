@@ -1,0 +1,112 @@
+#include "tools/ringsyncctl/cluster_report.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "daemon/common/json_string.h"
+
+namespace ringsync {
+namespace {
+
+// Longest LAST ERROR shown in the table.
+constexpr size_t kMaxErrorChars = 80;
+
+std::vector<const v1::WorkerStatus*> InRankOrder(const v1::ClusterStatus& status) {
+  std::vector<const v1::WorkerStatus*> workers;
+  for (const v1::WorkerStatus& w : status.workers()) workers.push_back(&w);
+  std::sort(workers.begin(), workers.end(), [](const auto* a, const auto* b) {
+    const bool a_in = a->rank() >= 0, b_in = b->rank() >= 0;
+    if (a_in != b_in) return a_in;  // ranked workers first
+    if (a->rank() != b->rank()) return a->rank() < b->rank();
+    return a->worker_id() < b->worker_id();
+  });
+  return workers;
+}
+
+std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
+
+std::string OneLine(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  if (text.size() > kMaxErrorChars) text = absl::StrCat(text.substr(0, kMaxErrorChars - 3), "...");
+  return text;
+}
+
+std::string Summary(const std::string& coordinator, const v1::ClusterStatus& status) {
+  const v1::RingView& view = status.view();
+  const std::string ring =
+      view.members_size() > 0
+          ? absl::StrCat("ring formed, generation ", view.generation())
+          : absl::StrCat("ring NOT formed (generation ", view.generation(), ": ",
+                         OrDash(view.dissolved_reason()), ")");
+  const auto plural = [](uint64_t n, absl::string_view one, absl::string_view many) {
+    return absl::StrCat(n, " ", n == 1 ? one : many);
+  };
+  return absl::StrCat("coordinator ", coordinator, ": ", ring, ", ", status.workers_size(), " of ",
+                      status.world_size(), " workers joined (",
+                      plural(status.joins_total(), "join", "joins"), ", ",
+                      plural(status.generations_published(), "view", "views"), " published)\n");
+}
+
+}  // namespace
+
+std::string FormatClusterTable(const std::string& coordinator, const v1::ClusterStatus& status) {
+  std::vector<std::vector<std::string>> rows = {{"RANK", "WORKER", "ADDRESS", "HTTP", "READY",
+                                                 "HEARTBEAT", "GEN", "DONE", "FAILED",
+                                                 "LAST ERROR"}};
+  for (const v1::WorkerStatus* w : InRankOrder(status)) {
+    rows.push_back({w->rank() >= 0 ? absl::StrCat(w->rank()) : "-", w->worker_id(),
+                    w->peer_address(), OrDash(w->http_address()), w->ready() ? "yes" : "no",
+                    absl::StrFormat("%.1fs", static_cast<double>(w->last_heartbeat_age_ms()) / 1000),
+                    absl::StrCat(w->generation()), absl::StrCat(w->collectives_completed()),
+                    absl::StrCat(w->collectives_failed()), OneLine(OrDash(w->last_error()))});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out = Summary(coordinator, status);
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c + 1 == row.size()) {
+        line += row[c];
+      } else {
+        absl::StrAppend(&line, row[c], std::string(widths[c] - row[c].size() + 2, ' '));
+      }
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  if (status.workers_size() == 0) out += "(no worker has joined)\n";
+  return out;
+}
+
+std::string FormatClusterJson(const std::string& coordinator, const v1::ClusterStatus& status) {
+  const v1::RingView& view = status.view();
+  std::vector<std::string> workers;
+  for (const v1::WorkerStatus* w : InRankOrder(status)) {
+    workers.push_back(absl::StrCat(
+        "{\"rank\":", w->rank(), ",\"worker_id\":", JsonString(w->worker_id()),
+        ",\"peer_address\":", JsonString(w->peer_address()),
+        ",\"http_address\":", JsonString(w->http_address()),
+        ",\"ready\":", w->ready() ? "true" : "false",
+        ",\"last_heartbeat_age_seconds\":",
+        absl::StrFormat("%.3f", static_cast<double>(w->last_heartbeat_age_ms()) / 1000),
+        ",\"generation\":", w->generation(),
+        ",\"collectives_completed\":", w->collectives_completed(),
+        ",\"collectives_failed\":", w->collectives_failed(),
+        ",\"last_error\":", JsonString(w->last_error()), "}"));
+  }
+  return absl::StrCat("{\"coordinator\":", JsonString(coordinator),
+                      ",\"world_size\":", status.world_size(),
+                      ",\"generation\":", view.generation(),
+                      ",\"formed\":", view.members_size() > 0 ? "true" : "false",
+                      ",\"dissolved_reason\":", JsonString(view.dissolved_reason()),
+                      ",\"generations_published\":", status.generations_published(),
+                      ",\"joins_total\":", status.joins_total(), ",\"workers\":[",
+                      absl::StrJoin(workers, ","), "]}\n");
+}
+
+}  // namespace ringsync

@@ -1,0 +1,72 @@
+#include "tools/ringsyncctl/health_check.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/json_string.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace ringsync {
+namespace {
+
+std::string CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return absl::StrCat("code ", static_cast<int>(code));
+  }
+}
+
+}  // namespace
+
+HealthResult CheckHealth(const std::string& target, const std::string& service,
+                         absl::Duration timeout) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  HealthResult result;
+  if (!status.ok()) {
+    result.status = CodeName(status.error_code());
+    switch (status.error_code()) {
+      case grpc::StatusCode::NOT_FOUND:
+        result.detail = absl::StrCat(target, " does not know the service '", service, "'");
+        break;
+      case grpc::StatusCode::UNIMPLEMENTED:
+        result.detail = absl::StrCat(target, " serves no grpc.health.v1.Health service");
+        break;
+      default:
+        result.detail = absl::StrCat("cannot reach ", target, " within ",
+                                     absl::FormatDuration(timeout), ": ", status.error_message());
+    }
+    return result;
+  }
+  result.status = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  result.serving = response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  if (!result.serving) {
+    result.detail = absl::StrCat(target, " answers ", result.status,
+                                 service.empty() ? "" : absl::StrCat(" for '", service, "'"));
+  }
+  return result;
+}
+
+std::string HealthJson(const std::string& target, const std::string& service,
+                       const HealthResult& result) {
+  return absl::StrCat("{\"target\":", JsonString(target), ",\"service\":", JsonString(service),
+                      ",\"serving\":", result.serving ? "true" : "false",
+                      ",\"status\":", JsonString(result.status),
+                      ",\"detail\":", JsonString(result.detail), "}\n");
+}
+
+}  // namespace ringsync

@@ -1,0 +1,129 @@
+// ringsyncctl: the operator's view of a ringsync cluster.
+//
+//   ringsyncctl status [--coordinator=HOST:PORT] [--json]   the ring as a table
+//   ringsyncctl health TARGET [--service=NAME] [--json]     grpc.health.v1 check
+//
+// Exit codes: 0 = answered (status) / SERVING (health); 1 = unreachable or not
+// serving, with one line saying why; 2 = bad usage.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "daemon/common/json_string.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "ringsync/v1/coordinator.grpc.pb.h"
+#include "tools/ringsyncctl/cluster_report.h"
+#include "tools/ringsyncctl/health_check.h"
+
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:7400",
+          "status: the coordinator's gRPC address, HOST:PORT (also accepted as the argument "
+          "after 'status').");
+ABSL_FLAG(std::string, target, "",
+          "health: the gRPC target to check, HOST:PORT or unix:/path (also accepted as the "
+          "argument after 'health'): a coordinator's --listen, a worker's --socket or "
+          "--client_listen.");
+ABSL_FLAG(std::string, service, "",
+          "health: the service name to ask about; empty = the whole server.");
+ABSL_FLAG(bool, json, false, "Print one JSON object instead of text.");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "Deadline of the call.");
+
+namespace ringsync {
+namespace {
+
+constexpr char kUsage[] =
+    "the operator's view of a ringsync cluster.\n"
+    "  ringsyncctl status [--coordinator=HOST:PORT] [--json]\n"
+    "      the ring as the coordinator sees it: one row per worker (rank, id, address,\n"
+    "      ready, heartbeat age, generation, collectives done/failed, last error)\n"
+    "  ringsyncctl health TARGET [--service=NAME] [--json]\n"
+    "      grpc.health.v1.Health/Check on TARGET (HOST:PORT or unix:/path); exit 0 if\n"
+    "      SERVING, 1 otherwise, saying why\n"
+    "Exit codes: 0 ok, 1 unreachable / not serving, 2 bad usage.";
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "ringsyncctl: %s\n\n%s\n", why.c_str(), kUsage);
+  return 2;
+}
+
+// The positional argument after the command, else the flag.
+bool PickTarget(const std::vector<std::string>& args, const std::string& flag, std::string* out) {
+  if (args.size() > 3) return false;
+  *out = args.size() == 3 ? args[2] : flag;
+  return !out->empty();
+}
+
+int Status(const std::vector<std::string>& args) {
+  std::string coordinator;
+  if (!PickTarget(args, absl::GetFlag(FLAGS_coordinator), &coordinator)) {
+    return Usage("status takes one coordinator address: ringsyncctl status [HOST:PORT]");
+  }
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::ClusterStatus status;
+  const grpc::Status rpc = stub->GetClusterStatus(&context, v1::GetClusterStatusRequest(), &status);
+  if (!rpc.ok()) {
+    const std::string why = absl::StrCat("cannot get the cluster status from coordinator ",
+                                         coordinator, " within ", absl::FormatDuration(timeout),
+                                         ": ", rpc.error_message(),
+                                         "; is `ringsyncd coordinator --listen=", coordinator,
+                                         "` running?");
+    if (absl::GetFlag(FLAGS_json)) {
+      std::printf("{\"coordinator\":%s,\"error\":%s}\n", JsonString(coordinator).c_str(),
+                  JsonString(why).c_str());
+    } else {
+      std::fprintf(stderr, "ringsyncctl: %s\n", why.c_str());
+    }
+    return 1;
+  }
+  const std::string text = absl::GetFlag(FLAGS_json) ? FormatClusterJson(coordinator, status)
+                                                     : FormatClusterTable(coordinator, status);
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+int Health(const std::vector<std::string>& args) {
+  std::string target;
+  if (!PickTarget(args, absl::GetFlag(FLAGS_target), &target)) {
+    return Usage("health takes one target: ringsyncctl health HOST:PORT (or unix:/path)");
+  }
+  const std::string service = absl::GetFlag(FLAGS_service);
+  const HealthResult result = CheckHealth(target, service, absl::GetFlag(FLAGS_timeout));
+  if (absl::GetFlag(FLAGS_json)) {
+    std::fputs(HealthJson(target, service, result).c_str(), stdout);
+  } else if (result.serving) {
+    std::printf("%s: SERVING\n", target.c_str());
+  } else {
+    std::printf("%s: %s: %s\n", target.c_str(), result.status.c_str(), result.detail.c_str());
+  }
+  return result.serving ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ringsync
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(ringsync::kUsage);
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "ringsyncctl");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const std::vector<std::string> args(positional.begin(), positional.end());
+  if (args.size() < 2) return ringsync::Usage("no command given");
+  if (args[1] == "status") return ringsync::Status(args);
+  if (args[1] == "health") return ringsync::Health(args);
+  return ringsync::Usage(absl::StrCat("unknown command '", args[1], "'"));
+}
