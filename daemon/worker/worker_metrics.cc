@@ -51,8 +51,8 @@ WorkerMetrics::WorkerMetrics(metrics::Registry& registry, RingManager& ring,
                              absl::string_view reduce_device)
     : collectives_(registry.AddCounter(
           "ringsync_collectives_total",
-          "Collectives this worker finished (ran, or refused for want of a training process), "
-          "by kind, dtype and result (ok or failed).",
+          "Collectives this worker's training process asked for that finished, by kind, dtype "
+          "and result (ok or failed).",
           {"kind", "dtype", "result"})),
       failed_(registry.AddCounter(
           "ringsync_collectives_failed_total",
