@@ -55,14 +55,14 @@ absl::Status MemoryChannel::Push(const Frame& frame, absl::Span<const std::byte>
   return absl::OkStatus();
 }
 
+absl::Status MemoryChannel::AwaitFrame(const WaitLimit& limit) {
+  auto has_frame = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
+  return AwaitWithLimit(mu_, absl::Condition(&has_frame), limit, "receive from the previous rank");
+}
+
 absl::StatusOr<ReceivedFrame> MemoryChannel::Pop(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
-  auto has_frame = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&has_frame), limit,
-                                      "receive from the previous rank");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = AwaitFrame(limit); !s.ok()) return s;
   Entry entry = std::move(queue_.front());
   queue_.pop_front();
   ReceivedFrame received;
@@ -74,12 +74,7 @@ absl::StatusOr<ReceivedFrame> MemoryChannel::Pop(const WaitLimit& limit) {
 
 absl::StatusOr<Frame> MemoryChannel::Peek(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
-  auto has_frame = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&has_frame), limit,
-                                      "receive from the previous rank");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = AwaitFrame(limit); !s.ok()) return s;
   return queue_.front().frame;
 }
 

@@ -34,6 +34,9 @@ class MemoryChannel {
   size_t high_water_mark() const;
 
  private:
+  // Waits until a frame is queued, within `limit`.
+  absl::Status AwaitFrame(const WaitLimit& limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   struct Entry {
     Frame frame;
     std::shared_ptr<std::vector<std::byte>> payload;

@@ -87,26 +87,6 @@ TEST(RingAllReduce, SeedCaseFourRanksSumToFourSixSixEight) {
   }
 }
 
-// Naive reference for ExactInput data: combine in double, which is exact for these
-// values; AVG follows the contract (float32 division, or float64, or truncation).
-double NaiveReduce(DType dtype, ReduceOp op, const std::vector<double>& values) {
-  double acc = values[0];
-  for (size_t i = 1; i < values.size(); ++i) {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += values[i]; break;
-      case ReduceOp::kProd: acc *= values[i]; break;
-      case ReduceOp::kMin: acc = std::min(acc, values[i]); break;
-      case ReduceOp::kMax: acc = std::max(acc, values[i]); break;
-    }
-  }
-  if (op != ReduceOp::kAvg) return acc;
-  const double n = static_cast<double>(values.size());
-  if (dtype == DType::kFloat64) return acc / n;
-  if (IsFloatingPoint(dtype)) return static_cast<float>(acc) / static_cast<float>(n);
-  return std::trunc(acc / n);
-}
-
 struct SweepCase {
   int world_size;
   DType dtype;
@@ -130,7 +110,7 @@ TEST_P(RingAllReduceSweep, MatchesTheNaiveReferenceBitwiseOnEveryRankForManyCoun
     for (size_t i = 0; i < count; ++i) {
       std::vector<double> column;
       for (int r = 0; r < n; ++r) column.push_back(GetElement(dtype, inputs[r], i));
-      SetElement(dtype, expected, i, NaiveReduce(dtype, op, column));
+      SetElement(dtype, expected, i, testing::NaiveReduce(dtype, op, column));
     }
     for (int r = 0; r < n; ++r) {
       EXPECT_TRUE(run.buffers[r] == expected) << "rank " << r;

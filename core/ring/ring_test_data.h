@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -87,6 +89,26 @@ inline Bytes RandomInput(DType dtype, size_t count, int rank, uint32_t seed) {
     SetElement(dtype, buf, i, IsFloatingPoint(dtype) ? dist(rng) : static_cast<double>(rng() % 50));
   }
   return buf;
+}
+
+// Naive reference for ExactInput data: combines in double, which is exact for those
+// values; AVG follows the contract (float32 division, or float64, or truncation).
+inline double NaiveReduce(DType dtype, ReduceOp op, const std::vector<double>& values) {
+  double acc = values[0];
+  for (size_t i = 1; i < values.size(); ++i) {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc += values[i]; break;
+      case ReduceOp::kProd: acc *= values[i]; break;
+      case ReduceOp::kMin: acc = std::min(acc, values[i]); break;
+      case ReduceOp::kMax: acc = std::max(acc, values[i]); break;
+    }
+  }
+  if (op != ReduceOp::kAvg) return acc;
+  const double n = static_cast<double>(values.size());
+  if (dtype == DType::kFloat64) return acc / n;
+  if (IsFloatingPoint(dtype)) return static_cast<float>(acc) / static_cast<float>(n);
+  return std::trunc(acc / n);
 }
 
 }  // namespace ringsync::testing

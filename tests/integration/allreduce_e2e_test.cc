@@ -30,23 +30,6 @@ TEST(EndToEnd, SeedCaseThroughTheSdk) {
   for (const auto& result : results) EXPECT_EQ(result, (std::vector<float>{4, 6, 6, 8}));
 }
 
-double Reference(DType dtype, ReduceOp op, const std::vector<double>& column) {
-  double acc = column[0];
-  for (size_t i = 1; i < column.size(); ++i) {
-    switch (op) {
-      case ReduceOp::kSum: case ReduceOp::kAvg: acc += column[i]; break;
-      case ReduceOp::kProd: acc *= column[i]; break;
-      case ReduceOp::kMin: acc = std::min(acc, column[i]); break;
-      case ReduceOp::kMax: acc = std::max(acc, column[i]); break;
-    }
-  }
-  if (op != ReduceOp::kAvg) return acc;
-  const double n = static_cast<double>(column.size());
-  if (dtype == DType::kFloat64) return acc / n;
-  if (IsFloatingPoint(dtype)) return static_cast<float>(acc) / static_cast<float>(n);
-  return std::trunc(acc / n);
-}
-
 // Random counts, dtypes and ops; inputs whose combination is exact, so the reference
 // needs no model of rounding order.
 void RandomCollectivesMatchTheReference(int world_size, int rounds) {
@@ -71,7 +54,7 @@ void RandomCollectivesMatchTheReference(int world_size, int rounds) {
     for (size_t i = 0; i < count; ++i) {
       std::vector<double> column;
       for (int r = 0; r < world_size; ++r) column.push_back(testing::GetElement(dtype, inputs[r], i));
-      testing::SetElement(dtype, expected, i, Reference(dtype, op, column));
+      testing::SetElement(dtype, expected, i, testing::NaiveReduce(dtype, op, column));
     }
     for (int r = 0; r < world_size; ++r) EXPECT_TRUE(buffers[r] == expected) << "rank " << r;
   }

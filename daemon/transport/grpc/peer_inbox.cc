@@ -64,13 +64,7 @@ absl::StatusOr<ReceivedFrame> PeerInbox::Pop(const WaitLimit& limit) {
 absl::StatusOr<ReceivedFrame> PeerInbox::PopLocked(const WaitLimit& limit,
                                                    std::shared_ptr<InboxFeeder>& resume) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || !closed_.ok(); };
-  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
-                                  absl::StrCat("receive from rank ", sender_rank_));
-      !s.ok()) {
-    return Explain(s);
-  }
-  if (queue_.empty()) return closed_;
+  if (absl::Status s = AwaitFrame(limit); !s.ok()) return s;
   ReceivedFrame frame = std::move(queue_.front());
   queue_.pop_front();
   if (reading_paused_ && feeder_ != nullptr) {
@@ -82,14 +76,18 @@ absl::StatusOr<ReceivedFrame> PeerInbox::PopLocked(const WaitLimit& limit,
 
 absl::StatusOr<Frame> PeerInbox::Peek(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = AwaitFrame(limit); !s.ok()) return s;
+  return queue_.front().frame;
+}
+
+absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
   auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || !closed_.ok(); };
   if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
-                                  absl::StrCat("receive from rank ", sender_rank_));
+                                      absl::StrCat("receive from rank ", sender_rank_));
       !s.ok()) {
     return Explain(s);
   }
-  if (queue_.empty()) return closed_;
-  return queue_.front().frame;
+  return queue_.empty() ? closed_ : absl::OkStatus();
 }
 
 absl::StatusOr<int> PeerInbox::AwaitSender(const WaitLimit& limit) {

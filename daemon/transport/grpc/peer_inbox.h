@@ -73,6 +73,8 @@ class PeerInbox {
  private:
   absl::StatusOr<ReceivedFrame> PopLocked(const WaitLimit& limit,
                                           std::shared_ptr<InboxFeeder>& resume);
+  // Waits until a frame is queued (OK) or the inbox closed with nothing left (its status).
+  absl::Status AwaitFrame(const WaitLimit& limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds why the stream is down, when it is, to a failed wait.
   absl::Status Explain(const absl::Status& waited) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
