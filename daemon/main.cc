@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "daemon/common/grpc_options.h"
 #include "daemon/coordinator/coordinator_main.h"
 #include "daemon/worker/worker_main.h"
 
@@ -23,6 +24,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  ringsync::UseSystemResolverUnlessConfigured();
   absl::SetProgramUsageMessage(kUsage);
   // --help lists the daemon's own flags (both roles), not those of libraries.
   absl::FlagsUsageConfig usage;

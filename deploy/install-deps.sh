@@ -13,7 +13,9 @@ build_packages=(
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev
   # Cluster tests and peers we benchmark against.
-  iproute2 procps python3 python3-numpy python3-torch openmpi-bin libopenmpi-dev
+  # (ringsync-netns: iproute2 for namespaces and tc, nftables for loss, python3-yaml.)
+  iproute2 nftables procps python3 python3-yaml python3-numpy python3-torch
+  openmpi-bin libopenmpi-dev
   prometheus docker-compose curl
 )
 runtime_packages=(

@@ -189,7 +189,8 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
 }
 
 void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& status) {
-  absl::Status result = FromWorkerStatus(status, target_);
+  absl::Status result =
+      FromWorkerStatus(status, target_, ReportedByWorker(*pending.context()));
   {
     absl::MutexLock lock(&mu_);
     if (closing_ && absl::IsCancelled(result)) {

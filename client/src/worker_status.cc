@@ -6,7 +6,14 @@
 
 namespace ringsync::internal {
 
-absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target) {
+bool ReportedByWorker(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find("ringsync-status-origin");
+  return it != trailers.end() && it->second == "worker";
+}
+
+absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target,
+                              bool reported_by_worker) {
   // grpc::StatusCode and absl::StatusCode share their values (both are google.rpc.Code).
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   std::string message = status.error_message();
@@ -14,6 +21,7 @@ absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& ta
     case absl::StatusCode::kOk:
       return absl::OkStatus();
     case absl::StatusCode::kUnavailable:
+      if (reported_by_worker) break;
       absl::StrAppend(&message, " (lost the worker at ", target.grpc_target, ": is ",
                       target.WorkerHint(), "?)");
       break;

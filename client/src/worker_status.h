@@ -7,10 +7,18 @@
 
 #include "absl/status/status.h"
 #include "client/src/worker_target.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 
 namespace ringsync::internal {
 
-absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target);
+// `reported_by_worker`: the worker itself returned the status (worker.proto's
+// "ringsync-status-origin" trailer), so an UNAVAILABLE is about the ring, not about the
+// channel to the worker, and gets no "lost the worker" hint.
+absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target,
+                              bool reported_by_worker = false);
+
+// Whether the call's trailing metadata marks its status as the worker's own.
+bool ReportedByWorker(const grpc::ClientContext& context);
 
 }  // namespace ringsync::internal

@@ -1,5 +1,7 @@
 #include "daemon/common/grpc_options.h"
 
+#include <cstdlib>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -25,6 +27,11 @@ void SetCommon(grpc::ChannelArguments& args) {
 }
 
 }  // namespace
+
+void UseSystemResolverUnlessConfigured() {
+  // overwrite = 0: an explicit GRPC_DNS_RESOLVER wins.
+  setenv("GRPC_DNS_RESOLVER", "native", /*overwrite=*/0);
+}
 
 grpc::ChannelArguments PeerChannelArguments() {
   grpc::ChannelArguments args;

@@ -20,6 +20,14 @@ grpc::ChannelArguments PeerChannelArguments();
 // Channel arguments for control-plane connections (coordinator, SDK).
 grpc::ChannelArguments ControlChannelArguments();
 
+// Host names resolve through the system's resolver (getaddrinfo: /etc/hosts, then
+// what nsswitch.conf says), as for every other program on the host, unless the user
+// chose a resolver with GRPC_DNS_RESOLVER. gRPC's default c-ares resolver asks DNS
+// servers only after its own timeouts: on hosts whose names live in /etc/hosts and
+// that have no DNS server (network namespaces, air-gapped clusters) every connection
+// then waits ~3 s. Call first in main(), before any gRPC object exists.
+void UseSystemResolverUnlessConfigured();
+
 // Applies the same limits and window settings on the serving side.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 

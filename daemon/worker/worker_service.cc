@@ -22,6 +22,12 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+// See worker.proto: marks a status as the worker's own verdict on the collective.
+grpc::Status FromThisWorker(grpc::ServerContext* context, const absl::Status& status) {
+  context->AddTrailingMetadata("ringsync-status-origin", "worker");
+  return ToGrpc(status);
+}
+
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("invalid ", field, ": ", why));
 }
@@ -128,7 +134,7 @@ grpc::Status WorkerService::RunCollective(CollectiveKind kind, grpc::ServerConte
                                           const v1::CollectiveRequest& request,
                                           v1::CollectiveResponse* response) {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> made = MakeJob(kind, request);
-  if (!made.ok()) return ToGrpc(made.status());
+  if (!made.ok()) return FromThisWorker(context, made.status());
   std::shared_ptr<CollectiveJob> job = *std::move(made);
   executor_.Submit(job);
   while (!job->done.WaitForNotificationWithTimeout(kClientPoll)) {
@@ -138,7 +144,7 @@ grpc::Status WorkerService::RunCollective(CollectiveKind kind, grpc::ServerConte
           " disconnected during the collective")));
     }
   }
-  if (!job->status.ok()) return ToGrpc(job->status);
+  if (!job->status.ok()) return FromThisWorker(context, job->status);
   response->set_generation(job->generation);
   response->set_sequence(job->spec.sequence);
   response->set_bytes_sent(job->stats.bytes_sent);

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "daemon/common/grpc_options.h"
 #include "daemon/common/json_string.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -113,6 +114,7 @@ int Health(const std::vector<std::string>& args) {
 }  // namespace ringsync
 
 int main(int argc, char** argv) {
+  ringsync::UseSystemResolverUnlessConfigured();
   absl::SetProgramUsageMessage(ringsync::kUsage);
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view file) {
