@@ -23,8 +23,11 @@ void SleepUnless(std::stop_token& stop, absl::Duration d) {
 }  // namespace
 
 CoordinatorSession::CoordinatorSession(CoordinatorSessionOptions options, ViewCallback on_view,
-                                       ReportCallback report)
-    : options_(std::move(options)), on_view_(std::move(on_view)), report_(std::move(report)) {
+                                       ReportCallback report, SessionLostCallback on_session_lost)
+    : options_(std::move(options)),
+      on_view_(std::move(on_view)),
+      report_(std::move(report)),
+      on_session_lost_(std::move(on_session_lost)) {
   stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
       options_.coordinator_target, grpc::InsecureChannelCredentials(), ControlChannelArguments()));
 }
@@ -94,6 +97,7 @@ void CoordinatorSession::WatchLoop(std::stop_token stop) {
     SleepUnless(stop, kRetryPause);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
       // The coordinator forgot this worker (it restarted, or declared it dead): rejoin.
+      if (on_session_lost_) on_session_lost_(status.error_message());
       if (absl::Status s = Join(absl::Now() + options_.join_timeout); !s.ok()) {
         spdlog::error("{}", s.message());
       }
@@ -118,6 +122,7 @@ void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
     const grpc::Status status = stub_->Heartbeat(&context, request, &response);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND && !stop.stop_requested()) {
       spdlog::warn("coordinator does not know this worker ({}); rejoining", status.error_message());
+      if (on_session_lost_) on_session_lost_(status.error_message());
       if (absl::Status s = Join(absl::Now() + kRpcTimeout); !s.ok()) spdlog::error("{}", s.message());
       continue;
     }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -32,9 +33,12 @@ class CoordinatorSession {
   using ViewCallback = std::function<void(const v1::RingView&)>;
   // Fills the progress fields of a heartbeat (ready, generation, counters, last error).
   using ReportCallback = std::function<void(v1::HeartbeatRequest*)>;
+  // The coordinator answered that this worker has no live session (it declared the
+  // worker dead, or it restarted); called with its message before rejoining.
+  using SessionLostCallback = std::function<void(absl::string_view why)>;
 
   CoordinatorSession(CoordinatorSessionOptions options, ViewCallback on_view,
-                     ReportCallback report);
+                     ReportCallback report, SessionLostCallback on_session_lost = nullptr);
   ~CoordinatorSession();
 
   // Joins (retrying until join_timeout) and starts watching and heartbeating.
@@ -49,6 +53,7 @@ class CoordinatorSession {
   const CoordinatorSessionOptions options_;
   const ViewCallback on_view_;
   const ReportCallback report_;
+  const SessionLostCallback on_session_lost_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 
   absl::Mutex mu_;

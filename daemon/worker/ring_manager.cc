@@ -31,10 +31,14 @@ void RingManager::OnView(const v1::RingView& view) {
   RingNeighbours neighbours;
   {
     absl::MutexLock lock(&mu_);
-    if (view.generation() <= generation_) return;
+    if (view.generation() <= generation_) {
+      if (suspended_) Resume(view.generation());
+      return;
+    }
     generation_ = view.generation();
     retired = std::move(epoch_);
     epoch_ready_ = false;
+    suspended_ = false;
 
     int my_rank = -1;
     for (int r = 0; r < view.members_size(); ++r) {
@@ -103,12 +107,42 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neigh
     return;
   }
   epoch->link = *std::move(link);
+  if (suspended_) return;  // Resume() makes it ready
   epoch_ready_ = true;
   status.ready = true;
   status.detail.clear();
   SetStatus(status);
   spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
                epoch->me.rank, epoch->me.world_size);
+}
+
+void RingManager::Suspend(absl::string_view why) {
+  absl::MutexLock lock(&mu_);
+  if (epoch_ == nullptr || suspended_) return;
+  suspended_ = true;
+  epoch_ready_ = false;
+  RingStatus status = status_;
+  status.ready = false;
+  status.detail = absl::StrCat("generation ", generation_,
+                               " is suspended: the coordinator does not know this worker's "
+                               "session (",
+                               why, "); waiting for its next ring view");
+  SetStatus(status);
+  spdlog::warn("{}", status.detail);
+}
+
+void RingManager::Resume(uint64_t coordinator_generation) {
+  suspended_ = false;
+  if (epoch_ == nullptr || epoch_->link == nullptr) return;
+  epoch_ready_ = true;
+  RingStatus status = status_;
+  status.ready = true;
+  status.detail.clear();
+  SetStatus(status);
+  spdlog::warn(
+      "generation {} resumed: the coordinator's view is of generation {} (it restarted); "
+      "the ring formed before goes on",
+      generation_, coordinator_generation);
 }
 
 absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLimit& limit) {

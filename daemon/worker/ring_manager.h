@@ -51,8 +51,18 @@ class RingManager {
   RingManager(std::string worker_id, InboxRegistry& registry, absl::Duration connect_timeout);
   ~RingManager();
 
-  // Applies a view from the coordinator; older or repeated generations are ignored.
+  // Applies a view from the coordinator; older or repeated generations are ignored,
+  // except that they end a suspension (see Suspend).
   void OnView(const v1::RingView& view);
+
+  // The coordinator no longer knows this worker's session. Either it declared the
+  // worker dead (a cut link, a stalled process) and has already replaced this
+  // generation with views the worker never received, or it restarted. Until its next
+  // view tells which, no new collective starts on the current epoch (one started now
+  // would wait for ranks that have moved on); collectives in flight continue. A newer
+  // generation then replaces the epoch as usual; an older or equal one (a restarted
+  // coordinator) resumes it.
+  void Suspend(absl::string_view why);
 
   // The ready epoch; waits within `limit`. The error says why there is none.
   absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit);
@@ -69,6 +79,7 @@ class RingManager {
  private:
   void Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neighbours);
   void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Resume(uint64_t coordinator_generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string worker_id_;
   InboxRegistry& registry_;
@@ -76,7 +87,8 @@ class RingManager {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<RingEpoch> epoch_ ABSL_GUARDED_BY(mu_);  // current generation, ready or not
-  bool epoch_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool epoch_ready_ ABSL_GUARDED_BY(mu_) = false;  // connected and not suspended
+  bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   RingStatus status_ ABSL_GUARDED_BY(mu_);
   absl::Mutex connector_mu_;

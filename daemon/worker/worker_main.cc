@@ -213,7 +213,8 @@ int RunWorkerMain() {
         report->set_collectives_completed(counters.completed);
         report->set_collectives_failed(counters.failed);
         report->set_last_error(counters.last_error);
-      });
+      },
+      [&ring](absl::string_view why) { ring.Suspend(why); });
   if (absl::Status s = session.Start(); !s.ok()) {
     spdlog::error("{}", s.message());
     client_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));

@@ -232,9 +232,10 @@ def cmd_exec(args):
     program = shutil.which(argv[0], path=host["env"]["PATH"]) if "/" not in argv[0] else argv[0]
     if program is None:
         return _fail(f"exec: '{argv[0]}' not found on {args.host}")
-    env = dict(host["env"])
-    return subprocess.call(["ip", "netns", "exec", host["netns"], program] + argv[1:],
-                           env=env, cwd=host["cwd"])
+    # Replace this process: the caller's PID (and signals) reach the command itself.
+    os.chdir(host["cwd"])
+    ip = shutil.which("ip")
+    os.execve(ip, [ip, "netns", "exec", host["netns"], program] + argv[1:], dict(host["env"]))
 
 
 def cmd_logs(args):

@@ -1,0 +1,121 @@
+// RingManager over a real Peer server: a one-worker ring (the worker is its own
+// neighbour), views applied as the coordinator session applies them.
+#include "daemon/worker/ring_manager.h"
+
+#include <memory>
+#include <string>
+
+#include "daemon/common/grpc_options.h"
+#include "daemon/transport/grpc/peer_service.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+class RingManagerTest : public ::testing::Test {
+ protected:
+  RingManagerTest() {
+    grpc::ServerBuilder builder;
+    ConfigureServerBuilder(builder);
+    ListeningPort port;
+    port.Add(builder, "127.0.0.1:0");
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    address_ = *port.BoundAddress();
+  }
+  ~RingManagerTest() override {
+    ring_.Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  v1::RingView View(uint64_t generation) const {
+    v1::RingView view;
+    view.set_generation(generation);
+    v1::RingMember* me = view.add_members();
+    me->set_worker_id("w0");
+    me->set_peer_address(address_);
+    return view;
+  }
+
+  // Waits until the status reports `ready`; returns the last status.
+  RingStatus AwaitReadiness(bool ready) {
+    const absl::Time deadline = absl::Now() + kWait;
+    RingStatus status = ring_.Status();
+    while (status.ready != ready && absl::Now() < deadline) {
+      status = ring_.AwaitChange(status.version, absl::Milliseconds(100));
+    }
+    return status;
+  }
+
+  InboxRegistry registry_{4};
+  PeerService service_{registry_};
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  RingManager ring_{"w0", registry_, kWait};
+};
+
+TEST_F(RingManagerTest, AViewFormsTheRing) {
+  ring_.OnView(View(1));
+  const RingStatus status = AwaitReadiness(true);
+  EXPECT_TRUE(status.ready) << status.detail;
+  EXPECT_EQ(status.generation, 1u);
+  EXPECT_EQ(status.rank, 0);
+  ASSERT_NE(ring_.Ready(), nullptr);
+}
+
+TEST_F(RingManagerTest, ALostSessionHoldsNewCollectivesUntilANewerGenerationReplacesTheEpoch) {
+  ring_.OnView(View(1));
+  ASSERT_TRUE(AwaitReadiness(true).ready);
+  std::shared_ptr<RingEpoch> old_epoch = ring_.Ready();
+
+  ring_.Suspend("worker w0 missed heartbeats for 5s");
+  RingStatus status = ring_.Status();
+  EXPECT_FALSE(status.ready);
+  EXPECT_THAT(status.detail, HasSubstr("generation 1 is suspended"));
+  EXPECT_THAT(status.detail, HasSubstr("missed heartbeats"));
+  EXPECT_EQ(ring_.Ready(), nullptr);
+  Cancellation never;
+  absl::StatusOr<std::shared_ptr<RingEpoch>> waited =
+      ring_.AwaitReady(WaitLimit{absl::Now() + absl::Milliseconds(200), &never});
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
+  EXPECT_THAT(waited.status().message(), HasSubstr("suspended"));
+  // Collectives in flight are not cancelled by the suspension itself...
+  EXPECT_FALSE(old_epoch->over.IsCancelled());
+
+  // ...but by the newer generation the coordinator publishes after the rejoin.
+  ring_.OnView(View(3));
+  EXPECT_TRUE(old_epoch->over.IsCancelled());
+  status = AwaitReadiness(true);
+  EXPECT_TRUE(status.ready) << status.detail;
+  EXPECT_EQ(status.generation, 3u);
+  EXPECT_NE(ring_.Ready(), old_epoch);
+}
+
+TEST_F(RingManagerTest, ARestartedCoordinatorsOlderViewResumesTheFormedRing) {
+  ring_.OnView(View(5));
+  ASSERT_TRUE(AwaitReadiness(true).ready);
+  std::shared_ptr<RingEpoch> epoch = ring_.Ready();
+  ring_.Suspend("the coordinator restarted");
+  ASSERT_FALSE(ring_.Status().ready);
+
+  ring_.OnView(View(1));  // a restarted coordinator counts from 1 again
+  const RingStatus status = ring_.Status();
+  EXPECT_TRUE(status.ready) << status.detail;
+  EXPECT_EQ(status.generation, 5u);
+  EXPECT_EQ(ring_.Ready(), epoch);
+  EXPECT_FALSE(epoch->over.IsCancelled());
+}
+
+TEST_F(RingManagerTest, SuspendingWithoutARingChangesNothing) {
+  ring_.Suspend("never joined");
+  EXPECT_THAT(ring_.Status().detail, HasSubstr("waiting for the coordinator"));
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Cluster tests: the compose topology as real hosts (deploy/netns/ringsync-netns), each
+in its own network namespace, links shaped to 1 Gbit/s with tc.
+
+Run one with `cluster_test.py Class.test_name` (ctest does, label "cluster"); exits 77
+(skipped) with the reason when this machine cannot create network namespaces.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import netns_cluster  # noqa: E402
+from netns_cluster import Cluster, bench_rows  # noqa: E402
+
+WORKERS = ["coordinator", "w0", "w1", "w2", "w3"]
+LINK_RATE = "1gbit"
+LINK_GBYTES_PER_S = 0.125
+SOCKET = "unix:/run/ringsync/worker.sock"   # the compose file's path; rewritten per host
+# The compose file's --collective_timeout: a failure must be reported before it.
+COLLECTIVE_TIMEOUT_S = 60.0
+MIB = 1 << 20
+
+
+def ring_status(cluster):
+    """The coordinator's view (ringsyncctl status --json, run on the coordinator host)."""
+    status = cluster.exec("coordinator", "ringsyncctl", "status", "--json",
+                          "--coordinator=coordinator:7400")
+    assert status.wait(30) == 0, status.output
+    return json.loads(status.output)
+
+
+def await_ring(cluster, newer_than, timeout_s=60):
+    """Waits until a generation newer than `newer_than` is formed with every worker ready."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = ring_status(cluster)
+        if (view["formed"] and view["generation"] > newer_than and
+                all(w["ready"] and w["generation"] == view["generation"] for w in view["workers"])):
+            return view
+        time.sleep(0.5)
+    raise AssertionError(f"no ring newer than generation {newer_than} formed: {view}")
+
+
+def start_clients(cluster, elements, iterations):
+    """One ringsync-test-client beside each worker, all-reducing until told otherwise."""
+    clients = [cluster.exec(f"w{rank}", "ringsync-test-client", f"--worker={SOCKET}",
+                            f"--elements={elements}", f"--iterations={iterations}")
+               for rank in range(4)]
+    for client in clients:
+        assert client.read_until(r"finished 2: ok", 120), (
+            f"{client.host}: the ring never ran 3 all-reduces:\n{client.output}")
+    return clients
+
+
+class ComposeTopology(unittest.TestCase):
+    def test_the_compose_files_trainers_agree_over_shaped_links(self):
+        # Everything the compose file starts by default: coordinator, 4 workers, 4
+        # trainers, with their commands, flags, volumes and health checks.
+        with Cluster("rsct", rate=LINK_RATE) as cluster:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                trainers = [r for r in cluster.ps() if r["host"].startswith("train")]
+                if all(r["status"] in ("exited", "killed") for r in trainers):
+                    break
+                time.sleep(1)
+            self.assertEqual(len(trainers), 4)
+            for row in trainers:
+                log = cluster.log(row["host"])
+                self.assertEqual(row["exit_code"], 0, f"{row['host']}:\n{log}")
+                self.assertIn("VERDICT: OK", log)
+            hosts = {r["host"]: r for r in cluster.ps()}
+            self.assertEqual(hosts["w0"]["address"], "198.18.0.11")
+            self.assertTrue(all(r["shaping"] == {"rate": LINK_RATE} for r in hosts.values()))
+
+
+class ShapedRing(unittest.TestCase):
+    def test_allreduce_is_exact_from_1KiB_to_64MiB_on_1gbit_links(self):
+        with Cluster("rssr", WORKERS, rate=LINK_RATE) as cluster:
+            benches = [cluster.exec(f"w{rank}", "ringsync-bench", f"--worker={SOCKET}",
+                                    "--min_bytes=1K", "--max_bytes=64M", "--iters=5",
+                                    "--warmup_iters=2") for rank in range(4)]
+            statuses = [b.wait(600) for b in benches]
+            report = benches[0].output
+            print(report)
+            for bench, status in zip(benches, statuses):
+                self.assertEqual(status, 0, f"{bench.host}:\n{bench.output}")
+            rows = bench_rows(report)
+            self.assertEqual(sorted(rows), [1024 << i for i in range(17)])
+            self.assertTrue(all(r["wrong"] == 0 for r in rows.values()))
+            for size in (16 * MIB, 64 * MIB):
+                busbw = rows[size]["busbw"]
+                # A report, not an assertion on speed: the ring's bound is busbw = link rate.
+                print(f"CLUSTER busbw at {size // MIB} MiB, N=4, {LINK_RATE} links: "
+                      f"{busbw:.3f} GB/s = {busbw / LINK_GBYTES_PER_S:.2f} of the link rate "
+                      f"({LINK_GBYTES_PER_S} GB/s)")
+
+    def test_results_stay_exact_on_lossy_links(self):
+        # 2% random loss on every link, both directions: TCP retransmits, nothing is
+        # corrupted or lost at the ringsync level. Several dtypes and ops.
+        with Cluster("rsls", WORKERS, rate=LINK_RATE) as cluster:
+            cluster.run("shape", "all", "--rate", LINK_RATE, "--loss", "2")
+            for dtype, op in (("float32", "sum"), ("bfloat16", "max"), ("int32", "prod")):
+                benches = [cluster.exec(f"w{rank}", "ringsync-bench", f"--worker={SOCKET}",
+                                        "--min_bytes=1K", "--max_bytes=4M", "--step_factor=4",
+                                        "--iters=2", "--warmup_iters=1", f"--dtype={dtype}",
+                                        f"--op={op}") for rank in range(4)]
+                for bench in benches:
+                    self.assertEqual(bench.wait(300), 0, f"{bench.host}:\n{bench.output}")
+                rows = bench_rows(benches[0].output)
+                self.assertEqual(len(rows), 7, benches[0].output)
+                self.assertTrue(all(r["wrong"] == 0 and r["type"] == dtype for r in rows.values()))
+
+
+class Faults(unittest.TestCase):
+    def assert_clear_errors(self, clients, fault_time, lost):
+        """Every surviving rank fails, before the collective deadline, naming the lost
+        worker, its rank and the generation."""
+        for client in clients:
+            if client.host == lost:
+                continue
+            status = client.wait(COLLECTIVE_TIMEOUT_S + 30)
+            elapsed = client.ended - fault_time
+            failure = client.output.splitlines()[-1]
+            print(f"{client.host}: error after {elapsed:.1f}s: {failure}")
+            self.assertNotEqual(status, 0, client.output)
+            self.assertLess(elapsed, COLLECTIVE_TIMEOUT_S, failure)
+            self.assertRegex(failure, r"rank \d \(generation \d+, collective #\d+ 'step'\)")
+            self.assertRegex(failure, rf"worker {lost}|rank 2 \(worker {lost}\)")
+            # Their own worker is alive: no "lost the worker" hint.
+            self.assertNotIn("lost the worker", failure)
+
+    def test_a_killed_host_gives_every_other_rank_a_clear_error(self):
+        with Cluster("rskh", WORKERS, rate=LINK_RATE) as cluster:
+            clients = start_clients(cluster, elements=4 * MIB, iterations=100000)
+            fault_time = time.monotonic()
+            cluster.run("kill", "w2")
+            self.assert_clear_errors(clients, fault_time, lost="w2")
+            # The trainer on the killed host died with it.
+            self.assertEqual(clients[2].wait(30), -9)
+            w2 = next(r for r in cluster.ps() if r["host"] == "w2")
+            self.assertEqual(w2["status"], "killed")   # restart policy does not revive it
+
+    def test_a_cut_link_gives_every_rank_a_clear_error_and_restoring_it_heals_the_ring(self):
+        with Cluster("rscl", WORKERS, rate=LINK_RATE) as cluster:
+            clients = start_clients(cluster, elements=4 * MIB, iterations=100000)
+            fault_time = time.monotonic()
+            cluster.run("cut", "w2")
+            self.assert_clear_errors(clients, fault_time, lost="w2")
+            # w2 itself cannot reach anyone; its trainer's collective fails too.
+            self.assertNotEqual(clients[2].wait(COLLECTIVE_TIMEOUT_S + 30), 0)
+            cluster.run("restore", "w2")
+            # The coordinator dropped w2 (missed heartbeats); w2 rejoins by itself and a
+            # new generation forms with all four. Its trainers then start again.
+            await_ring(cluster, newer_than=1)
+            again = start_clients(cluster, elements=MIB, iterations=5)
+            for client in again:
+                self.assertEqual(client.wait(120), 0, f"{client.host}:\n{client.output}")
+
+
+class Lifecycle(unittest.TestCase):
+    def test_interrupting_up_removes_every_namespace_and_process(self):
+        cluster = Cluster("rsin")
+        up = subprocess.Popen(cluster.command("up", "--bin-dir", netns_cluster.BIN_DIR,
+                                              *WORKERS), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+        ready = False
+        lines = []
+        for line in up.stdout:
+            lines.append(line)
+            if "ringsync-netns: ready:" in line:
+                ready = True
+                break
+        self.assertTrue(ready, "".join(lines))
+        cluster.pids = [r["pid"] for r in cluster.ps() if r["pid"]]
+        self.assertEqual(len(cluster.pids), 5)
+        up.send_signal(signal.SIGINT)
+        rest, _ = up.communicate(timeout=60)
+        self.assertEqual(up.returncode, 0, rest)
+        self.assertIn("removed 6 namespaces", rest)
+        cluster.down_and_check()
+
+    def test_hosts_live_in_their_own_namespaces_and_the_root_namespace_is_untouched(self):
+        before = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        with Cluster("rsis", WORKERS) as cluster:
+            w1 = cluster.exec("w1", "sh", "-c", "ip -o -4 addr show eth0; ip route; "
+                              "getent hosts w3 coordinator")
+            self.assertEqual(w1.wait(30), 0, w1.output)
+            self.assertIn("inet 198.18.0.12/24", w1.output)
+            routes = [l for l in w1.output.splitlines() if "dev eth0" in l and "inet" not in l]
+            self.assertEqual(routes, ["198.18.0.0/24 dev eth0 proto kernel scope link "
+                                      "src 198.18.0.12 "])
+            self.assertRegex(w1.output, r"198\.18\.0\.14\s+w3")
+            self.assertRegex(w1.output, r"198\.18\.0\.10\s+coordinator")
+            during = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+            self.assertEqual(during, before, "ringsync-netns changed the root namespace's links")
+
+    def test_without_root_it_says_why_it_cannot_run(self):
+        result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                 "/usr/bin/python3", netns_cluster.NETNS, "-p", "rsnr", "up"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("needs root", result.stderr)
+
+
+if __name__ == "__main__":
+    reason = netns_cluster.skip_reason()
+    if reason:
+        print(f"SKIPPED: {reason}")
+        sys.exit(netns_cluster.SKIP)
+    unittest.main(verbosity=2)

@@ -1,0 +1,148 @@
+"""A ringsync-netns cluster for tests: brought up detached, driven through the CLI,
+torn down at the end with a check that nothing of it is left behind."""
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NETNS = os.path.join(REPO_ROOT, "deploy", "netns", "ringsync-netns")
+BIN_DIR = os.environ.get("RINGSYNC_BIN_DIR", os.path.join(REPO_ROOT, "build", "bin"))
+SKIP = 77  # ctest SKIP_RETURN_CODE
+
+
+def skip_reason():
+    """Why this machine cannot run namespace clusters, or None."""
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    probe = "rsprobe--check"
+    result = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if result.returncode != 0:
+        return f"cannot create network namespaces here: {result.stderr.strip()}"
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True)
+    return None
+
+
+class Process:
+    """A command started on a cluster host in the background (`ringsync-netns exec`);
+    a thread collects its output lines as they come."""
+
+    def __init__(self, cluster, host, argv):
+        self.host = host
+        self.popen = subprocess.Popen(cluster.command("exec", host, "--", *argv),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, bufsize=1)
+        self.lines = []
+        self.ended = None
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.popen.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        self.popen.stdout.close()
+        self.popen.wait()
+        with self._changed:
+            self.ended = time.monotonic()
+            self._changed.notify_all()
+
+    def read_until(self, pattern, timeout_s):
+        """The first output line matching pattern (a re.Match), or None at exit/timeout."""
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        with self._changed:
+            while True:
+                for line in self.lines[seen:]:
+                    match = re.search(pattern, line)
+                    if match:
+                        return match
+                seen = len(self.lines)
+                remaining = deadline - time.monotonic()
+                if self.ended is not None or remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+
+    def wait(self, timeout_s):
+        """The exit status; kills the command and raises TimeoutError past timeout_s."""
+        self._reader.join(timeout_s)
+        if self._reader.is_alive():
+            self.popen.kill()
+            self._reader.join()
+            raise TimeoutError(f"{self.host}: still running after {timeout_s}s:\n{self.output}")
+        return self.popen.returncode
+
+    @property
+    def output(self):
+        with self._changed:
+            return "\n".join(self.lines)
+
+
+class Cluster:
+    def __init__(self, project, services=(), rate=None, extra=()):
+        self.project = project
+        self.services = list(services)
+        self.rate = rate
+        self.extra = list(extra)
+        self.pids = []
+
+    def command(self, *argv):
+        return ["/usr/bin/python3", NETNS, "-p", self.project, *argv]
+
+    def run(self, *argv, check=True):
+        result = subprocess.run(self.command(*argv), capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"ringsync-netns {' '.join(argv)} failed "
+                                 f"({result.returncode}):\n{result.stdout}{result.stderr}")
+        return result
+
+    def __enter__(self):
+        argv = ["up", "-d", "--bin-dir", BIN_DIR, *self.extra]
+        if self.rate:
+            argv += ["--rate", self.rate]
+        self.run(*argv, *self.services)
+        self.pids = [row["pid"] for row in self.ps() if row["pid"]]
+        return self
+
+    def __exit__(self, *exc):
+        self.down_and_check()
+
+    def ps(self):
+        return json.loads(self.run("ps", "--json").stdout)
+
+    def exec(self, host, *argv):
+        return Process(self, host, argv)
+
+    def log(self, host):
+        return self.run("logs", host, check=False).stdout
+
+    def down_and_check(self):
+        """`down`, then: no namespace of the project, no hosts file, no process left."""
+        self.run("down")
+        left = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                          text=True).stdout.split()
+                if n.startswith(f"{self.project}-")]
+        assert not left, f"namespaces left behind: {left}"
+        etc = [n for n in os.listdir("/etc/netns") if n.startswith(f"{self.project}-")] \
+            if os.path.isdir("/etc/netns") else []
+        assert not etc, f"/etc/netns entries left behind: {etc}"
+        alive = [pid for pid in self.pids if os.path.exists(f"/proc/{pid}")
+                 and "ringsync" in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")]
+        assert not alive, f"processes left behind: {alive}"
+
+
+def bench_rows(output):
+    """nccl-tests-style rows of ringsync-bench: size -> dict."""
+    rows = {}
+    for line in output.splitlines():
+        fields = line.split()
+        if len(fields) == 8 and fields[0].isdigit():
+            rows[int(fields[0])] = {"count": int(fields[1]), "type": fields[2],
+                                    "redop": fields[3], "time_us": float(fields[4]),
+                                    "algbw": float(fields[5]), "busbw": float(fields[6]),
+                                    "wrong": int(fields[7])}
+    return rows
