@@ -35,6 +35,8 @@ def _dockerfile_instruction(dockerfile, name):
     with open(dockerfile, encoding="utf-8") as f:
         text = f.read().replace("\\\n", " ")
     for line in text.splitlines():
+        if re.match(r"\s*FROM\s", line, re.IGNORECASE):
+            value = None  # a new stage: what earlier stages said does not carry over
         match = re.match(rf"\s*{name}\s+(.*)$", line, re.IGNORECASE)
         if match:
             value = match.group(1).strip()

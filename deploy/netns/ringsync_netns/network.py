@@ -102,16 +102,16 @@ def remove_project(project):
 
 
 def parse_rate(text):
-    """'1gbit', '100mbit', '1.5Gbit/s', '125MB/s' (bytes) -> bits per second."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps|b)?(?:/s)?\s*",
+    """tc's units -> bits per second: '1gbit', '100mbit', '1.5Gbit/s' are bits; '125mbps'
+    (tc: bytes per second) and '125MB/s' are bytes. Case does not matter."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps|b)?(/s)?\s*",
                          str(text), re.IGNORECASE)
-    if not match:
+    if not match or (match.group(4) and match.group(3) and match.group(3).lower() == "bps"):
         raise NetworkError(f"rate '{text}' is not like 1gbit, 100mbit or 125MB/s")
     value = float(match.group(1))
     scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[match.group(2).lower()]
-    unit = match.group(3) or "bit"
-    bytes_unit = unit == "B" or unit == "Bps"
-    bits = value * scale * (8 if bytes_unit else 1)
+    unit = (match.group(3) or "bit").lower()
+    bits = value * scale * (1 if unit == "bit" else 8)
     if bits < 8000:
         raise NetworkError(f"rate '{text}' is below 8kbit")
     return int(bits)

@@ -41,11 +41,14 @@ class Host:
 
 
 def rewrite(text, path_map):
-    """Replaces container path prefixes at path boundaries (start, '=', ':', ',', space)."""
-    for container in sorted(path_map, key=len, reverse=True):
-        pattern = r"(^|[=:,\s])" + re.escape(container) + r"(?=/|$|[:,\s])"
-        text = re.sub(pattern, lambda m, c=container: m.group(1) + path_map[c], text)
-    return text
+    """Replaces container path prefixes at path boundaries (start, '=', ':', ',', space),
+    the longest prefix first, in one pass: a replacement is never rewritten again."""
+    if not path_map:
+        return text
+    prefixes = sorted(path_map, key=len, reverse=True)
+    pattern = (r"(^|[=:,\s])(" + "|".join(re.escape(p) for p in prefixes) +
+               r")(?=/|$|[:,\s])")
+    return re.sub(pattern, lambda m: m.group(1) + path_map[m.group(2)], text)
 
 
 def _resolve_program(program, path_map, search_path, env_path):
