@@ -142,8 +142,16 @@ class ComposeTest(unittest.TestCase):
         self.assertIsNone(service.command)
 
     def test_environment_as_a_mapping(self):
-        service = load_one(self, "image: x\nenvironment: {A: one, N: 3, E: }\n")
+        service = load_one(self, "image: x\nenvironment: {A: one, N: 3, E: \"\"}\n")
         self.assertEqual(service.environment, {"A": "one", "N": "3", "E": ""})
+
+    def test_a_name_without_a_value_passes_this_machines_value_or_nothing(self):
+        service = load_one(self, "image: x\nenvironment: {HOME_DIR: , UNSET: }\n",
+                           environ={"HOME_DIR": "/home/me"})
+        self.assertEqual(service.environment, {"HOME_DIR": "/home/me"})
+        service = load_one(self, "image: x\nenvironment: [\"HOME_DIR\", \"UNSET\"]\n",
+                           environ={"HOME_DIR": "/home/me"})
+        self.assertEqual(service.environment, {"HOME_DIR": "/home/me"})
 
     def test_environment_as_a_list_of_name_equals_value(self):
         service = load_one(self, "image: x\nenvironment: [\"A=one\", \"B=x=y\", \"C=\"]\n")

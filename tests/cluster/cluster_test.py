@@ -116,6 +116,24 @@ class ShapedRing(unittest.TestCase):
                 self.assertTrue(all(r["wrong"] == 0 and r["type"] == dtype for r in rows.values()))
 
 
+class Monitoring(unittest.TestCase):
+    def test_the_monitoring_profiles_prometheus_scrapes_every_daemon_across_hosts(self):
+        with Cluster("rsmo", WORKERS + ["prometheus"], extra=["--profile", "monitoring"]) as cluster:
+            deadline = time.monotonic() + 60
+            while True:
+                query = cluster.exec("prometheus", "curl", "-sf",
+                                     "http://127.0.0.1:9090/api/v1/query?query=up")
+                self.assertEqual(query.wait(30), 0, query.output)
+                targets = {r["metric"]["instance"]: r["value"][1]
+                           for r in json.loads(query.output)["data"]["result"]}
+                if sorted(targets) == ["coordinator:9400"] + [f"w{r}:9400" for r in range(4)] \
+                        and set(targets.values()) == {"1"} or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            self.assertEqual(targets, {"coordinator:9400": "1", "w0:9400": "1", "w1:9400": "1",
+                                       "w2:9400": "1", "w3:9400": "1"})
+
+
 class Faults(unittest.TestCase):
     def assert_clear_errors(self, clients, fault_time, lost):
         """Every surviving rank fails, before the collective deadline, naming the lost

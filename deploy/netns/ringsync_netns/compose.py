@@ -116,17 +116,20 @@ def _as_argv(value, where):
     raise ComposeError(f"{where}: expected a list of strings or a string")
 
 
-def _environment(value, where):
+def _environment(value, where, environ):
+    """A NAME without a value passes this machine's NAME through, or nothing, as in compose."""
     if value is None:
         return {}
     if isinstance(value, dict):
-        return {str(k): "" if v is None else str(v) for k, v in value.items()}
-    if isinstance(value, list):
-        env = {}
-        for item in value:
-            name, _, v = str(item).partition("=")
-            env[name] = v
-        return env
+        items = [(str(k), None if v is None else str(v)) for k, v in value.items()]
+    elif isinstance(value, list):
+        items = [(str(i).partition("=")[0], str(i).partition("=")[2] if "=" in str(i) else None)
+                 for i in value]
+    else:
+        items = None
+    if items is not None:
+        return {k: environ[k] if v is None else v for k, v in items
+                if v is not None or k in environ}
     raise ComposeError(f"{where}: expected a mapping or a list of NAME=value")
 
 
@@ -220,7 +223,7 @@ def load(path, environ=None):
             builds="build" in spec,
             entrypoint=_as_argv(spec.get("entrypoint"), f"{where}.entrypoint"),
             command=_as_argv(spec.get("command"), f"{where}.command"),
-            environment=_environment(spec.get("environment"), f"{where}.environment"),
+            environment=_environment(spec.get("environment"), f"{where}.environment", environ),
             volumes=_volumes(spec.get("volumes"), named, f"{where}.volumes"),
             healthcheck=_healthcheck(spec.get("healthcheck"), f"{where}.healthcheck"),
             depends_on=_depends_on(spec.get("depends_on"), raw, f"{where}.depends_on"),
