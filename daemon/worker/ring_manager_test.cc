@@ -5,10 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "daemon/common/grpc_options.h"
-#include "daemon/transport/grpc/peer_service.h"
+#include "daemon/transport/grpc/testing/peer_test_server.h"
 #include "gmock/gmock.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace ringsync {
@@ -20,26 +18,14 @@ constexpr absl::Duration kWait = absl::Seconds(10);
 
 class RingManagerTest : public ::testing::Test {
  protected:
-  RingManagerTest() {
-    grpc::ServerBuilder builder;
-    ConfigureServerBuilder(builder);
-    ListeningPort port;
-    port.Add(builder, "127.0.0.1:0");
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    address_ = *port.BoundAddress();
-  }
-  ~RingManagerTest() override {
-    ring_.Shutdown();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  }
+  ~RingManagerTest() override { ring_.Shutdown(); }
 
   v1::RingView View(uint64_t generation) const {
     v1::RingView view;
     view.set_generation(generation);
     v1::RingMember* me = view.add_members();
     me->set_worker_id("w0");
-    me->set_peer_address(address_);
+    me->set_peer_address(peer_.address);
     return view;
   }
 
@@ -53,11 +39,8 @@ class RingManagerTest : public ::testing::Test {
     return status;
   }
 
-  InboxRegistry registry_{4};
-  PeerService service_{registry_};
-  std::unique_ptr<grpc::Server> server_;
-  std::string address_;
-  RingManager ring_{"w0", registry_, kWait};
+  testing::PeerTestServer peer_;
+  RingManager ring_{"w0", peer_.registry, kWait};
 };
 
 TEST_F(RingManagerTest, AViewFormsTheRing) {

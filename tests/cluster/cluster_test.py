@@ -135,6 +135,15 @@ class Monitoring(unittest.TestCase):
 
 
 class Faults(unittest.TestCase):
+    def break_the_ring(self, cluster, fault, host):
+        """All-reduces running on every rank, then `fault` (kill, cut) on `host`: every
+        other rank must fail clearly. Returns the clients."""
+        clients = start_clients(cluster, elements=4 * MIB, iterations=100000)
+        fault_time = time.monotonic()
+        cluster.run(fault, host)
+        self.assert_clear_errors(clients, fault_time, lost=host)
+        return clients
+
     def assert_clear_errors(self, clients, fault_time, lost):
         """Every surviving rank fails, before the collective deadline, naming the lost
         worker, its rank and the generation."""
@@ -154,10 +163,7 @@ class Faults(unittest.TestCase):
 
     def test_a_killed_host_gives_every_other_rank_a_clear_error(self):
         with Cluster("rskh", WORKERS, rate=LINK_RATE) as cluster:
-            clients = start_clients(cluster, elements=4 * MIB, iterations=100000)
-            fault_time = time.monotonic()
-            cluster.run("kill", "w2")
-            self.assert_clear_errors(clients, fault_time, lost="w2")
+            clients = self.break_the_ring(cluster, "kill", "w2")
             # The trainer on the killed host died with it.
             self.assertEqual(clients[2].wait(30), -9)
             w2 = next(r for r in cluster.ps() if r["host"] == "w2")
@@ -165,10 +171,7 @@ class Faults(unittest.TestCase):
 
     def test_a_cut_link_gives_every_rank_a_clear_error_and_restoring_it_heals_the_ring(self):
         with Cluster("rscl", WORKERS, rate=LINK_RATE) as cluster:
-            clients = start_clients(cluster, elements=4 * MIB, iterations=100000)
-            fault_time = time.monotonic()
-            cluster.run("cut", "w2")
-            self.assert_clear_errors(clients, fault_time, lost="w2")
+            clients = self.break_the_ring(cluster, "cut", "w2")
             # w2 itself cannot reach anyone; its trainer's collective fails too.
             self.assertNotEqual(clients[2].wait(COLLECTIVE_TIMEOUT_S + 30), 0)
             cluster.run("restore", "w2")

@@ -12,6 +12,7 @@
 #include "daemon/common/grpc_options.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/peer_service.h"
+#include "daemon/transport/grpc/testing/peer_test_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,30 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::Bytes;
 
-// One rank's serving side: a gRPC server with the Peer service.
-struct RankServer {
-  InboxRegistry registry{4};
-  PeerService service{registry};
-  std::unique_ptr<grpc::Server> server;
-  std::string address;
-
-  RankServer() {
-    grpc::ServerBuilder builder;
-    ConfigureServerBuilder(builder);
-    ListeningPort port;
-    port.Add(builder, "127.0.0.1:0");
-    builder.RegisterService(&service);
-    server = builder.BuildAndStart();
-    address = *port.BoundAddress();
-  }
-  ~RankServer() { Stop(); }
-  void Stop() {
-    if (server == nullptr) return;
-    registry.CloseAll(absl::UnavailableError("server stopping"));
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    server.reset();
-  }
-};
+using RankServer = ::ringsync::testing::PeerTestServer;
 
 class GrpcRing {
  public:

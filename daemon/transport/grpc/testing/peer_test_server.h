@@ -1,0 +1,43 @@
+// For tests: one rank's serving side, a gRPC server with the Peer service on
+// 127.0.0.1 (port chosen by the kernel), and the inbox registry it fills.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "daemon/common/grpc_options.h"
+#include "daemon/transport/grpc/peer_service.h"
+#include "grpcpp/grpcpp.h"
+
+namespace ringsync::testing {
+
+struct PeerTestServer {
+  InboxRegistry registry{4};
+  PeerService service{registry};
+  std::unique_ptr<grpc::Server> server;
+  std::string address;  // host:port peers dial
+
+  PeerTestServer() {
+    grpc::ServerBuilder builder;
+    ConfigureServerBuilder(builder);
+    ListeningPort port;
+    port.Add(builder, "127.0.0.1:0");
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    address = *port.BoundAddress();
+  }
+  ~PeerTestServer() { Stop(); }
+  PeerTestServer(const PeerTestServer&) = delete;
+  PeerTestServer& operator=(const PeerTestServer&) = delete;
+
+  void Stop() {
+    if (server == nullptr) return;
+    registry.CloseAll(absl::UnavailableError("server stopping"));
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server.reset();
+  }
+};
+
+}  // namespace ringsync::testing
