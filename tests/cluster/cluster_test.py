@@ -205,6 +205,22 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("removed 6 namespaces", rest)
         cluster.down_and_check()
 
+    def test_a_killed_supervisor_takes_its_services_along_and_down_removes_the_rest(self):
+        cluster = Cluster("rskv", ["coordinator", "w0"])
+        cluster.__enter__()
+        with open(f"/run/ringsync-netns/{cluster.project}/state.json", encoding="utf-8") as f:
+            supervisor = json.load(f)["pid"]
+        os.kill(supervisor, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{pid}") for pid in cluster.pids) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse([p for p in cluster.pids if os.path.exists(f"/proc/{p}")],
+                         "services outlived their supervisor")
+        ps = cluster.run("ps", check=False)
+        self.assertIn("supervisor of cluster 'rskv' is gone", ps.stderr)
+        cluster.down_and_check()   # removes the namespaces the supervisor left
+
     def test_hosts_live_in_their_own_namespaces_and_the_root_namespace_is_untouched(self):
         before = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         with Cluster("rsis", WORKERS) as cluster:

@@ -187,6 +187,11 @@ def cmd_down(args):
     except control.ControlError:
         pass
     removed = network.remove_project(args.project)
+    for leftover in ("state.json", "control.sock"):
+        try:
+            os.unlink(os.path.join(control.run_dir(args.project), leftover))
+        except FileNotFoundError:
+            pass
     if removed:
         print(f"ringsync-netns: removed leftover namespaces: {', '.join(removed)}")
     print(f"ringsync-netns: cluster '{args.project}' is down")

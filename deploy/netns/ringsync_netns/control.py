@@ -27,8 +27,11 @@ def request(project, payload, timeout_s=30.0):
                 if not chunk:
                     break
                 data += chunk
-    except (FileNotFoundError, ConnectionRefusedError) as error:
-        raise ControlError(f"no cluster '{project}' is up ({path}: {error.strerror})") from error
+    except FileNotFoundError as error:
+        raise ControlError(f"no cluster '{project}' is up (no {path})") from error
+    except ConnectionRefusedError as error:
+        raise ControlError(f"the supervisor of cluster '{project}' is gone (killed?); "
+                           f"`ringsync-netns -p {project} down` removes what it left") from error
     except OSError as error:
         raise ControlError(f"cluster '{project}' did not answer: {error}") from error
     try:
