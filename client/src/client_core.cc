@@ -25,6 +25,7 @@ std::string DescribeInfo(const v1::WorkerInfo& info) {
 ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options)
     : target_(std::move(target)),
       options_(options),
+      shared_memory_(std::make_shared<SharedMemoryPool>(options.shared_memory_dir)),
       channel_(grpc::CreateCustomChannel(target_.grpc_target, grpc::InsecureChannelCredentials(),
                                          ControlChannelArguments())),
       stub_(v1::Worker::NewStub(channel_)) {}
@@ -142,7 +143,7 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
                                  bytes->output >= options_.shared_memory_threshold_bytes;
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   EncodeRequest(pending->call(), pending->request());
-  pending->PrepareData(use_shared_memory ? &options_.shared_memory_dir : nullptr);
+  pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
   StartRpc(pending);
   return PendingCollective::MakeHandle(std::move(pending));
 }
@@ -189,8 +190,8 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
 }
 
 void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& status) {
-  absl::Status result =
-      FromWorkerStatus(status, target_, ReportedByWorker(*pending.context()));
+  const bool reported_by_worker = ReportedByWorker(*pending.context());
+  absl::Status result = FromWorkerStatus(status, target_, reported_by_worker);
   {
     absl::MutexLock lock(&mu_);
     if (closing_ && absl::IsCancelled(result)) {
@@ -200,7 +201,8 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
           "was left untouched"));
     }
   }
-  pending.Finish(std::move(result));
+  // The worker answered (OK, or its own verdict): it no longer touches the region.
+  pending.Finish(std::move(result), /*worker_done=*/status.ok() || reported_by_worker);
 }
 
 void ClientCore::Forget(std::shared_ptr<PendingCollective> pending) {

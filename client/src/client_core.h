@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/src/collective_call.h"
 #include "client/src/pending_collective.h"
+#include "client/src/shared_memory_pool.h"
 #include "client/src/worker_target.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -58,6 +59,8 @@ class ClientCore {
 
   const WorkerTarget target_;
   const ClientOptions options_;
+  // Shared with the collectives, whose regions go back to it when they complete.
+  const std::shared_ptr<SharedMemoryPool> shared_memory_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Worker::Stub> stub_;
   grpc::ClientContext attach_context_;

@@ -23,35 +23,37 @@ CollectiveHandle PendingCollective::MakeHandle(std::shared_ptr<PendingCollective
 PendingCollective::PendingCollective(CollectiveCall call, CallBytes bytes)
     : call_(std::move(call)), bytes_(bytes) {}
 
-void PendingCollective::PrepareData(const std::string* shared_memory_dir) {
+void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
   // Nothing to carry (a barrier, a count of 0): the request names no data at all.
   if (bytes_.input == 0 && bytes_.output == 0) return;
-  if (shared_memory_dir != nullptr) {
-    absl::StatusOr<SharedMemoryRegion> region =
-        SharedMemoryRegion::Create(bytes_.output, *shared_memory_dir);
+  if (pool != nullptr) {
+    absl::StatusOr<SharedMemoryRegion> region = pool->Acquire(bytes_.output);
     if (region.ok()) {
       // AllGather: this rank's input at the start; the worker writes the gathered result
-      // over the whole region.
+      // over the first bytes_.output bytes of the (possibly larger, reused) region.
       if (bytes_.input > 0) std::memcpy(region->data(), call_.input, bytes_.input);
       v1::SharedTensor* shared = request_.mutable_shared();
       shared->set_path(region->path());
       shared->set_offset(0);
-      shared->set_size_bytes(region->size());
+      shared->set_size_bytes(bytes_.output);
+      shared->set_reuse(true);
       region_ = *std::move(region);
+      pool_ = std::move(pool);
       return;
     }
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
-      spdlog::warn("ringsync: {}: no shared memory ({}); sending tensors inline instead",
-                   DescribeCall(call_), std::string(region.status().message()));
+      spdlog::warn("ringsync: {}: no shared memory in {} ({}); sending tensors inline instead",
+                   DescribeCall(call_), pool->directory(), std::string(region.status().message()));
     }
   }
   std::string* inline_data = request_.mutable_inline_data();  // selects inline even when empty
   if (bytes_.input > 0) inline_data->assign(static_cast<const char*>(call_.input), bytes_.input);
 }
 
-void PendingCollective::Finish(absl::Status rpc_status) {
+void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
   absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
+  if (region_.has_value() && worker_done) pool_->Release(*std::move(region_));
   region_.reset();
   // The completed RPC needs neither copy of the tensor any more.
   request_.clear_data();

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/collective_call.h"
+#include "client/src/shared_memory_pool.h"
 #include "client/src/shared_memory_region.h"
 #include "grpcpp/client_context.h"
 #include "ringsync/collective_handle.h"
@@ -34,11 +35,11 @@ class PendingCollective {
 
   PendingCollective(CollectiveCall call, CallBytes bytes);
 
-  // Copies the caller's input into the request: into a new shared-memory region in
-  // `shared_memory_dir` when that is not null, else inline; a collective without data
-  // (a barrier, count 0) names none. When the region cannot be created (e.g. /dev/shm is
-  // full) the data goes inline and a warning is logged once.
-  void PrepareData(const std::string* shared_memory_dir);
+  // Copies the caller's input into the request: into a shared-memory region from `pool`
+  // when that is not null, else inline; a collective without data (a barrier, count 0)
+  // names none. When no region can be had (e.g. /dev/shm is full) the data goes inline
+  // and a warning is logged once.
+  void PrepareData(std::shared_ptr<SharedMemoryPool> pool);
   bool uses_shared_memory() const { return region_.has_value(); }
 
   grpc::ClientContext* context() { return &context_; }
@@ -47,8 +48,10 @@ class PendingCollective {
   const CollectiveCall& call() const { return call_; }
 
   // The RPC ended with `rpc_status`. On OK the result is checked and copied into the
-  // caller's buffer; in every case the region is removed and the collective completes.
-  void Finish(absl::Status rpc_status);
+  // caller's buffer. The region goes back to the pool when `worker_done` (the worker
+  // answered, so it no longer writes to it), else it is removed (a cancelled RPC's
+  // collective may still be running in the worker). Then the collective completes.
+  void Finish(absl::Status rpc_status, bool worker_done);
 
   bool Ready() const;
   absl::Status Wait();
@@ -64,6 +67,7 @@ class PendingCollective {
   v1::CollectiveRequest request_;
   v1::CollectiveResponse response_;
   std::optional<SharedMemoryRegion> region_;
+  std::shared_ptr<SharedMemoryPool> pool_;  // where region_ came from
 
   mutable absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

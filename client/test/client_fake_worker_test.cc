@@ -183,21 +183,28 @@ TEST_F(ClientTest, SmallAllReduceTravelsInline) {
   EXPECT_EQ(request.timeout_ms(), 3000);
 }
 
-TEST_F(ClientTest, LargeAllReduceTravelsThroughSharedMemoryThatIsRemovedAfterwards) {
+TEST_F(ClientTest, LargeAllReducesTravelThroughOneReusedSharedMemoryFileRemovedWithTheClient) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
   std::vector<float> grad = Iota(kOneMiBOfFloats);
   ASSERT_TRUE(client->AllReduce("big", absl::MakeSpan(grad), ReduceOp::kSum).ok());
   EXPECT_EQ(grad, Doubled(Iota(kOneMiBOfFloats)));
+  std::vector<float> next = Iota(kOneMiBOfFloats);
+  ASSERT_TRUE(client->AllReduce("big", absl::MakeSpan(next), ReduceOp::kSum).ok());
+  EXPECT_EQ(next, Doubled(Iota(kOneMiBOfFloats)));
   std::vector<SeenRequest> seen = worker_.seen();
-  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_EQ(seen.size(), 2u);
   EXPECT_FALSE(seen[0].was_inline);
   const v1::SharedTensor& shared = seen[0].request.shared();
   EXPECT_THAT(shared.path(), StartsWith(absl::StrCat("/dev/shm/ringsync-", getpid(), "-")));
   EXPECT_EQ(shared.offset(), 0u);
   EXPECT_EQ(shared.size_bytes(), kOneMiBOfFloats * sizeof(float));
+  EXPECT_TRUE(shared.reuse()) << "tells the worker to leave the file";
   EXPECT_TRUE(seen[0].shared_file_existed);
-  EXPECT_FALSE(std::filesystem::exists(shared.path())) << "removed after the call";
+  EXPECT_EQ(seen[1].request.shared().path(), shared.path()) << "the second call reuses it";
+  EXPECT_TRUE(std::filesystem::exists(shared.path()));
+  client.reset();
+  EXPECT_FALSE(std::filesystem::exists(shared.path())) << "removed with the client";
 }
 
 TEST_F(ClientTest, SharedMemoryThresholdIsAnOption) {
@@ -228,6 +235,7 @@ TEST_F(ClientTest, SharedMemoryDirectoryIsAnOption) {
   ASSERT_EQ(worker_.seen().size(), 1u);
   EXPECT_THAT(worker_.seen()[0].request.shared().path(),
               StartsWith(std::string(dir) + "/ringsync-"));
+  client.reset();
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   std::filesystem::remove(dir);
 }

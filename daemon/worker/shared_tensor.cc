@@ -24,7 +24,7 @@ absl::Status Invalid(const std::string& path, absl::string_view why) {
 
 absl::StatusOr<SharedTensor> SharedTensor::Map(const std::string& allowed_dir,
                                                const std::string& path, uint64_t offset,
-                                               uint64_t size) {
+                                               uint64_t size, bool keep_name) {
   const std::string dir = absl::EndsWith(allowed_dir, "/") ? allowed_dir : allowed_dir + "/";
   if (!absl::StartsWith(path, dir)) return Invalid(path, absl::StrCat("not inside ", dir));
   const std::string name = path.substr(dir.size());
@@ -49,14 +49,16 @@ absl::StatusOr<SharedTensor> SharedTensor::Map(const std::string& allowed_dir,
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t map_offset = offset - offset % page;
   const size_t map_size = static_cast<size_t>(size + (offset - map_offset));
-  void* mapping = ::mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                         static_cast<off_t>(map_offset));
+  // MAP_POPULATE: the client wrote every page already; map them all at once rather than
+  // taking one fault per page while the ring runs.
+  void* mapping = ::mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                         fd, static_cast<off_t>(map_offset));
   const int map_errno = errno;
   ::close(fd);
   if (mapping == MAP_FAILED) return Invalid(path, absl::StrCat("mmap: ", std::strerror(map_errno)));
   // Both sides hold mappings now, so the name is no longer needed: removing it here means
   // a training process killed mid-collective leaves no file behind in /dev/shm.
-  ::unlink(path.c_str());
+  if (!keep_name) ::unlink(path.c_str());
   return SharedTensor(mapping, map_size, static_cast<std::byte*>(mapping) + (offset - map_offset),
                       static_cast<size_t>(size));
 }

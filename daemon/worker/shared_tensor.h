@@ -4,7 +4,9 @@
 // Only files directly inside the allowed directory (default /dev/shm) whose names
 // start with "ringsync-" are accepted, so a client cannot make the worker map anything
 // else; the region must lie inside the file. Once mapped, the file's name is removed
-// (the client holds its own mapping), so nothing leaks if the client dies.
+// (the client holds its own mapping), so nothing leaks if the client dies — unless the
+// client reuses the file for later collectives (`keep_name`), in which case whoever
+// tracks the client's files removes them when it detaches.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +22,7 @@ class SharedTensor {
  public:
   // Maps [offset, offset + size) of `path`. REQUIRES nothing: every argument is checked.
   static absl::StatusOr<SharedTensor> Map(const std::string& allowed_dir, const std::string& path,
-                                          uint64_t offset, uint64_t size);
+                                          uint64_t offset, uint64_t size, bool keep_name = false);
 
   SharedTensor() = default;  // maps nothing
   SharedTensor(SharedTensor&& other) noexcept;

@@ -1,5 +1,7 @@
 #include "daemon/worker/worker_service.h"
 
+#include <unistd.h>
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -116,9 +118,13 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::MakeJob(
         return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
                                                          spec.count, " x ", DTypeName(spec.dtype)));
       }
-      absl::StatusOr<SharedTensor> mapped =
-          SharedTensor::Map(options_.shm_dir, shared.path(), shared.offset(), shared.size_bytes());
+      absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
+          options_.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
       if (!mapped.ok()) return mapped.status();
+      if (shared.reuse()) {
+        absl::MutexLock lock(&client_files_mu_);
+        client_files_.insert(shared.path());
+      }
       job->is_shared = true;
       job->shared = *std::move(mapped);
       break;
@@ -212,7 +218,18 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
                                                    ") disconnected");
   spdlog::info("{}", why);
   executor_.Detach(absl::AbortedError(why));
+  RemoveClientFiles();
   return grpc::Status::OK;
+}
+
+void WorkerService::RemoveClientFiles() {
+  absl::flat_hash_set<std::string> files;
+  {
+    absl::MutexLock lock(&client_files_mu_);
+    files.swap(client_files_);
+  }
+  // Mappings of collectives still finishing stay valid: only the names go.
+  for (const std::string& path : files) ::unlink(path.c_str());
 }
 
 }  // namespace ringsync

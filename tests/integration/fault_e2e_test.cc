@@ -3,10 +3,14 @@
 // answer, and every rank learns which rank caused it.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -21,6 +25,18 @@ using testing::OnEveryRank;
 using testing::StartCluster;
 
 constexpr absl::Duration kDeadline = absl::Seconds(20);
+
+// The SDK's files of process `pid` in /dev/shm (named ringsync-<pid>-...).
+std::vector<std::string> SharedMemoryFilesOf(pid_t pid) {
+  std::vector<std::string> files;
+  const std::string prefix = absl::StrCat("ringsync-", pid, "-");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    if (absl::StartsWith(entry.path().filename().string(), prefix)) {
+      files.push_back(entry.path().string());
+    }
+  }
+  return files;
+}
 constexpr absl::Duration kSlack = absl::Seconds(5);
 const std::vector<std::string> kWorkerFlags = {"--collective_timeout=20s"};
 
@@ -85,6 +101,7 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
                                           "--elements=16777216", "--iterations=1"};
   absl::StatusOr<ChildProcess*> victim = cluster->Spawn("victim", child);
   ASSERT_TRUE(victim.ok());
+  const pid_t victim_pid = (*victim)->pid();
   ASSERT_TRUE(AwaitLogLine(*cluster, "victim", "starting 0", absl::Seconds(30)))
       << cluster->Log("victim");
   const size_t count = 16777216;
@@ -113,6 +130,9 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
   ASSERT_TRUE(second.ok());
   ASSERT_TRUE(AwaitLogLine(*cluster, "replacement", "ready rank=3", absl::Seconds(30)))
       << cluster->Log("replacement");
+  // The victim kept its 64 MiB shared-memory file for reuse and never removed it: its
+  // worker did, when the victim detached.
+  EXPECT_THAT(SharedMemoryFilesOf(victim_pid), ::testing::IsEmpty());
   ExpectAllOk(OnEveryRank(clients, [&](int, Client& c) {
     std::vector<float> tensor(1000, 1.0f);
     absl::Status s = c.AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum);
