@@ -14,7 +14,10 @@
 //
 // Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
 // through a shared-memory file under /dev/shm (when the worker is on a unix socket);
-// smaller ones, and everything over TCP, travel inline in the request.
+// smaller ones, and everything over TCP, travel inline in the request. A Client keeps
+// its shared-memory files for the next collectives of a similar size (at most 4 idle
+// files and 1 GiB), so a training loop pays for creating them once; they are removed
+// when the Client is destroyed, or by the worker if the process dies.
 //
 // Thread-safety: every method may be called from any thread, concurrently. The ring
 // runs collectives in the order their calls are made on this Client (an *Async call
