@@ -205,6 +205,16 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("removed 6 namespaces", rest)
         cluster.down_and_check()
 
+    def test_up_with_exit_code_from_runs_the_job_prints_its_logs_and_returns_its_status(self):
+        cluster = Cluster("rsex")
+        result = subprocess.run(cluster.command("up", "--bin-dir", netns_cluster.BIN_DIR,
+                                                "--exit-code-from", "train0"),
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stdout[-3000:] + result.stderr)
+        self.assertRegex(result.stdout, r"train0 +\| VERDICT: OK")
+        self.assertIn("ringsync-netns: down: removed 10 namespaces", result.stdout)
+        cluster.down_and_check()
+
     def test_a_killed_supervisor_takes_its_services_along_and_down_removes_the_rest(self):
         cluster = Cluster("rskv", ["coordinator", "w0"])
         cluster.__enter__()
