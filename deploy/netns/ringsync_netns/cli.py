@@ -101,8 +101,19 @@ def _fail(message, status=1):
     return status
 
 
+def _check_shaping(args):
+    """Shaping arguments are checked before anything is created."""
+    if args.rate:
+        network.parse_rate(args.rate)
+    if args.loss is not None and not 0 < args.loss <= 100:
+        raise network.NetworkError(f"--loss {args.loss}: a percentage in (0, 100]")
+    if args.delay_ms is not None and args.delay_ms <= 0:
+        raise network.NetworkError(f"--delay {args.delay_ms}: milliseconds, more than 0")
+
+
 def cmd_up(args):
     network.require_privileges()
+    _check_shaping(args)
     services, compose_dir = compose.load(args.file)
     build_service = next((s for s in services if s.builds), None)
     project_image_name = build_service.image if build_service else None
@@ -219,6 +230,7 @@ def cmd_simple(args):
         if not (args.clear or args.rate or args.loss or args.delay_ms):
             return _fail("shape: give --rate, --loss, --delay or --clear")
         if not args.clear:
+            _check_shaping(args)
             payload.update(rate=args.rate, loss=args.loss, delay_ms=args.delay_ms)
     control.request(args.project, payload)
     print(f"ringsync-netns: {args.command} {args.host}: done")
