@@ -222,7 +222,8 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   }
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return ShuttingDown();
-  JoinInfo info{request.worker_id(), request.peer_address(), request.http_address()};
+  JoinInfo info{request.worker_id(), request.peer_address(), request.http_address(),
+                request.last_generation()};
   absl::StatusOr<uint64_t> token = membership_.Join(info, MonotonicNow());
   ProcessEventsLocked();
   if (!token.ok()) {

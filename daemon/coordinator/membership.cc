@@ -58,6 +58,11 @@ absl::StatusOr<uint64_t> Membership::Join(const JoinInfo& info, absl::Time now) 
       return s;
     }
   }
+  if (info.last_generation > kMaxGeneration) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "last_generation ", info.last_generation, " of worker '", info.worker_id,
+        "' is implausible (more than 2^62)"));
+  }
   if (auto it = workers_.find(info.worker_id); it != workers_.end()) {
     return absl::AlreadyExistsError(absl::StrCat(
         "worker id '", info.worker_id, "' is already live (joined with peer address ",
@@ -91,6 +96,7 @@ absl::StatusOr<uint64_t> Membership::Join(const JoinInfo& info, absl::Time now) 
   const uint64_t token = worker.session_token;
   workers_.emplace(info.worker_id, std::move(worker));
   ended_sessions_.erase(info.worker_id);
+  generation_floor_ = std::max(generation_floor_, info.last_generation);
   events_.push_back(MembershipEvent{
       MembershipEvent::Kind::kJoined, info.worker_id, token,
       absl::StrCat("worker ", info.worker_id, " joined with peer address ", info.peer_address,
@@ -218,7 +224,7 @@ void Membership::Reconcile() {
   const bool complete = live_workers() == options_.world_size;
   if (view_.formed() && !complete) {
     View dissolved;
-    dissolved.generation = view_.generation + 1;
+    dissolved.generation = NextGeneration();
     dissolved.dissolved_reason = pending_dissolve_reasons_.empty()
                                      ? std::string("membership changed")
                                      : absl::StrJoin(pending_dissolve_reasons_, "; ");
@@ -226,7 +232,7 @@ void Membership::Reconcile() {
     Publish(std::move(dissolved));
   } else if (!view_.formed() && complete) {
     View formed;
-    formed.generation = view_.generation + 1;
+    formed.generation = NextGeneration();
     int rank = 0;
     for (auto& [id, worker] : workers_) {  // std::map: sorted by worker id
       worker.rank = rank;
@@ -236,6 +242,10 @@ void Membership::Reconcile() {
     Publish(std::move(formed));
   }
   pending_dissolve_reasons_.clear();
+}
+
+uint64_t Membership::NextGeneration() const {
+  return std::max(view_.generation, generation_floor_) + 1;
 }
 
 void Membership::Publish(View view) {

@@ -7,7 +7,9 @@
 // watch stream) publishes a dissolved view: no members and a reason naming the worker,
 // its rank and why. When the membership is complete again, a new formed view is
 // published. Generations start at 1 and grow by one per published view; generation 0
-// is the "not formed yet" view before the first publication.
+// is the "not formed yet" view before the first publication. A joining worker reports
+// the newest generation it has seen; the next view is numbered above it, so a restarted
+// coordinator's views are newer than those of the coordinator before it.
 //
 // Time is an argument of every call (`now`), so tests drive the clock. Every call
 // first expires workers whose heartbeats are overdue at `now`, so the result never
@@ -51,6 +53,7 @@ struct JoinInfo {
   std::string worker_id;
   std::string peer_address;  // HOST:PORT of its Peer service
   std::string http_address;  // optional HOST:PORT of its /metrics endpoint
+  uint64_t last_generation = 0;  // the newest generation the worker has seen
 };
 
 // What a worker reports in each heartbeat.
@@ -105,8 +108,9 @@ class Membership {
   explicit Membership(Options options);
 
   // Registers a worker and returns its session token (never 0). Errors:
-  // InvalidArgument (bad id or address), AlreadyExists (the id is live),
-  // ResourceExhausted (world_size workers are live).
+  // InvalidArgument (bad id or address, an implausible last_generation), AlreadyExists
+  // (the id is live), ResourceExhausted (world_size workers are live).
+  static constexpr uint64_t kMaxGeneration = uint64_t{1} << 62;
   absl::StatusOr<uint64_t> Join(const JoinInfo& info, absl::Time now);
 
   // Records a heartbeat; returns the current generation. NotFound (saying "rejoin")
@@ -158,7 +162,10 @@ class Membership {
 
   Options options_;
   WorkerMap workers_;  // sorted by id, which is rank order
+  uint64_t NextGeneration() const;
   View view_;
+  // The newest generation any joined worker reported: published views number above it.
+  uint64_t generation_floor_ = 0;
   // Why the ring must dissolve, gathered while removing members in one call.
   std::vector<std::string> pending_dissolve_reasons_;
   // Why a worker's last session ended, for the "rejoin" message; bounded.

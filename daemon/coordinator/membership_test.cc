@@ -74,6 +74,29 @@ class MembershipTest : public ::testing::Test {
   std::map<std::string, uint64_t> tokens_;
 };
 
+TEST_F(MembershipTest, ARestartedCoordinatorNumbersItsViewsAboveWhatItsWorkersHaveSeen) {
+  // The workers of a ring at generation 7 rejoin a coordinator that just started.
+  for (const char* id : {"w0", "w1", "w2", "w3"}) {
+    JoinInfo info = Info(id);
+    info.last_generation = std::string(id) == "w2" ? 7 : 5;
+    absl::StatusOr<uint64_t> token = membership_.Join(info, now_);
+    ASSERT_TRUE(token.ok()) << token.status();
+    tokens_[id] = *token;
+  }
+  EXPECT_EQ(PublishedGenerations(), std::vector<uint64_t>{8});
+  // Later views count on from there.
+  ASSERT_TRUE(membership_.Leave("w1", tokens_["w1"], "test", now_).ok());
+  EXPECT_EQ(PublishedGenerations(), std::vector<uint64_t>{9});
+}
+
+TEST_F(MembershipTest, AnImplausibleLastGenerationIsRefused) {
+  JoinInfo info = Info("w0");
+  info.last_generation = ~uint64_t{0};
+  absl::StatusOr<uint64_t> token = membership_.Join(info, now_);
+  EXPECT_TRUE(absl::IsInvalidArgument(token.status()));
+  EXPECT_THAT(token.status().message(), HasSubstr("implausible"));
+}
+
 TEST_F(MembershipTest, BeforeAnyPublicationTheViewIsGenerationZeroAndSaysWhatItWaitsFor) {
   EXPECT_EQ(membership_.view().generation, 0u);
   EXPECT_FALSE(membership_.view().formed());

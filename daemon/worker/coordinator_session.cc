@@ -42,6 +42,7 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     request.set_worker_id(options_.worker_id);
     request.set_peer_address(options_.peer_address);
     request.set_http_address(options_.http_address);
+    if (options_.known_generation) request.set_last_generation(options_.known_generation());
     v1::JoinResponse response;
     grpc::ClientContext context;
     context.set_wait_for_ready(true);

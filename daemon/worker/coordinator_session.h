@@ -26,6 +26,9 @@ struct CoordinatorSessionOptions {
   std::string peer_address;
   std::string http_address;
   absl::Duration join_timeout = absl::Seconds(60);
+  // The newest ring generation this worker has seen, reported when (re)joining so that a
+  // restarted coordinator numbers its views above it. Null: 0.
+  std::function<uint64_t()> known_generation;
 };
 
 class CoordinatorSession {

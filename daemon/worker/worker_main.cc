@@ -202,7 +202,8 @@ int RunWorkerMain() {
 
   const std::string advertised = AdvertisedAddress(*peer_address);
   CoordinatorSessionOptions session_options{config->coordinator, config->worker_id, advertised,
-                                            http_address, absl::GetFlag(FLAGS_join_timeout)};
+                                            http_address, absl::GetFlag(FLAGS_join_timeout),
+                                            [&ring] { return ring.Status().generation; }};
   CoordinatorSession session(
       session_options, [&ring](const v1::RingView& view) { ring.OnView(view); },
       [&ring, &executor](v1::HeartbeatRequest* report) {

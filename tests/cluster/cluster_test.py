@@ -134,7 +134,9 @@ class Monitoring(unittest.TestCase):
                                        "w2:9400": "1", "w3:9400": "1"})
 
 
-class Faults(unittest.TestCase):
+class RingFaults:
+    """Checks shared by the tests that break a running ring (a unittest.TestCase mixin)."""
+
     def break_the_ring(self, cluster, fault, host):
         """All-reduces running on every rank, then `fault` (kill, cut) on `host`: every
         other rank must fail clearly. Returns the clients."""
@@ -161,6 +163,9 @@ class Faults(unittest.TestCase):
             # Their own worker is alive: no "lost the worker" hint.
             self.assertNotIn("lost the worker", failure)
 
+
+
+class Faults(RingFaults, unittest.TestCase):
     def test_a_killed_host_gives_every_other_rank_a_clear_error(self):
         with Cluster("rskh", WORKERS, rate=LINK_RATE) as cluster:
             clients = self.break_the_ring(cluster, "kill", "w2")
@@ -181,6 +186,23 @@ class Faults(unittest.TestCase):
             again = start_clients(cluster, elements=MIB, iterations=5)
             for client in again:
                 self.assertEqual(client.wait(120), 0, f"{client.host}:\n{client.output}")
+
+
+class CoordinatorRestart(RingFaults, unittest.TestCase):
+    def test_a_restarted_coordinator_takes_over_the_ring_and_its_views_are_followed(self):
+        with Cluster("rscr", WORKERS, rate=LINK_RATE) as cluster:
+            for client in start_clients(cluster, elements=MIB, iterations=3):
+                self.assertEqual(client.wait(60), 0, client.output)
+            cluster.run("kill", "coordinator")
+            cluster.run("start", "coordinator")
+            # The workers rejoin, reporting generation 1: the new coordinator's ring is
+            # newer than anything they have seen, so they follow it.
+            view = await_ring(cluster, newer_than=1)
+            print(f"new coordinator formed generation {view['generation']}")
+            for client in start_clients(cluster, elements=MIB, iterations=3):
+                self.assertEqual(client.wait(60), 0, client.output)
+            # And its next view, after a lost worker, reaches every rank at once.
+            self.break_the_ring(cluster, "kill", "w2")
 
 
 class Lifecycle(unittest.TestCase):
