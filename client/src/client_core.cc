@@ -68,6 +68,7 @@ void ClientCore::ReadEvents() {
   v1::AttachRequest request;
   request.set_client_name(options_.client_name.empty() ? absl::StrCat("pid ", getpid())
                                                        : options_.client_name);
+  request.set_client_pid(getpid());
   std::unique_ptr<grpc::ClientReader<v1::WorkerEvent>> reader =
       stub_->Attach(&attach_context_, request);
   v1::WorkerEvent event;

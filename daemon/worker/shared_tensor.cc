@@ -14,7 +14,6 @@
 namespace ringsync {
 namespace {
 
-constexpr char kNamePrefix[] = "ringsync-";
 
 absl::Status Invalid(const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("shared tensor '", path, "': ", why));
@@ -28,8 +27,8 @@ absl::StatusOr<SharedTensor> SharedTensor::Map(const std::string& allowed_dir,
   const std::string dir = absl::EndsWith(allowed_dir, "/") ? allowed_dir : allowed_dir + "/";
   if (!absl::StartsWith(path, dir)) return Invalid(path, absl::StrCat("not inside ", dir));
   const std::string name = path.substr(dir.size());
-  if (!absl::StartsWith(name, kNamePrefix) || absl::StrContains(name, "/") || name.size() > 200) {
-    return Invalid(path, absl::StrCat("the file name must start with '", kNamePrefix,
+  if (!absl::StartsWith(name, SharedTensor::kNamePrefix) || absl::StrContains(name, "/") || name.size() > 200) {
+    return Invalid(path, absl::StrCat("the file name must start with '", SharedTensor::kNamePrefix,
                                       "' and name a file directly inside ", dir));
   }
   if (size == 0) return SharedTensor(nullptr, 0, nullptr, 0);

@@ -14,12 +14,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace ringsync {
 
 class SharedTensor {
  public:
+  // Every shared file's name starts with this (the SDK's files: ringsync-<pid>-...).
+  static constexpr absl::string_view kNamePrefix = "ringsync-";
+
   // Maps [offset, offset + size) of `path`. REQUIRES nothing: every argument is checked.
   static absl::StatusOr<SharedTensor> Map(const std::string& allowed_dir, const std::string& path,
                                           uint64_t offset, uint64_t size, bool keep_name = false);

@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/proto_convert.h"
 #include "daemon/common/log_format.h"
@@ -218,15 +221,24 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
                                                    ") disconnected");
   spdlog::info("{}", why);
   executor_.Detach(absl::AbortedError(why));
-  RemoveClientFiles();
+  RemoveClientFiles(request->client_pid());
   return grpc::Status::OK;
 }
 
-void WorkerService::RemoveClientFiles() {
+void WorkerService::RemoveClientFiles(int64_t client_pid) {
   absl::flat_hash_set<std::string> files;
   {
     absl::MutexLock lock(&client_files_mu_);
     files.swap(client_files_);
+  }
+  if (client_pid > 0) {
+    const std::string prefix = absl::StrCat(SharedTensor::kNamePrefix, client_pid, "-");
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(options_.shm_dir, error)) {
+      if (absl::StartsWith(entry.path().filename().string(), prefix)) {
+        files.insert(entry.path().string());
+      }
+    }
   }
   // Mappings of collectives still finishing stay valid: only the names go.
   for (const std::string& path : files) ::unlink(path.c_str());

@@ -50,9 +50,10 @@ class WorkerService final : public v1::Worker::Service {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> MakeJob(CollectiveKind kind,
                                                          const v1::CollectiveRequest& request);
   void FillInfo(const RingStatus& status, v1::WorkerInfo* info) const;
-  // Removes the shared-memory files the detached client kept for reuse (a client that
-  // crashed never removes its own).
-  void RemoveClientFiles();
+  // Removes the shared-memory files the detached client kept for reuse, and any other
+  // of its files (named ringsync-<client_pid>-) left in shm_dir: a client that crashed
+  // never removes its own.
+  void RemoveClientFiles(int64_t client_pid);
 
   const WorkerServiceOptions options_;
   RingManager& ring_;

@@ -115,7 +115,9 @@ class Cluster:
         return json.loads(self.run("ps", "--json").stdout)
 
     def exec(self, host, *argv):
-        return Process(self, host, argv)
+        process = Process(self, host, argv)
+        self.pids.append(process.popen.pid)  # `exec` becomes the command: same pid
+        return process
 
     def log(self, host):
         return self.run("logs", host, check=False).stdout
@@ -133,6 +135,9 @@ class Cluster:
         alive = [pid for pid in self.pids if os.path.exists(f"/proc/{pid}")
                  and "ringsync" in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")]
         assert not alive, f"processes left behind: {alive}"
+        prefixes = tuple(f"ringsync-{pid}-" for pid in self.pids)
+        shm = [n for n in os.listdir("/dev/shm") if prefixes and n.startswith(prefixes)]
+        assert not shm, f"shared-memory files left behind in /dev/shm: {shm}"
 
 
 def bench_rows(output):

@@ -102,6 +102,9 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
   absl::StatusOr<ChildProcess*> victim = cluster->Spawn("victim", child);
   ASSERT_TRUE(victim.ok());
   const pid_t victim_pid = (*victim)->pid();
+  // As if the victim had also created a file it never got to send.
+  const std::string unsent = absl::StrCat("/dev/shm/ringsync-", victim_pid, "-999-unsent");
+  std::ofstream(unsent) << "x";
   ASSERT_TRUE(AwaitLogLine(*cluster, "victim", "starting 0", absl::Seconds(30)))
       << cluster->Log("victim");
   const size_t count = 16777216;
@@ -130,8 +133,8 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
   ASSERT_TRUE(second.ok());
   ASSERT_TRUE(AwaitLogLine(*cluster, "replacement", "ready rank=3", absl::Seconds(30)))
       << cluster->Log("replacement");
-  // The victim kept its 64 MiB shared-memory file for reuse and never removed it: its
-  // worker did, when the victim detached.
+  // The victim kept its 64 MiB shared-memory file for reuse and never removed it, nor
+  // the unsent one: its worker did, when the victim detached.
   EXPECT_THAT(SharedMemoryFilesOf(victim_pid), ::testing::IsEmpty());
   ExpectAllOk(OnEveryRank(clients, [&](int, Client& c) {
     std::vector<float> tensor(1000, 1.0f);

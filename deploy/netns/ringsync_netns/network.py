@@ -65,9 +65,26 @@ def namespace_pids(namespace):
     return [int(p) for p in result.stdout.split() if p.isdigit()]
 
 
+def remove_shared_memory_of(pids, directory="/dev/shm"):
+    """The hosts share this machine's /dev/shm. When ringsync-netns ends a host's
+    processes, their shared-memory files (the SDK names them ringsync-<pid>-...) go too,
+    as a dead host's memory would, instead of piling up in this machine's RAM."""
+    prefixes = tuple(f"ringsync-{pid}-" for pid in pids)
+    if not prefixes or not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        if name.startswith(prefixes):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except (FileNotFoundError, IsADirectoryError):
+                pass
+
+
 def kill_namespace_processes(namespace, grace_s=0.0):
-    """SIGTERM (when grace_s > 0) then SIGKILL every process in the namespace."""
+    """SIGTERM (when grace_s > 0) then SIGKILL every process in the namespace; removes
+    their shared-memory files. Returns the pids that were there."""
     pids = namespace_pids(namespace)
+    everyone = set(pids)
     if grace_s > 0:
         for pid in pids:
             _signal(pid, signal.SIGTERM)
@@ -80,7 +97,8 @@ def kill_namespace_processes(namespace, grace_s=0.0):
     deadline = time.monotonic() + 10
     while namespace_pids(namespace) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return pids
+    remove_shared_memory_of(everyone)
+    return sorted(everyone)
 
 
 def _signal(pid, sig):

@@ -388,6 +388,7 @@ class Supervisor:
     # ------------------------------------------------------------------ teardown
     def _teardown(self):
         running = [s for s in self.services.values() if s.running]
+        ended = [s.process.pid for s in running]
         for service in reversed(running):
             service.stopped_by_user = True
             try:
@@ -403,6 +404,7 @@ class Supervisor:
                     process.kill()
                     process.wait()
         self._copy_logs()
+        network_module.remove_shared_memory_of(ended)
         removed = self.network.destroy()
         if self.control is not None:
             self.control.close()
