@@ -145,16 +145,12 @@ def cmd_up(args):
     subnet = ipaddress.ip_network(args.subnet)
     hosts = topology.plan(runnable, args.project, args.subnet, REPO_ROOT, compose_dir,
                           os.path.abspath(args.bin_dir), run_dir, project_image_name)
-    net = network.Network(args.project, hosts, subnet.prefixlen)
-    if args.rate or args.loss or args.delay_ms:
-        original_create = net.create
-
-        def create_and_shape():
-            original_create()
-            for host in hosts:
-                net.shape(host.name, args.rate, args.loss, args.delay_ms)
-        net.create = create_and_shape
+    net = network.Network(args.project, hosts, subnet.prefixlen,
+                          shaping={"rate": args.rate, "loss_percent": args.loss,
+                                   "delay_ms": args.delay_ms})
     if args.detach:
+        # Everything above ran here, so a bad file or flag fails in the foreground; the
+        # detached supervisor plans again from the same arguments.
         return _detach(args, run_dir)
     runner = supervisor.Supervisor(args.project, hosts, net, run_dir,
                                    print_logs=args.print_logs,

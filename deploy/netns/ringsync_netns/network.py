@@ -24,7 +24,6 @@ import time
 BRIDGE = "br0"
 HOST_INTERFACE = "eth0"
 NFT_TABLE = "ringsync_netns"
-REGISTRY = "/var/run/netns"
 
 
 class NetworkError(Exception):
@@ -136,7 +135,9 @@ def parse_rate(text):
 
 
 class Network:
-    def __init__(self, project, hosts, prefix_length):
+    def __init__(self, project, hosts, prefix_length, shaping=None):
+        """`shaping`: shape()'s keyword arguments, applied to every link on create()."""
+        self.initial_shaping = {k: v for k, v in (shaping or {}).items() if v}
         self.project = project
         self.hosts = {h.name: h for h in hosts}
         self.prefix_length = prefix_length
@@ -177,6 +178,9 @@ class Network:
                 f.write(f"# ringsync-netns project {self.project}\n{hosts_file}")
             with open(os.path.join(etc, "resolv.conf"), "w", encoding="utf-8") as f:
                 f.write("# ringsync-netns: names come from /etc/hosts; no DNS server\n")
+        if self.initial_shaping:
+            for name in self.hosts:
+                self.shape(name, **self.initial_shaping)
 
     def destroy(self):
         return remove_project(self.project)
