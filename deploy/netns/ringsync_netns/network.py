@@ -79,25 +79,17 @@ def remove_shared_memory_of(pids, directory="/dev/shm"):
                 pass
 
 
-def kill_namespace_processes(namespace, grace_s=0.0):
-    """SIGTERM (when grace_s > 0) then SIGKILL every process in the namespace; removes
-    their shared-memory files. Returns the pids that were there."""
+def kill_namespace_processes(namespace):
+    """SIGKILLs every process in the namespace, as a host dying would, and removes their
+    shared-memory files. Returns their pids."""
     pids = namespace_pids(namespace)
-    everyone = set(pids)
-    if grace_s > 0:
-        for pid in pids:
-            _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while pids and time.monotonic() < deadline:
-            time.sleep(0.1)
-            pids = namespace_pids(namespace)
     for pid in pids:
         _signal(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while namespace_pids(namespace) and time.monotonic() < deadline:
         time.sleep(0.05)
-    remove_shared_memory_of(everyone)
-    return sorted(everyone)
+    remove_shared_memory_of(pids)
+    return pids
 
 
 def _signal(pid, sig):

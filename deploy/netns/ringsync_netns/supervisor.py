@@ -68,7 +68,6 @@ class Supervisor:
         os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
         self.services = {h.name: Service(h, os.path.join(run_dir, "logs", f"{h.name}.log"))
                          for h in hosts}
-        self.order = [h.name for h in hosts]
         self.stop_requested = None
         self.ready = False
         self.control = None
@@ -126,7 +125,6 @@ class Supervisor:
             if self.exit_code_from is not None:
                 watched = self.services[self.exit_code_from]
                 if watched.status in ("exited", "killed") and watched.restart_at is None:
-                    self._copy_logs()
                     return watched.exit_code if watched.exit_code is not None else 1
             readable, _, _ = select.select([wake_read, self.control], [], [], TICK_S)
             if wake_read in readable:
@@ -153,8 +151,7 @@ class Supervisor:
         return True
 
     def _start_ready_services(self):
-        for name in self.order:
-            service = self.services[name]
+        for service in self.services.values():
             if service.status == "created" and self._dependencies_met(service):
                 self._spawn(service)
 
@@ -306,7 +303,7 @@ class Supervisor:
             return {"ok": True}
         name = request.get("host")
         if op == "shape":
-            names = self.order if name == "all" else [name]
+            names = list(self.services) if name == "all" else [name]
             for each in names:
                 self.network.shape(each, request.get("rate"), request.get("loss"),
                                    request.get("delay_ms"))
@@ -314,7 +311,7 @@ class Supervisor:
                         f"{self.network.shaping[names[0]] or 'unshaped'}")
             return {"ok": True}
         if name not in self.services:
-            return {"ok": False, "error": f"no host '{name}' (hosts: {', '.join(self.order)})"}
+            return {"ok": False, "error": f"no host '{name}' (hosts: {', '.join(self.services)})"}
         service = self.services[name]
         if op == "kill":
             service.stopped_by_user = True
@@ -340,8 +337,7 @@ class Supervisor:
 
     def _describe(self):
         rows = []
-        for name in self.order:
-            service = self.services[name]
+        for name, service in self.services.items():
             rows.append({
                 "host": name, "netns": service.host.netns, "address": service.host.address,
                 "pid": service.process.pid if service.running else None,
@@ -367,7 +363,7 @@ class Supervisor:
     def _copy_logs(self):
         if not self.print_logs:
             return
-        width = max(len(n) for n in self.order)
+        width = max(len(n) for n in self.services)
         for service in self.services.values():
             try:
                 with open(service.log_path, "rb") as f:

@@ -34,10 +34,7 @@ class Host:
     healthcheck: object       # compose.Healthcheck with host argv, or None
     depends_on: dict
     restart: str
-    path_map: dict            # container prefix -> host path, longest first
-
-    def to_container_free(self, text):
-        return rewrite(text, self.path_map)
+    path_map: dict            # container prefix -> host path
 
 
 def rewrite(text, path_map):
