@@ -140,8 +140,9 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
   if (!bytes.ok()) return PendingCollective::Completed(bytes.status());
-  const bool use_shared_memory = target_.is_unix() && bytes->output > 0 &&
-                                 bytes->output >= options_.shared_memory_threshold_bytes;
+  // (A collective without data names none either way: PrepareData.)
+  const bool use_shared_memory =
+      target_.is_unix() && bytes->output >= options_.shared_memory_threshold_bytes;
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   EncodeRequest(pending->call(), pending->request());
   pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);

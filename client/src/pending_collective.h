@@ -40,7 +40,6 @@ class PendingCollective {
   // names none. When no region can be had (e.g. /dev/shm is full) the data goes inline
   // and a warning is logged once.
   void PrepareData(std::shared_ptr<SharedMemoryPool> pool);
-  bool uses_shared_memory() const { return region_.has_value(); }
 
   grpc::ClientContext* context() { return &context_; }
   v1::CollectiveRequest* request() { return &request_; }

@@ -375,7 +375,6 @@ class FakeWorker final : public v1::Worker::Service {
     SeenRequest seen{method, *request, request->has_inline_data(), request->inline_data().size()};
     seen.request.clear_inline_data();
     if (request->has_shared()) {
-      seen.request.mutable_shared()->CopyFrom(request->shared());
       seen.shared_file_existed = std::filesystem::exists(request->shared().path());
     }
     std::optional<grpc::Status> failure;

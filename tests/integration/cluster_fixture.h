@@ -15,12 +15,15 @@
 
 namespace ringsync::testing {
 
+// `http`: every daemon also serves /metrics, /healthz and /readyz.
 inline std::unique_ptr<LocalCluster> StartCluster(int world_size,
                                                   std::vector<std::string> worker_flags = {},
-                                                  std::vector<std::string> coordinator_flags = {}) {
+                                                  std::vector<std::string> coordinator_flags = {},
+                                                  bool http = false) {
   LocalClusterOptions options;
   options.world_size = world_size;
   options.ringsyncd = RINGSYNCD_PATH;
+  options.http = http;
   options.worker_flags = std::move(worker_flags);
   options.coordinator_flags = std::move(coordinator_flags);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);

@@ -79,13 +79,11 @@ TEST(Faults, RanksDisagreeingOnDtypeAllFail) {
   }
 }
 
-std::string ReadLog(LocalCluster& cluster, const std::string& name) { return cluster.Log(name); }
-
 bool AwaitLogLine(LocalCluster& cluster, const std::string& name, const std::string& text,
                   absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    if (absl::StrContains(ReadLog(cluster, name), text)) return true;
+    if (absl::StrContains(cluster.Log(name), text)) return true;
     absl::SleepFor(absl::Milliseconds(10));
   }
   return false;
@@ -108,17 +106,16 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
   ASSERT_TRUE(AwaitLogLine(*cluster, "victim", "starting 0", absl::Seconds(30)))
       << cluster->Log("victim");
   const size_t count = 16777216;
-  std::vector<absl::Status> statuses(3);
+  std::vector<absl::Status> statuses;
   {
-    std::vector<std::jthread> ranks;
-    for (int r = 0; r < 3; ++r) {
-      ranks.emplace_back([&, r] {
-        std::vector<float> tensor(count, 1.0f);
-        statuses[r] = clients[r]->AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum);
-      });
-    }
-    absl::SleepFor(absl::Milliseconds(150));  // the collective is under way
-    (*victim)->Signal(SIGKILL);
+    std::jthread killer([&] {
+      absl::SleepFor(absl::Milliseconds(150));  // the collective is under way
+      (*victim)->Signal(SIGKILL);
+    });
+    statuses = OnEveryRank(clients, [&](int, Client& c) {
+      std::vector<float> tensor(count, 1.0f);
+      return c.AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum);
+    });
   }
   for (int r = 0; r < 3; ++r) {
     EXPECT_FALSE(statuses[r].ok()) << "rank " << r;
@@ -172,12 +169,6 @@ TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
   }
   EXPECT_EQ(statuses[2].code(), absl::StatusCode::kUnavailable) << statuses[2];
 }
-
-}  // namespace
-}  // namespace ringsync
-
-namespace ringsync {
-namespace {
 
 absl::Status SumOnce(Client& c, const std::string& name, absl::Duration timeout = absl::Seconds(20)) {
   std::vector<int32_t> v(100, 1);

@@ -35,15 +35,8 @@ using testing::OnEveryRank;
 constexpr int kWorld = 4;
 
 std::unique_ptr<LocalCluster> StartHttpCluster(std::vector<std::string> coordinator_flags = {}) {
-  LocalClusterOptions options;
-  options.world_size = kWorld;
-  options.ringsyncd = RINGSYNCD_PATH;
-  options.http = true;
-  options.worker_flags = {"--collective_timeout=20s"};
-  options.coordinator_flags = std::move(coordinator_flags);
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
-  EXPECT_TRUE(cluster.ok()) << cluster.status();
-  return cluster.ok() ? *std::move(cluster) : nullptr;
+  return testing::StartCluster(kWorld, {"--collective_timeout=20s"}, std::move(coordinator_flags),
+                               /*http=*/true);
 }
 
 struct HttpReply {

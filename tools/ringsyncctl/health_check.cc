@@ -1,5 +1,6 @@
 #include "tools/ringsyncctl/health_check.h"
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/json_string.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -7,24 +8,6 @@
 #include "grpcpp/security/credentials.h"
 
 namespace ringsync {
-namespace {
-
-std::string CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return absl::StrCat("code ", static_cast<int>(code));
-  }
-}
-
-}  // namespace
 
 HealthResult CheckHealth(const std::string& target, const std::string& service,
                          absl::Duration timeout) {
@@ -38,7 +21,8 @@ HealthResult CheckHealth(const std::string& target, const std::string& service,
   const grpc::Status status = stub->Check(&context, request, &response);
   HealthResult result;
   if (!status.ok()) {
-    result.status = CodeName(status.error_code());
+    // grpc::StatusCode and absl::StatusCode share their values (google.rpc.Code).
+    result.status = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
     switch (status.error_code()) {
       case grpc::StatusCode::NOT_FOUND:
         result.detail = absl::StrCat(target, " does not know the service '", service, "'");
