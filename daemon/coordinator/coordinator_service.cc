@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_options.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
 #include "spdlog/spdlog.h"
 
@@ -18,10 +19,6 @@ namespace {
 // view supersedes the ones before it.
 constexpr size_t kMaxQueuedViews = 64;
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 std::string ProtocolName(int version) {
   if (v1::ProtocolVersion_IsValid(version)) {

@@ -1,7 +1,5 @@
 #include "daemon/worker/coordinator_session.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_options.h"
 #include "daemon/common/log_format.h"
@@ -12,8 +10,6 @@ namespace {
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(5);
 constexpr absl::Duration kRetryPause = absl::Milliseconds(200);
-
-std::chrono::system_clock::time_point ToChrono(absl::Time t) { return absl::ToChronoTime(t); }
 
 void SleepUnless(std::stop_token& stop, absl::Duration d) {
   const absl::Time until = absl::Now() + d;
@@ -46,7 +42,7 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     v1::JoinResponse response;
     grpc::ClientContext context;
     context.set_wait_for_ready(true);
-    context.set_deadline(ToChrono(std::min(deadline, absl::Now() + kRpcTimeout)));
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kRpcTimeout)));
     const grpc::Status status = stub_->Join(&context, request, &response);
     if (status.ok()) {
       absl::MutexLock lock(&mu_);
@@ -98,12 +94,21 @@ void CoordinatorSession::WatchLoop(std::stop_token stop) {
     SleepUnless(stop, kRetryPause);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
       // The coordinator forgot this worker (it restarted, or declared it dead): rejoin.
-      if (on_session_lost_) on_session_lost_(status.error_message());
-      if (absl::Status s = Join(absl::Now() + options_.join_timeout); !s.ok()) {
-        spdlog::error("{}", s.message());
-      }
+      Rejoin(request.session_token(), status.error_message(), absl::Now() + options_.join_timeout);
     }
   }
+}
+
+void CoordinatorSession::Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline) {
+  // Both loops notice a lost session; the first rejoins, the second finds the token
+  // replaced and goes on with the new session (a second Join would be refused).
+  absl::MutexLock rejoining(&rejoin_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (session_token_ != lost_token) return;
+  }
+  if (on_session_lost_) on_session_lost_(why);
+  if (absl::Status s = Join(deadline); !s.ok()) spdlog::error("{}", s.message());
 }
 
 void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
@@ -119,12 +124,11 @@ void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
     report_(&request);
     v1::HeartbeatResponse response;
     grpc::ClientContext context;
-    context.set_deadline(ToChrono(absl::Now() + kRpcTimeout));
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
     const grpc::Status status = stub_->Heartbeat(&context, request, &response);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND && !stop.stop_requested()) {
       spdlog::warn("coordinator does not know this worker ({}); rejoining", status.error_message());
-      if (on_session_lost_) on_session_lost_(status.error_message());
-      if (absl::Status s = Join(absl::Now() + kRpcTimeout); !s.ok()) spdlog::error("{}", s.message());
+      Rejoin(request.session_token(), status.error_message(), absl::Now() + kRpcTimeout);
       continue;
     }
     SleepUnless(stop, interval);
@@ -151,7 +155,7 @@ void CoordinatorSession::Stop() {
   request.set_reason("worker shutting down");
   v1::LeaveResponse response;
   grpc::ClientContext context;
-  context.set_deadline(ToChrono(absl::Now() + absl::Seconds(1)));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   stub_->Leave(&context, request, &response);  // best effort
 }
 

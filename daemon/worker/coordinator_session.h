@@ -50,6 +50,8 @@ class CoordinatorSession {
 
  private:
   absl::Status Join(absl::Time deadline);
+  // Joins again unless the session `lost_token` was already replaced.
+  void Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline);
   void WatchLoop(std::stop_token stop);
   void HeartbeatLoop(std::stop_token stop);
 
@@ -59,6 +61,7 @@ class CoordinatorSession {
   const SessionLostCallback on_session_lost_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 
+  absl::Mutex rejoin_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   uint64_t session_token_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);

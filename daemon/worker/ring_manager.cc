@@ -37,7 +37,6 @@ void RingManager::OnView(const v1::RingView& view) {
     }
     generation_ = view.generation();
     retired = std::move(epoch_);
-    epoch_ready_ = false;
     suspended_ = false;
 
     int my_rank = -1;
@@ -108,19 +107,26 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neigh
   }
   epoch->link = *std::move(link);
   if (suspended_) return;  // Resume() makes it ready
-  epoch_ready_ = true;
+  MarkReady();
+  spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
+               epoch->me.rank, epoch->me.world_size);
+}
+
+bool RingManager::IsReady() const {
+  return epoch_ != nullptr && epoch_->link != nullptr && !suspended_;
+}
+
+void RingManager::MarkReady() {
+  RingStatus status = status_;
   status.ready = true;
   status.detail.clear();
   SetStatus(status);
-  spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
-               epoch->me.rank, epoch->me.world_size);
 }
 
 void RingManager::Suspend(absl::string_view why) {
   absl::MutexLock lock(&mu_);
   if (epoch_ == nullptr || suspended_) return;
   suspended_ = true;
-  epoch_ready_ = false;
   RingStatus status = status_;
   status.ready = false;
   status.detail = absl::StrCat("generation ", generation_,
@@ -133,12 +139,8 @@ void RingManager::Suspend(absl::string_view why) {
 
 void RingManager::Resume(uint64_t coordinator_generation) {
   suspended_ = false;
-  if (epoch_ == nullptr || epoch_->link == nullptr) return;
-  epoch_ready_ = true;
-  RingStatus status = status_;
-  status.ready = true;
-  status.detail.clear();
-  SetStatus(status);
+  if (!IsReady()) return;  // still connecting: Connect() makes it ready
+  MarkReady();
   spdlog::warn(
       "generation {} resumed: the coordinator's view is of generation {} (it restarted); "
       "the ring formed before goes on",
@@ -147,7 +149,7 @@ void RingManager::Resume(uint64_t coordinator_generation) {
 
 absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return epoch_ready_; };
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return IsReady(); };
   if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit, "waiting for the ring");
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(s.message(), " (", status_.detail, ")"));
@@ -157,7 +159,7 @@ absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLim
 
 std::shared_ptr<RingEpoch> RingManager::Ready() {
   absl::MutexLock lock(&mu_);
-  return epoch_ready_ ? epoch_ : nullptr;
+  return IsReady() ? epoch_ : nullptr;
 }
 
 RingStatus RingManager::Status() const {
@@ -177,7 +179,6 @@ void RingManager::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     epoch = std::move(epoch_);
-    epoch_ready_ = false;
     generation_ = std::numeric_limits<uint64_t>::max();
   }
   if (epoch != nullptr) epoch->over.Cancel(absl::UnavailableError("the worker is shutting down"));

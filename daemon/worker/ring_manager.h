@@ -80,6 +80,9 @@ class RingManager {
   void Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neighbours);
   void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resume(uint64_t coordinator_generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current epoch is connected and not suspended: collectives may start on it.
+  bool IsReady() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void MarkReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // status: ready, no detail
 
   const std::string worker_id_;
   InboxRegistry& registry_;
@@ -87,7 +90,6 @@ class RingManager {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<RingEpoch> epoch_ ABSL_GUARDED_BY(mu_);  // current generation, ready or not
-  bool epoch_ready_ ABSL_GUARDED_BY(mu_) = false;  // connected and not suspended
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   RingStatus status_ ABSL_GUARDED_BY(mu_);

@@ -8,8 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/proto_convert.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/common/log_format.h"
+#include "daemon/common/proto_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {
@@ -22,10 +23,6 @@ constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
 constexpr absl::Duration kClientPoll = absl::Milliseconds(20);
 // How long a second Attach waits for the first client's departure to be noticed.
 constexpr absl::Duration kReattachGrace = absl::Seconds(3);
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 // See worker.proto: marks a status as the worker's own verdict on the collective.
 grpc::Status FromThisWorker(grpc::ServerContext* context, const absl::Status& status) {
@@ -124,10 +121,6 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::MakeJob(
       absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
           options_.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
       if (!mapped.ok()) return mapped.status();
-      if (shared.reuse()) {
-        absl::MutexLock lock(&client_files_mu_);
-        client_files_.insert(shared.path());
-      }
       job->is_shared = true;
       job->shared = *std::move(mapped);
       break;
@@ -226,22 +219,13 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
 }
 
 void WorkerService::RemoveClientFiles(int64_t client_pid) {
-  absl::flat_hash_set<std::string> files;
-  {
-    absl::MutexLock lock(&client_files_mu_);
-    files.swap(client_files_);
+  if (client_pid <= 0) return;
+  const std::string prefix = absl::StrCat(SharedTensor::kNamePrefix, client_pid, "-");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.shm_dir, error)) {
+    // Mappings of collectives still finishing stay valid: only the names go.
+    if (absl::StartsWith(entry.path().filename().string(), prefix)) ::unlink(entry.path().c_str());
   }
-  if (client_pid > 0) {
-    const std::string prefix = absl::StrCat(SharedTensor::kNamePrefix, client_pid, "-");
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(options_.shm_dir, error)) {
-      if (absl::StartsWith(entry.path().filename().string(), prefix)) {
-        files.insert(entry.path().string());
-      }
-    }
-  }
-  // Mappings of collectives still finishing stay valid: only the names go.
-  for (const std::string& path : files) ::unlink(path.c_str());
 }
 
 }  // namespace ringsync

@@ -8,9 +8,6 @@
 #include <atomic>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/ring_manager.h"
 #include "ringsync/v1/worker.grpc.pb.h"
@@ -50,17 +47,15 @@ class WorkerService final : public v1::Worker::Service {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> MakeJob(CollectiveKind kind,
                                                          const v1::CollectiveRequest& request);
   void FillInfo(const RingStatus& status, v1::WorkerInfo* info) const;
-  // Removes the shared-memory files the detached client kept for reuse, and any other
-  // of its files (named ringsync-<client_pid>-) left in shm_dir: a client that crashed
-  // never removes its own.
+  // Removes the detached client's files (named ringsync-<client_pid>-) left in shm_dir,
+  // those it kept for reuse and any it never sent: a client that crashed never removes
+  // its own.
   void RemoveClientFiles(int64_t client_pid);
 
   const WorkerServiceOptions options_;
   RingManager& ring_;
   CollectiveExecutor& executor_;
   std::atomic<bool> stopping_{false};
-  absl::Mutex client_files_mu_;
-  absl::flat_hash_set<std::string> client_files_ ABSL_GUARDED_BY(client_files_mu_);
 };
 
 }  // namespace ringsync

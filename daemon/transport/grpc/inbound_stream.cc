@@ -1,6 +1,7 @@
 #include "daemon/transport/grpc/inbound_stream.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "ringsync/v1/peer.pb.h"
@@ -8,9 +9,6 @@
 namespace ringsync {
 namespace {
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 }  // namespace
 
