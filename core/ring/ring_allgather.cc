@@ -3,13 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_exchange.h"
 #include "core/ring/ring_pipeline.h"
+#include "core/ring/schedule.h"
 
 namespace ringsync {
-namespace {
-
-int Mod(int v, int n) { return ((v % n) + n) % n; }
-
-}  // namespace
 
 absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpec& spec,
                            absl::Span<std::byte> buffer, const RingOptions& options,
@@ -27,7 +23,7 @@ absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpe
   PipelinePlan plan;
   const int n = me.world_size;
   for (int s = 0; s + 1 < n; ++s) {
-    plan.steps.push_back({s, Mod(me.rank - s, n), Mod(me.rank - s - 1, n)});
+    plan.steps.push_back({s, RingMod(me.rank - s, n), RingMod(me.rank - s - 1, n)});
   }
   const size_t count = spec.count;
   plan.chunk_range = [count](int c) { return ElementRange{static_cast<size_t>(c) * count, count}; };

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_exchange.h"
 #include "core/ring/ring_pipeline.h"
+#include "core/ring/schedule.h"
 
 namespace ringsync {
 namespace {
@@ -30,7 +31,7 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
   if (n == 1) return absl::OkStatus();
 
   // Hops from the root: the root is 0, the last rank of the chain n-1.
-  const int distance = ((me.rank - spec.root) % n + n) % n;
+  const int distance = RingMod(me.rank - spec.root, n);
   PipelinePlan plan;
   if (distance == 0) {
     plan.steps = {{0, kData, -1}, {n - 1, -1, kDone}};

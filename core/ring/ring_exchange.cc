@@ -14,9 +14,8 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
       spec_(spec),
       options_(options),
       element_size_(DTypeSize(spec.dtype)),
-      deadline_(absl::Now() + options.timeout),
       cancellation_(options.cancellation) {
-  limit_.deadline = deadline_;
+  limit_.deadline = absl::Now() + options.timeout;
   limit_.cancellation = &cancellation_;
 }
 
@@ -47,7 +46,7 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment
                                                            const ElementRange& expected) {
   while (true) {
     absl::StatusOr<ReceivedFrame> received = link_.Receive(limit_);
-    if (absl::IsDeadlineExceeded(received.status()) && stats_.bytes_received + frames_received_ > 0) {
+    if (absl::IsDeadlineExceeded(received.status()) && frames_received_ > 0) {
       // The left neighbour was making progress, so it is more likely stuck behind the
       // rank that caused the stall than the cause: give its abort notice, which names
       // that rank, a moment to arrive.

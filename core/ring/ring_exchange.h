@@ -72,7 +72,6 @@ class RingExchange {
   // 'grad/fc1'): ...".
   absl::Status Annotate(const absl::Status& status) const;
 
-  const RingStats& stats() const { return stats_; }
   // Copies the byte and frame counts into `out` (if not null).
   void ExportStats(RingStats* out) const {
     if (out == nullptr) return;
@@ -91,7 +90,6 @@ class RingExchange {
   const CollectiveSpec spec_;
   const RingOptions options_;
   const size_t element_size_;
-  const absl::Time deadline_;
   Cancellation cancellation_;
   WaitLimit limit_;
   bool spec_sent_ = false;      // send side only

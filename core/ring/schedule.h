@@ -25,6 +25,10 @@ struct RingStep {
   int recv_chunk;
 };
 
+// value mod n in [0, n) for any int value (ranks and chunks count around the ring).
+// REQUIRES: n > 0.
+int RingMod(int value, int n);
+
 // Number of global steps of an all-reduce over `world_size` ranks: 2(N-1).
 int AllReduceSteps(int world_size);
 
