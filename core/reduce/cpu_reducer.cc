@@ -2,7 +2,6 @@
 
 #include <cstdint>
 
-#include "absl/strings/str_cat.h"
 #include "core/reduce/cpu_kernels.h"
 
 namespace ringsync {
@@ -11,26 +10,6 @@ namespace {
 // Stats are optional and accumulate, so one ReduceStats can follow a whole collective.
 void Record(ReduceStats* stats, uint64_t overflows) {
   if (stats != nullptr) stats->overflows += overflows;
-}
-
-absl::Status CheckBuffer(const char* what, const void* buf, size_t count) {
-  if (buf == nullptr && count > 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CpuReducer: ", what, " is null but count is ", count));
-  }
-  return absl::OkStatus();
-}
-
-// SIMD kernels load a block before storing it, so overlapping buffers would give
-// answers that depend on the code path; refuse them instead.
-absl::Status CheckNoOverlap(const void* dst, const void* src, size_t bytes) {
-  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
-  if (bytes > 0 && d < s + bytes && s < d + bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CpuReducer::Combine: dst and src overlap (", bytes,
-                     " bytes each); combine into a separate receive buffer"));
-  }
-  return absl::OkStatus();
 }
 
 size_t Slot(DType dtype) { return static_cast<size_t>(dtype); }
@@ -54,9 +33,8 @@ std::string_view CpuReducer::isa() const { return kernels_->isa; }
 absl::Status CpuReducer::Combine(const ReduceSpec& spec, void* dst, const void* src, size_t count,
                                  ReduceStats* stats) {
   if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
-  if (absl::Status s = CheckBuffer("dst", dst, count); !s.ok()) return s;
-  if (absl::Status s = CheckBuffer("src", src, count); !s.ok()) return s;
-  if (absl::Status s = CheckNoOverlap(dst, src, count * DTypeSize(spec.dtype)); !s.ok()) {
+  if (absl::Status s = ValidateCombineBuffers("CpuReducer", dst, src, count, spec.dtype);
+      !s.ok()) {
     return s;
   }
   const cpu_kernels::CombineFn fn =
@@ -68,7 +46,7 @@ absl::Status CpuReducer::Combine(const ReduceSpec& spec, void* dst, const void* 
 absl::Status CpuReducer::PreScale(const ReduceSpec& spec, void* buf, size_t count,
                                   ReduceStats* stats) {
   if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
-  if (absl::Status s = CheckBuffer("buf", buf, count); !s.ok()) return s;
+  if (absl::Status s = ValidateInPlaceBuffer("CpuReducer", buf, count); !s.ok()) return s;
   if (spec.pre_scale == 1.0) return absl::OkStatus();  // also every integer spec
   Record(stats, kernels_->scale[Slot(spec.dtype)](buf, count, 1, spec.pre_scale));
   return absl::OkStatus();
@@ -77,7 +55,7 @@ absl::Status CpuReducer::PreScale(const ReduceSpec& spec, void* buf, size_t coun
 absl::Status CpuReducer::Finalize(const ReduceSpec& spec, void* buf, size_t count,
                                   ReduceStats* stats) {
   if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
-  if (absl::Status s = CheckBuffer("buf", buf, count); !s.ok()) return s;
+  if (absl::Status s = ValidateInPlaceBuffer("CpuReducer", buf, count); !s.ok()) return s;
   const int divisor = spec.op == ReduceOp::kAvg ? spec.world_size : 1;
   if (divisor == 1 && spec.post_scale == 1.0) return absl::OkStatus();
   Record(stats, kernels_->scale[Slot(spec.dtype)](buf, count, divisor, spec.post_scale));

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/dtype.h"
 
 namespace ringsync {
@@ -42,6 +43,16 @@ struct ReduceSpec {
 
 // Rejects invalid enums, world_size < 1, non-finite scales and scales on integer types.
 absl::Status ValidateReduceSpec(const ReduceSpec& spec);
+
+// The buffer checks every Reducer makes, so that all refuse the same calls. `reducer`
+// names the implementation in messages ("CpuReducer").
+// Combine: neither buffer may be null when count > 0, and they must not overlap (SIMD
+// and GPU kernels load a block before storing it, so overlap would give answers that
+// depend on the code path).
+absl::Status ValidateCombineBuffers(absl::string_view reducer, const void* dst, const void* src,
+                                    size_t count, DType dtype);
+// PreScale, Finalize: the buffer may not be null when count > 0.
+absl::Status ValidateInPlaceBuffer(absl::string_view reducer, const void* buf, size_t count);
 
 // What a reducer observed; summed by the caller into metrics.
 struct ReduceStats {

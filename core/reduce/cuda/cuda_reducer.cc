@@ -1,6 +1,5 @@
 #include "core/reduce/cuda/cuda_reducer.h"
 
-#include <cmath>
 #include <cstdint>
 #include <utility>
 
@@ -17,46 +16,6 @@
 
 namespace ringsync {
 namespace {
-
-// The same checks as ValidateReduceSpec (core/reduce/reducer.cc) and CpuReducer, so
-// both reducers refuse the same calls. Duplicated rather than linked: ringsync_reduce
-// links this library, not the other way round.
-absl::Status CheckSpec(const ReduceSpec& spec) {
-  if (!IsValid(spec.dtype) || !IsValid(spec.op)) {
-    return absl::InvalidArgumentError(absl::StrCat("ReduceSpec has invalid dtype ",
-                                                   static_cast<int>(spec.dtype), " or op ",
-                                                   static_cast<int>(spec.op)));
-  }
-  if (spec.world_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReduceSpec.world_size is ", spec.world_size, "; it must be at least 1"));
-  }
-  for (const double scale : {spec.pre_scale, spec.post_scale}) {
-    if (!std::isfinite(scale)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ReduceSpec scale ", scale, " must be a finite number"));
-    }
-    if (!IsFloatingPoint(spec.dtype) && scale != 1.0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ReduceSpec scale ", scale, " on integer dtype ", DTypeName(spec.dtype),
-          "; scales apply to floating types only"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckBuffers(void* dst, const void* src, size_t count, DType dtype) {
-  if (count > 0 && (dst == nullptr || (src == nullptr && dst != src))) {
-    return absl::InvalidArgumentError(absl::StrCat("null buffer with count ", count));
-  }
-  const size_t bytes = count * DTypeSize(dtype);
-  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
-  if (src != nullptr && src != dst && bytes > 0 && d < s + bytes && s < d + bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dst and src overlap (", bytes, " bytes each); combine into a separate receive buffer"));
-  }
-  return absl::OkStatus();
-}
 
 cuda::ScaleArgs PreScaleArgs(const ReduceSpec& spec) {
   return {.multiply = IsFloatingPoint(spec.dtype) && spec.pre_scale != 1.0,
@@ -187,8 +146,11 @@ absl::Status CudaReducer::OnLane(absl::string_view step, const ReduceSpec& spec,
 
 absl::Status CudaReducer::Combine(const ReduceSpec& spec, void* dst, const void* src, size_t count,
                                   ReduceStats* stats) {
-  if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
-  if (absl::Status s = CheckBuffers(dst, src, count, spec.dtype); !s.ok()) return s;
+  if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
+  if (absl::Status s = ValidateCombineBuffers("CudaReducer", dst, src, count, spec.dtype);
+      !s.ok()) {
+    return s;
+  }
   if (count == 0) return absl::OkStatus();
   uint64_t overflows = 0;
   absl::Status s = OnLane("combine", spec, count, [&](cuda::PipelineLane& lane) {
@@ -200,8 +162,8 @@ absl::Status CudaReducer::Combine(const ReduceSpec& spec, void* dst, const void*
 
 absl::Status CudaReducer::PreScale(const ReduceSpec& spec, void* buf, size_t count,
                                    ReduceStats* stats) {
-  if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
-  if (absl::Status s = CheckBuffers(buf, buf, count, spec.dtype); !s.ok()) return s;
+  if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
+  if (absl::Status s = ValidateInPlaceBuffer("CudaReducer", buf, count); !s.ok()) return s;
   const cuda::ScaleArgs args = PreScaleArgs(spec);
   if (count == 0 || (!args.divide && !args.multiply)) return absl::OkStatus();
   uint64_t overflows = 0;
@@ -214,8 +176,8 @@ absl::Status CudaReducer::PreScale(const ReduceSpec& spec, void* buf, size_t cou
 
 absl::Status CudaReducer::Finalize(const ReduceSpec& spec, void* buf, size_t count,
                                    ReduceStats* stats) {
-  if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
-  if (absl::Status s = CheckBuffers(buf, buf, count, spec.dtype); !s.ok()) return s;
+  if (absl::Status s = ValidateReduceSpec(spec); !s.ok()) return s;
+  if (absl::Status s = ValidateInPlaceBuffer("CudaReducer", buf, count); !s.ok()) return s;
   const cuda::ScaleArgs args = FinalizeArgs(spec);
   if (count == 0 || (!args.divide && !args.multiply)) return absl::OkStatus();
   uint64_t overflows = 0;
