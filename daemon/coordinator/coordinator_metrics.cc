@@ -10,10 +10,7 @@ namespace {
 using metrics::FamilySnapshot;
 using metrics::MetricType;
 using metrics::Sample;
-
-FamilySnapshot One(std::string name, std::string help, MetricType type, double value) {
-  return FamilySnapshot{std::move(name), std::move(help), type, {Sample{"", {}, value}}};
-}
+using metrics::SingleSample;
 
 }  // namespace
 
@@ -21,22 +18,27 @@ void AddCoordinatorCollector(metrics::Registry& registry, CoordinatorServer& ser
   registry.AddCollector([&server](std::vector<FamilySnapshot>* out) {
     v1::ClusterStatus status;
     server.ClusterStatus(&status);
-    out->push_back(One("ringsync_coordinator_workers_joined",
-                       "Workers with a live session (joined, heartbeating).", MetricType::kGauge,
-                       status.workers_size()));
-    out->push_back(One("ringsync_coordinator_world_size", "Workers the ring needs (--world_size).",
-                       MetricType::kGauge, status.world_size()));
-    out->push_back(One("ringsync_coordinator_joins_total",
-                       "Successful joins since the coordinator started (a rejoin counts again).",
-                       MetricType::kCounter, static_cast<double>(status.joins_total())));
-    out->push_back(One("ringsync_coordinator_generations_published_total",
-                       "Ring views published since the coordinator started (formed and dissolved).",
-                       MetricType::kCounter, static_cast<double>(status.generations_published())));
-    out->push_back(One("ringsync_coordinator_generation", "The generation of the current ring view.",
-                       MetricType::kGauge, static_cast<double>(status.view().generation())));
-    out->push_back(One("ringsync_coordinator_ring_formed",
-                       "1 when the current ring view is formed (every rank assigned), else 0.",
-                       MetricType::kGauge, status.view().members_size() > 0 ? 1 : 0));
+    out->push_back(SingleSample("ringsync_coordinator_workers_joined",
+                                "Workers with a live session (joined, heartbeating).",
+                                MetricType::kGauge, status.workers_size()));
+    out->push_back(SingleSample("ringsync_coordinator_world_size",
+                                "Workers the ring needs (--world_size).", MetricType::kGauge,
+                                status.world_size()));
+    out->push_back(
+        SingleSample("ringsync_coordinator_joins_total",
+                     "Successful joins since the coordinator started (a rejoin counts again).",
+                     MetricType::kCounter, static_cast<double>(status.joins_total())));
+    out->push_back(
+        SingleSample("ringsync_coordinator_generations_published_total",
+                     "Ring views published since the coordinator started (formed and dissolved).",
+                     MetricType::kCounter, static_cast<double>(status.generations_published())));
+    out->push_back(SingleSample("ringsync_coordinator_generation",
+                                "The generation of the current ring view.", MetricType::kGauge,
+                                static_cast<double>(status.view().generation())));
+    out->push_back(
+        SingleSample("ringsync_coordinator_ring_formed",
+                     "1 when the current ring view is formed (every rank assigned), else 0.",
+                     MetricType::kGauge, status.view().members_size() > 0 ? 1 : 0));
     FamilySnapshot ages{"ringsync_coordinator_heartbeat_age_seconds",
                         "Seconds since each live worker's last heartbeat (or its join).",
                         MetricType::kGauge,

@@ -22,11 +22,6 @@ std::string ReadWholeFile(const char* path) {
   return text.str();
 }
 
-void AddOneSample(std::vector<FamilySnapshot>* out, std::string name, std::string help,
-                    MetricType type, double value) {
-  out->push_back(FamilySnapshot{std::move(name), std::move(help), type, {Sample{"", {}, value}}});
-}
-
 size_t CountOpenFds() {
   std::error_code error;
   size_t count = 0;
@@ -77,26 +72,29 @@ void AddProcessCollector(Registry& registry) {
   registry.AddCollector([=](std::vector<FamilySnapshot>* out) {
     const std::optional<ProcStat> stat = ParseProcStat(ReadWholeFile("/proc/self/stat"));
     if (stat.has_value()) {
-      AddOneSample(out, "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                     MetricType::kCounter,
-                     static_cast<double>(stat->utime_ticks + stat->stime_ticks) / ticks_per_second);
-      AddOneSample(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
-                     MetricType::kGauge, static_cast<double>(stat->resident_pages) * page_bytes);
-      AddOneSample(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                     MetricType::kGauge, static_cast<double>(stat->virtual_bytes));
+      out->push_back(SingleSample(
+          "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+          MetricType::kCounter,
+          static_cast<double>(stat->utime_ticks + stat->stime_ticks) / ticks_per_second));
+      out->push_back(SingleSample("process_resident_memory_bytes", "Resident memory size in bytes.",
+                                  MetricType::kGauge,
+                                  static_cast<double>(stat->resident_pages) * page_bytes));
+      out->push_back(SingleSample("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                                  MetricType::kGauge, static_cast<double>(stat->virtual_bytes)));
       if (boot.has_value()) {
-        AddOneSample(out, "process_start_time_seconds",
-                       "Start time of the process since unix epoch in seconds.", MetricType::kGauge,
-                       static_cast<double>(*boot) +
-                           static_cast<double>(stat->start_ticks) / ticks_per_second);
+        out->push_back(SingleSample("process_start_time_seconds",
+                                    "Start time of the process since unix epoch in seconds.",
+                                    MetricType::kGauge,
+                                    static_cast<double>(*boot) +
+                                        static_cast<double>(stat->start_ticks) / ticks_per_second));
       }
     }
-    AddOneSample(out, "process_open_fds", "Number of open file descriptors.", MetricType::kGauge,
-                   static_cast<double>(CountOpenFds()));
+    out->push_back(SingleSample("process_open_fds", "Number of open file descriptors.",
+                                MetricType::kGauge, static_cast<double>(CountOpenFds())));
     rlimit limit{};
     if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-      AddOneSample(out, "process_max_fds", "Maximum number of open file descriptors.",
-                     MetricType::kGauge, static_cast<double>(limit.rlim_cur));
+      out->push_back(SingleSample("process_max_fds", "Maximum number of open file descriptors.",
+                                  MetricType::kGauge, static_cast<double>(limit.rlim_cur)));
     }
   });
 }

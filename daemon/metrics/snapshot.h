@@ -33,6 +33,12 @@ struct FamilySnapshot {
   std::vector<Sample> samples;
 };
 
+// A family of one unlabelled sample (most collector-made metrics).
+inline FamilySnapshot SingleSample(std::string name, std::string help, MetricType type,
+                                   double value) {
+  return FamilySnapshot{std::move(name), std::move(help), type, {Sample{"", {}, value}}};
+}
+
 // Prometheus' rules: metric names match [a-zA-Z_:][a-zA-Z0-9_:]*, label names
 // [a-zA-Z_][a-zA-Z0-9_]* and must not start with "__" (reserved). "le" is reserved for
 // histogram buckets. InvalidArgument naming the offending name otherwise.

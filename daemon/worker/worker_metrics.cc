@@ -10,17 +10,12 @@ namespace {
 
 using metrics::FamilySnapshot;
 using metrics::MetricType;
-using metrics::Sample;
+using metrics::SingleSample;
 
 // From 100 µs (a tiny all-reduce on loopback) to a minute (the default deadline).
 const std::vector<double> kDurationBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                              0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
                                              1,      2.5,     5,      10,    30,     60};
-
-FamilySnapshot OneSample(std::string name, std::string help, double value) {
-  return FamilySnapshot{std::move(name), std::move(help), MetricType::kGauge,
-                        {Sample{"", {}, value}}};
-}
 
 // "2" and "w2" for the neighbour at `rank`.
 std::vector<std::string> PeerLabels(const RingEpoch& epoch, int rank) {
@@ -97,23 +92,25 @@ WorkerMetrics::WorkerMetrics(metrics::Registry& registry, RingManager& ring,
     if (std::shared_ptr<RingEpoch> epoch = ring.Ready(); epoch != nullptr && epoch->link != nullptr) {
       in_flight = static_cast<double>(epoch->link->inbound().queued());
     }
-    out->push_back(OneSample("ringsync_ring_generation",
-                             "The ring view (generation) this worker last received.",
-                             static_cast<double>(status.generation)));
-    out->push_back(OneSample("ringsync_ring_rank",
-                             "This worker's rank in the current generation; -1 when not in a ring.",
-                             status.rank));
-    out->push_back(OneSample("ringsync_ring_world_size",
-                             "Ranks in the current generation; 0 when not in a ring.",
-                             status.world_size));
-    out->push_back(OneSample("ringsync_ring_ready",
-                             "1 when this worker is connected in a formed ring of the current "
-                             "generation (what /readyz reports), else 0.",
-                             status.ready ? 1 : 0));
-    out->push_back(OneSample("ringsync_segments_in_flight",
-                             "Ring segments received from the left neighbour and not yet consumed "
-                             "(the inbox depth; bounded by the inbox capacity).",
-                             in_flight));
+    out->push_back(SingleSample("ringsync_ring_generation",
+                                "The ring view (generation) this worker last received.",
+                                MetricType::kGauge, static_cast<double>(status.generation)));
+    out->push_back(
+        SingleSample("ringsync_ring_rank",
+                     "This worker's rank in the current generation; -1 when not in a ring.",
+                     MetricType::kGauge, status.rank));
+    out->push_back(SingleSample("ringsync_ring_world_size",
+                                "Ranks in the current generation; 0 when not in a ring.",
+                                MetricType::kGauge, status.world_size));
+    out->push_back(SingleSample("ringsync_ring_ready",
+                                "1 when this worker is connected in a formed ring of the current "
+                                "generation (what /readyz reports), else 0.",
+                                MetricType::kGauge, status.ready ? 1 : 0));
+    out->push_back(
+        SingleSample("ringsync_segments_in_flight",
+                     "Ring segments received from the left neighbour and not yet consumed "
+                     "(the inbox depth; bounded by the inbox capacity).",
+                     MetricType::kGauge, in_flight));
   });
   // Series that exist from the start, so that rate() and absent() work before the first
   // collective.
