@@ -1,8 +1,5 @@
 #include "daemon/coordinator/coordinator_main.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstring>
 #include <memory>
 #include <string>
@@ -12,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/common/common_flags.h"
+#include "daemon/common/stop_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/coordinator_server.h"
 #include "daemon/coordinator/membership.h"
@@ -67,13 +65,8 @@ int RunCoordinatorMain() {
     return 2;
   }
 
-  // Block the stop signals in every thread (gRPC's threads inherit this mask) and take
-  // them synchronously below: no work in a signal handler.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Before any thread starts, so that every thread inherits the blocked stop signals.
+  const StopSignals stop_signals;
 
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(options);
   if (!server.ok()) {
@@ -108,9 +101,7 @@ int RunCoordinatorMain() {
                *http == nullptr ? std::string()
                                 : absl::StrCat("; metrics on http://", (*http)->address(), "/metrics"));
 
-  int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) != 0) {
-  }
+  const int signal_number = stop_signals.Await();
   spdlog::info("received {}, shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   if (*http != nullptr) (*http)->Stop();  // its collector reads the server
   (*server)->Shutdown(kShutdownGrace);

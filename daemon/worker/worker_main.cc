@@ -1,7 +1,5 @@
 #include "daemon/worker/worker_main.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <memory>
@@ -14,6 +12,7 @@
 #include "daemon/common/common_flags.h"
 #include "daemon/common/grpc_options.h"
 #include "daemon/common/log_context.h"
+#include "daemon/common/stop_signals.h"
 #include "daemon/http/http_flags.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
@@ -101,15 +100,6 @@ std::string AdvertisedAddress(const std::string& bound) {
   return absl::StrCat(host, bound.substr(bound.rfind(':')));
 }
 
-sigset_t BlockStopSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  return signals;
-}
-
 }  // namespace
 
 int RunWorkerMain() {
@@ -129,7 +119,7 @@ int RunWorkerMain() {
   std::unique_ptr<Reducer> reducer = std::move(choice->reducer);
   SetLogWorkerId(config->worker_id);
   spdlog::info("worker {}: reducing on {} ({})", config->worker_id, reducer->name(), choice->reason);
-  const sigset_t stop_signals = BlockStopSignals();
+  const StopSignals stop_signals;
 
   // The peer server: the ring's data path.
   InboxRegistry registry(/*inbox_capacity=*/4);
@@ -235,8 +225,7 @@ int RunWorkerMain() {
     }
   }
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = stop_signals.Await();
   spdlog::info("worker {}: signal {} received, shutting down", config->worker_id, signal_number);
   if (*http != nullptr) (*http)->Stop();  // its callbacks read the ring
   worker_service.Stop();
