@@ -1,6 +1,5 @@
 // The ring all-reduce over real gRPC streams on 127.0.0.1: N ranks in one process, each
 // with its own Peer server, ring links connected exactly as the worker connects them.
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,11 +7,10 @@
 #include "core/ring/memory_link.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_test_data.h"
-#include "core/ring/spawn_ranks.h"
 #include "daemon/common/grpc_options.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/peer_service.h"
-#include "daemon/transport/grpc/testing/peer_test_server.h"
+#include "daemon/transport/grpc/testing/grpc_test_ring.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,38 +20,15 @@ namespace {
 using ::testing::HasSubstr;
 using testing::Bytes;
 
+using ::ringsync::testing::GrpcTestRing;
 using RankServer = ::ringsync::testing::PeerTestServer;
 
-class GrpcRing {
+// A ring of n ranks whose links of `generation` are connected.
+class GrpcRing : public GrpcTestRing {
  public:
-  explicit GrpcRing(int n, uint64_t generation = 1) : n_(n), generation_(generation) {
-    for (int r = 0; r < n; ++r) servers_.push_back(std::make_unique<RankServer>());
-    links_.resize(n);
-    std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) -> absl::Status {
-      const int next = (r + 1) % n;
-      RingNeighbours neighbours{servers_[next]->address, absl::StrCat("rank ", next),
-                                absl::StrCat("w", r)};
-      absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = servers_[r]->registry.Get(generation_);
-      if (!inbox.ok()) return inbox.status();
-      absl::StatusOr<std::unique_ptr<GrpcLink>> link =
-          ConnectRingLink(member(r), neighbours, *inbox, {absl::Now() + absl::Seconds(10)});
-      if (!link.ok()) return link.status();
-      links_[r] = *std::move(link);
-      return absl::OkStatus();
-    });
-    for (const absl::Status& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  explicit GrpcRing(int n, uint64_t generation = 1) : GrpcTestRing(n) {
+    for (const absl::Status& s : Connect(generation)) EXPECT_TRUE(s.ok()) << s;
   }
-
-  RingMember member(int r) const { return RingMember{r, n_, generation_}; }
-  Link& link(int r) { return *links_[r]; }
-  RankServer& server(int r) { return *servers_[r]; }
-  void DropLink(int r) { links_[r].reset(); }
-
- private:
-  const int n_;
-  const uint64_t generation_;
-  std::vector<std::unique_ptr<RankServer>> servers_;
-  std::vector<std::unique_ptr<GrpcLink>> links_;
 };
 
 CollectiveSpec FloatSum(size_t count, uint64_t sequence = 1) {

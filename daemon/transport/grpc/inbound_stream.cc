@@ -7,53 +7,74 @@
 #include "ringsync/v1/peer.pb.h"
 
 namespace ringsync {
-namespace {
 
-
-}  // namespace
-
-void InboundStream::Handle::ResumeReading() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (stream_ == nullptr || finished_ || read_outstanding_) return;
+void InboundStream::Ops::ResumeReading() {
+  absl::MutexLock lock(&mu_);
+  if (stream_ == nullptr || finishing_ || read_outstanding_) return;
   read_outstanding_ = true;
-  stream_->StartRead(&stream_->read_buffer_);
+  stream_->StartRead(&read_buffer_);
 }
 
-void InboundStream::Handle::EndStream(const absl::Status& status) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (stream_ == nullptr || finished_) return;
-  finished_ = true;
+void InboundStream::Ops::EndStream(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ == nullptr || finishing_) return;
+  finishing_ = true;
+  if (write_outstanding_) {
+    deferred_finish_ = ToGrpc(status);  // WriteCompleted finishes
+    return;
+  }
   stream_->Finish(ToGrpc(status));
 }
 
-void InboundStream::Handle::ReadCompleted() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  read_outstanding_ = false;
+bool InboundStream::Ops::Write(grpc::ByteBuffer message) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ == nullptr || finishing_ || write_outstanding_) return false;
+  write_outstanding_ = true;
+  write_buffer_ = std::move(message);
+  stream_->StartWrite(&write_buffer_);
+  return true;
 }
 
-void InboundStream::Handle::StreamGone() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+grpc::ByteBuffer InboundStream::Ops::ReadCompleted() {
+  absl::MutexLock lock(&mu_);
+  read_outstanding_ = false;
+  grpc::ByteBuffer message;
+  message.Swap(&read_buffer_);
+  return message;
+}
+
+void InboundStream::Ops::WriteCompleted() {
+  absl::MutexLock lock(&mu_);
+  write_outstanding_ = false;
+  write_buffer_.Clear();
+  if (deferred_finish_.has_value() && stream_ != nullptr) {
+    stream_->Finish(*std::move(deferred_finish_));
+    deferred_finish_.reset();
+  }
+}
+
+void InboundStream::Ops::StreamGone() {
+  absl::MutexLock lock(&mu_);
   stream_ = nullptr;
 }
 
 InboundStream::InboundStream(InboxRegistry& registry, std::string peer)
-    : registry_(registry), peer_(std::move(peer)), handle_(std::make_shared<Handle>(this)) {
-  handle_->ResumeReading();
+    : registry_(registry), peer_(std::move(peer)), ops_(std::make_shared<Ops>(this)) {
+  ops_->ResumeReading();
 }
 
 void InboundStream::OnReadDone(bool ok) {
-  handle_->ReadCompleted();
+  grpc::ByteBuffer read = ops_->ReadCompleted();
   if (!ok) {
     // The sender half-closed or its process died: no more frames will come.
     if (inbox_ != nullptr) {
-      inbox_->Detach(handle_.get(), absl::UnavailableError(
+      inbox_->Detach(ops_.get(), absl::UnavailableError(
           absl::StrCat("the ring stream from ", sender_, " at ", peer_, " closed")));
     }
-    handle_->EndStream(absl::OkStatus());
+    ops_->EndStream(absl::OkStatus());
     return;
   }
-  absl::StatusOr<DecodedMessage> message = DecodeMessage(read_buffer_);
-  read_buffer_.Clear();
+  absl::StatusOr<DecodedMessage> message = DecodeMessage(read);
   if (!message.ok()) {
     Fail(absl::Status(message.status().code(),
                       absl::StrCat(message.status().message(), " (from ", peer_, ")")));
@@ -71,42 +92,45 @@ void InboundStream::OnReadDone(bool ok) {
     Fail(absl::InvalidArgumentError("a second hello on an open ring stream"));
     return;
   }
-  if (inbox_->Push(std::move(message->frame))) handle_->ResumeReading();
+  if (inbox_->Push(std::move(message->frame))) ops_->ResumeReading();
 }
 
 void InboundStream::AcceptHello(const PeerHello& hello) {
   sender_ = absl::StrCat("rank ", hello.sender_rank, " (worker ", hello.worker_id, ")");
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(hello.generation);
   if (!inbox.ok()) {
-    handle_->EndStream(inbox.status());
+    ops_->EndStream(inbox.status());
     return;
   }
-  if (absl::Status s = (*inbox)->Attach(handle_, hello.sender_rank, hello.worker_id); !s.ok()) {
-    handle_->EndStream(s);
+  if (absl::Status s = (*inbox)->Attach(ops_, hello.sender_rank, hello.worker_id); !s.ok()) {
+    ops_->EndStream(s);
     return;
   }
   inbox_ = *std::move(inbox);
+  // From here the inbox may end the stream at any moment (its generation retired, a newer
+  // stream from the same sender): Ops then drops the acceptance or finishes after it.
   v1::PeerAck ack;
   ack.set_accepted(true);
   grpc::Slice slice(ack.SerializeAsString());
-  ack_buffer_ = grpc::ByteBuffer(&slice, 1);
-  StartWrite(&ack_buffer_);
-  handle_->ResumeReading();
+  ops_->Write(grpc::ByteBuffer(&slice, 1));
+  ops_->ResumeReading();
 }
 
 void InboundStream::Fail(const absl::Status& status) {
   if (inbox_ != nullptr) {
-    inbox_->Detach(handle_.get(), absl::Status(status.code(),
+    inbox_->Detach(ops_.get(), absl::Status(status.code(),
                                 absl::StrCat("the ring stream from ", sender_, " broke: ",
                                              status.message())));
   }
-  handle_->EndStream(status);
+  ops_->EndStream(status);
 }
 
+void InboundStream::OnWriteDone(bool /*ok*/) { ops_->WriteCompleted(); }
+
 void InboundStream::OnDone() {
-  handle_->StreamGone();
+  ops_->StreamGone();
   if (inbox_ != nullptr) {
-    inbox_->Detach(handle_.get(), absl::UnavailableError(
+    inbox_->Detach(ops_.get(), absl::UnavailableError(
         absl::StrCat("the ring stream from ", sender_, " at ", peer_, " ended")));
   }
   delete this;

@@ -2,12 +2,28 @@
 // attaches to the PeerInbox of the hello's generation, then decodes each message into a
 // frame for the inbox, reading one message at a time so the inbox's capacity is the
 // back-pressure.
+//
+// How operations start (gRPC allows one outstanding read and one outstanding write per
+// call, and Finish once; anything more aborts the process with
+// GRPC_CALL_ERROR_TOO_MANY_OPERATIONS, and a Write racing a Finish can send the initial
+// metadata twice). Three parties start operations: gRPC's reactions, the inbox (resume
+// reading, end the stream) and a newer stream replacing this one. All of them go
+// through the Ops object below, under its one mutex:
+//  * a read starts only when none is outstanding and the stream is not finished; its
+//    buffer is taken out under the mutex when it completes, so a read started right after
+//    never shares a buffer with the message being decoded;
+//  * the one write (the acceptance) starts only before Finish;
+//  * Finish happens once, and waits behind a write in flight: it is issued by the write's
+//    completion instead.
+// After OnDone nothing starts: the call is gone.
 #pragma once
 
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_callback.h"
@@ -21,25 +37,34 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   InboundStream(InboxRegistry& registry, std::string peer);
 
   void OnReadDone(bool ok) override;
-  void OnWriteDone(bool /*ok*/) override {}
+  void OnWriteDone(bool ok) override;
   void OnDone() override;
 
  private:
-  // Lets the inbox resume reading or end the stream without owning the reactor, whose
-  // life gRPC ends in OnDone. Recursive: gRPC may run a callback inline.
-  class Handle final : public InboxFeeder {
+  // Starts the reactor's operations under the rules above. It outlives the reactor (the
+  // inbox holds it as its feeder), so the inbox may call it after gRPC ended the call.
+  class Ops final : public InboxFeeder {
    public:
-    explicit Handle(InboundStream* stream) : stream_(stream) {}
+    explicit Ops(InboundStream* stream) : stream_(stream) {}
     void ResumeReading() override;
     void EndStream(const absl::Status& status) override;
-    void ReadCompleted();
+
+    // Writes `message` unless the stream is finishing; true if the write started.
+    bool Write(grpc::ByteBuffer message);
+    // The read completed: hands out what it read.
+    grpc::ByteBuffer ReadCompleted();
+    void WriteCompleted();
     void StreamGone();
 
    private:
-    std::recursive_mutex mu_;
-    InboundStream* stream_;  // null after OnDone
-    bool read_outstanding_ = false;
-    bool finished_ = false;
+    absl::Mutex mu_;
+    InboundStream* stream_ ABSL_GUARDED_BY(mu_);  // null after OnDone
+    grpc::ByteBuffer read_buffer_ ABSL_GUARDED_BY(mu_);
+    grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);
+    bool read_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+    bool write_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+    bool finishing_ ABSL_GUARDED_BY(mu_) = false;  // EndStream was called
+    std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);  // behind the write
   };
 
   void AcceptHello(const struct PeerHello& hello);
@@ -47,11 +72,10 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   InboxRegistry& registry_;
   const std::string peer_;  // the remote address, for messages
-  std::shared_ptr<Handle> handle_;
+  std::shared_ptr<Ops> ops_;
+  // Touched by OnReadDone only: gRPC runs one reaction of a kind at a time.
   std::shared_ptr<PeerInbox> inbox_;  // set once the hello is accepted
   std::string sender_;                // "rank 2 (worker w2)"
-  grpc::ByteBuffer read_buffer_;
-  grpc::ByteBuffer ack_buffer_;
 };
 
 }  // namespace ringsync

@@ -30,38 +30,47 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::Open(const std::
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
                                            PeerChannelArguments());
   std::unique_ptr<OutboundStream> stream(new OutboundStream(std::move(channel), peer));
+  OutboundStream& s = *stream;
   // The neighbour may still be starting: wait for its port instead of failing at once.
-  stream->context_.set_wait_for_ready(true);
-  stream->stub_.PrepareBidiStreamingCall(&stream->context_, kRingStreamMethod, grpc::StubOptions(),
-                                         stream.get());
-  stream->StartRead(&stream->ack_buffer_);
-  {
-    absl::MutexLock lock(&stream->mu_);
-    stream->write_pending_ = true;
-  }
-  stream->write_buffer_ = EncodeHello(hello);
-  stream->StartWrite(&stream->write_buffer_);
-  stream->StartCall();
+  s.context_.set_wait_for_ready(true);
+  s.stub_.PrepareBidiStreamingCall(&s.context_, kRingStreamMethod, grpc::StubOptions(), &s);
 
-  absl::MutexLock lock(&stream->mu_);
-  auto answered = [s = stream.get()]() ABSL_SHARED_LOCKS_REQUIRED(s->mu_) {
-    return s->accepted_ || s->done_;
-  };
-  if (!WaitUntil(stream->mu_, absl::Condition(&answered), limit.deadline, &limit)) {
+  absl::MutexLock lock(&s.mu_);
+  s.StartRead(&s.ack_buffer_);
+  s.write_buffer_ = EncodeHello(hello);
+  s.StartWriteLocked();
+  s.AddHold();  // WriteFrame starts writes from outside the reactions
+  s.holding_ = true;
+  s.StartCall();
+  auto answered = [&s]() ABSL_SHARED_LOCKS_REQUIRED(s.mu_) { return s.accepted_ || s.done_; };
+  if (!WaitUntil(s.mu_, absl::Condition(&answered), limit.deadline, &limit)) {
     return absl::DeadlineExceededError(
         absl::StrCat("connecting the ring stream to ", peer, ": no answer in time"));
   }
-  if (!stream->accepted_) return stream->Broken();
+  if (!s.accepted_) return s.Broken();
   return stream;
 }
 
 OutboundStream::~OutboundStream() {
+  {
+    absl::MutexLock lock(&mu_);
+    ReleaseHoldLocked();
+  }
   context_.TryCancel();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&done_));  // gRPC guarantees OnDone after a cancel
 }
 
-absl::Status OutboundStream::Broken() const {
+void OutboundStream::ReleaseHoldLocked() {
+  if (!holding_) return;
+  holding_ = false;
+  RemoveHold();  // never runs OnDone inline: it is scheduled, so mu_ may be held
+}
+
+absl::Status OutboundStream::Broken() {
+  // Once the hold is released the call ends as soon as its operations have: wait (briefly)
+  // for OnDone, which carries the peer's reason.
+  if (!holding_) WaitUntil(mu_, absl::Condition(&done_), absl::Now() + absl::Seconds(1), nullptr);
   if (!done_) return absl::UnavailableError(absl::StrCat("the ring stream to ", peer_, " failed"));
   return absl::UnavailableError(absl::StrCat("the ring stream to ", peer_, " ended: ",
                                              final_status_.error_message().empty()
@@ -69,42 +78,51 @@ absl::Status OutboundStream::Broken() const {
                                                  : final_status_.error_message()));
 }
 
+void OutboundStream::StartWriteLocked() {
+  write_in_flight_ = true;
+  StartWrite(&write_buffer_);
+}
+
 absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
                                         const WaitLimit& limit, absl::Duration grace) {
   auto latch = std::make_shared<ReleaseLatch>();
-  {
-    absl::MutexLock lock(&mu_);
-    if (done_ || !write_ok_) return Broken();
-    write_pending_ = true;
-  }
-  write_buffer_ = EncodeFrame(frame, payload, [latch] {
-    absl::MutexLock lock(&latch->mu);
-    latch->released = true;
-  });
-  StartWrite(&write_buffer_);
-
   absl::Status result;
   bool stream_failed = false;
   {
     absl::MutexLock lock(&mu_);
-    auto written = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !write_pending_ || done_; };
-    if (!WaitUntil(mu_, absl::Condition(&written), limit.deadline, &limit)) {
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !write_in_flight_ || done_; };
+    // Only the hello can still be in flight here (each WriteFrame waits for its own write).
+    if (!WaitUntil(mu_, absl::Condition(&idle), limit.deadline, &limit)) {
+      return limit.IsCancelled()
+                 ? absl::CancelledError(absl::StrCat("sending to ", peer_, " cancelled"))
+                 : absl::DeadlineExceededError(
+                       absl::StrCat("sending to ", peer_, " timed out (the hello is unsent)"));
+    }
+    if (done_ || !write_ok_ || !holding_) return Broken();
+    write_buffer_ = EncodeFrame(frame, payload, [latch] {
+      absl::MutexLock lock(&latch->mu);
+      latch->released = true;
+    });
+    StartWriteLocked();
+
+    if (!WaitUntil(mu_, absl::Condition(&idle), limit.deadline, &limit)) {
       result = limit.IsCancelled()
                    ? absl::CancelledError(absl::StrCat("sending to ", peer_, " cancelled"))
                    : absl::DeadlineExceededError(
                          absl::StrCat("sending to ", peer_, " timed out (the peer is not reading)"));
       // gRPC still holds the payload: give the write a moment, then give up the stream.
-      if (!WaitUntil(mu_, absl::Condition(&written), absl::Now() + grace, nullptr)) {
+      if (!WaitUntil(mu_, absl::Condition(&idle), absl::Now() + grace, nullptr)) {
         context_.TryCancel();
-        mu_.Await(absl::Condition(&written));
+        mu_.Await(absl::Condition(&idle));
       }
     }
-    if (done_ || !write_ok_) {
+    if (done_ || !write_ok_ || !holding_) {
       if (result.ok()) result = Broken();
       stream_failed = true;
     }
+    // The write is complete (or the call is over): the buffer is ours again.
+    write_buffer_.Clear();
   }
-  write_buffer_.Clear();
   // A failed stream never reads the payload again, though the call may keep its slice
   // until it is destroyed. A live one may: the transport can hold the bytes until they
   // are on the socket, so wait for the release, cancelling the stream if that takes
@@ -129,25 +147,22 @@ void OutboundStream::AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit) {
   }
 }
 
-void OutboundStream::Close(absl::Duration wait) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (done_ || closing_) return;
-    closing_ = true;
-  }
-  StartWritesDone();
-  absl::MutexLock lock(&mu_);
-  WaitUntil(mu_, absl::Condition(&done_), absl::Now() + wait, nullptr);
-}
-
 void OutboundStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
-  write_pending_ = false;
-  if (!ok) write_ok_ = false;
+  write_in_flight_ = false;
+  if (ok) return;
+  write_ok_ = false;
+  ReleaseHoldLocked();  // nothing more will be sent: let the call end
 }
 
 void OutboundStream::OnReadDone(bool ok) {
-  if (!ok) return;  // the stream is ending; OnDone carries the status
+  if (!ok) {
+    // The peer finished the stream (or it broke): nothing more will be sent; OnDone,
+    // which follows once the hold is gone, carries the status.
+    absl::MutexLock lock(&mu_);
+    ReleaseHoldLocked();
+    return;
+  }
   v1::PeerAck ack;
   std::vector<grpc::Slice> slices;
   std::string bytes;
@@ -155,18 +170,18 @@ void OutboundStream::OnReadDone(bool ok) {
     for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   const bool accepted = ack.ParseFromString(bytes) && ack.accepted();
-  {
-    absl::MutexLock lock(&mu_);
-    accepted_ = accepted;
-  }
-  StartRead(&ack_buffer_);  // keep a read pending: it ends when the peer finishes the stream
+  absl::MutexLock lock(&mu_);
+  accepted_ = accepted;
+  // Keep a read pending: it ends when the peer finishes the stream. This completion is
+  // the only place that re-arms it, and the call cannot be done while it runs.
+  StartRead(&ack_buffer_);
 }
 
 void OutboundStream::OnDone(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
   final_status_ = status;
   done_ = true;
-  write_pending_ = false;
+  write_in_flight_ = false;
 }
 
 }  // namespace ringsync

@@ -3,6 +3,21 @@
 // zero-copy: the payload slice points at the caller's memory, and WriteFrame returns
 // only once gRPC has released it.
 //
+// How operations start (gRPC allows one outstanding read and one outstanding write per
+// call; a second one aborts the process with GRPC_CALL_ERROR_TOO_MANY_OPERATIONS):
+//  * every StartWrite/StartRead/StartCall happens under mu_;
+//  * WriteFrame starts writes from outside the reactions, which gRPC allows only while
+//    the reactor holds the call open (AddHold): without the hold the call can end, and
+//    its state be freed, between its last reaction and OnDone. The hold is taken in Open
+//    and released exactly once (ReleaseHoldLocked) when nothing more will be sent — the
+//    peer ended the stream, a write failed, or the destructor runs; no write starts after;
+//  * a write starts only when none is in flight (write_in_flight_). The hello counts: the
+//    peer's acceptance can arrive before the hello's own OnWriteDone, so the first frame
+//    waits for it like any other;
+//  * the read is started once in Open and re-armed only in its own completion.
+// gRPC runs these reactions on its own threads, never inline inside a Start call, so
+// starting under mu_ cannot deadlock with a reaction taking mu_.
+//
 // Thread-safety: one thread writes at a time; the destructor may run on any thread.
 #pragma once
 
@@ -44,36 +59,37 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   // True once the stream ended or a write failed: nothing more can be sent on it.
   bool broken() const {
     absl::MutexLock lock(&mu_);
-    return done_ || !write_ok_;
+    return done_ || !write_ok_ || !holding_;
   }
-
-  // Half-closes the stream and waits (bounded) for the peer to finish it.
-  void Close(absl::Duration wait);
 
   void OnWriteDone(bool ok) override;
   void OnReadDone(bool ok) override;
-  void OnWritesDoneDone(bool /*ok*/) override {}
   void OnDone(const grpc::Status& status) override;
 
  private:
   OutboundStream(std::shared_ptr<grpc::Channel> channel, std::string peer);
 
-  absl::Status Broken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why nothing more can be sent, naming the peer's reason once the call is done.
+  absl::Status Broken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `write_buffer_` as the one write in flight.
+  // REQUIRES: mu_ held, no write in flight, the call not done.
+  void StartWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit);
 
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
   grpc::ClientContext context_;
   const std::string peer_;
-  grpc::ByteBuffer ack_buffer_;
-  grpc::ByteBuffer write_buffer_;
+  grpc::ByteBuffer ack_buffer_;  // the read in flight; touched by OnReadDone only
 
   mutable absl::Mutex mu_;
+  grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // owned by gRPC while a write is in flight
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;  // see AddHold above
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 

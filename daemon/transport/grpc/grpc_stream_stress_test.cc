@@ -1,0 +1,208 @@
+// The gRPC ring streams under churn: collectives started the moment a generation's streams
+// open, streams replaced and retired while their acceptance is still in flight, collectives
+// cancelled mid-stream, and links whose stream is taken over reopening it under traffic.
+//
+// Each of these once started a second operation on a reactor before the first completed,
+// which gRPC answers by aborting the process (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS), so the
+// first thing every test here checks is that the process is still alive. Counts are sized
+// to reproduce the abort within a few runs of the old code and to take seconds.
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/reduce/cpu_reducer.h"
+#include "core/ring/ring_allreduce.h"
+#include "core/ring/ring_test_data.h"
+#include "core/ring/spawn_ranks.h"
+#include "daemon/transport/grpc/testing/grpc_test_ring.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::ringsync::testing::Bytes;
+using ::ringsync::testing::ExactInput;
+using ::ringsync::testing::GetElement;
+using ::ringsync::testing::GrpcTestRing;
+using ::ringsync::testing::NaiveReduce;
+using ::ringsync::testing::PeerTestServer;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+CollectiveSpec FloatSum(size_t count, uint64_t sequence) {
+  CollectiveSpec spec;
+  spec.name = "stress";
+  spec.sequence = sequence;
+  spec.count = count;
+  return spec;
+}
+
+// Runs one float32 SUM all-reduce of `count` elements on every rank of `ring`'s current
+// generation; checks every rank's result element by element. `cancel_rank` >= 0 has that
+// rank's collective cancelled after `cancel_after`; the result is then only required to
+// be a clean success or a clean failure on each rank.
+void AllReduceOnce(GrpcTestRing& ring, size_t count, uint64_t sequence, uint32_t seed,
+                   int cancel_rank = -1, absl::Duration cancel_after = absl::ZeroDuration()) {
+  const int n = ring.size();
+  std::vector<Bytes> inputs, buffers;
+  for (int r = 0; r < n; ++r) inputs.push_back(ExactInput(DType::kFloat32, ReduceOp::kSum, count, r, seed));
+  buffers = inputs;
+  std::vector<Cancellation> cancellations(static_cast<size_t>(n));
+  RingOptions options;
+  options.segment_bytes = 4096;  // many frames per collective
+  options.timeout = absl::Seconds(20);
+  options.abort_notice_timeout = absl::Milliseconds(500);
+  std::jthread canceller;
+  if (cancel_rank >= 0) {
+    canceller = std::jthread([&, cancel_rank, cancel_after] {
+      absl::SleepFor(cancel_after);
+      cancellations[static_cast<size_t>(cancel_rank)].Cancel(absl::CancelledError("test cancels"));
+    });
+  }
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    CpuReducer reducer;
+    RingOptions mine = options;
+    mine.cancellation = &cancellations[static_cast<size_t>(r)];
+    return RingAllReduce(ring.member(r), ring.link(r), reducer, FloatSum(count, sequence),
+                         absl::MakeSpan(buffers[static_cast<size_t>(r)]), mine);
+  });
+  // Nothing waits out its deadline: cancellation and aborts end every rank promptly.
+  EXPECT_LT(absl::Now() - start, options.timeout / 2);
+  if (cancel_rank >= 0) {
+    for (const absl::Status& s : statuses) {
+      if (s.ok()) continue;
+      EXPECT_THAT(std::string(s.message()), AnyOf(HasSubstr("test cancels"), HasSubstr("rank ")))
+          << s;
+    }
+    return;
+  }
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[static_cast<size_t>(r)].ok()) << statuses[r];
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<double> values;
+    for (int r = 0; r < n; ++r) values.push_back(GetElement(DType::kFloat32, inputs[r], i));
+    const double expected = NaiveReduce(DType::kFloat32, ReduceOp::kSum, values);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(GetElement(DType::kFloat32, buffers[static_cast<size_t>(r)], i), expected)
+          << "rank " << r << " element " << i;
+    }
+  }
+}
+
+TEST(GrpcStreamStress, EveryFreshGenerationCarriesACollectiveTheMomentItConnects) {
+  // The first frame follows the hello at once: the peer's acceptance can arrive before
+  // the hello's own write completes, and the frame must wait for it.
+  constexpr int kGenerations = 150;
+  GrpcTestRing ring(3);
+  for (uint64_t generation = 1; generation <= kGenerations; ++generation) {
+    SCOPED_TRACE(absl::StrCat("generation ", generation));
+    for (const absl::Status& s : ring.Connect(generation)) ASSERT_TRUE(s.ok()) << s;
+    AllReduceOnce(ring, generation % 3 == 0 ? 1 : 3000, /*sequence=*/1,
+                  static_cast<uint32_t>(generation));
+  }
+}
+
+TEST(GrpcStreamStress, StreamsReplacedAndRetiredWhileBeingAcceptedEndCleanly) {
+  // Several streams claim the same sender at once (each replaces the one before, ending
+  // it while its acceptance may be in flight) while the generation is retired under them.
+  constexpr int kRounds = 150;
+  constexpr int kContenders = 4;
+  PeerTestServer server;
+  std::mt19937 rng(11);
+  int accepted = 0;
+  for (uint64_t generation = 1; generation <= kRounds; ++generation) {
+    std::vector<absl::StatusOr<std::unique_ptr<OutboundStream>>> streams(kContenders);
+    const absl::Duration retire_after = absl::Microseconds(rng() % 3000);
+    {
+      std::vector<std::jthread> threads;
+      for (int c = 0; c < kContenders; ++c) {
+        threads.emplace_back([&, c] {
+          streams[static_cast<size_t>(c)] =
+              OutboundStream::Open(server.address, PeerHello{0, generation, "w0"}, "rank 1",
+                                   {absl::Now() + absl::Seconds(10)});
+        });
+      }
+      threads.emplace_back([&] {
+        absl::SleepFor(retire_after);
+        server.registry.RetireBefore(generation + 1, absl::AbortedError("generation over"));
+      });
+    }
+    for (auto& stream : streams) {
+      if (stream.ok()) {
+        ++accepted;
+        continue;
+      }
+      EXPECT_THAT(std::string(stream.status().message()),
+                  AnyOf(HasSubstr("generation"), HasSubstr("replaced"), HasSubstr("ended")))
+          << stream.status();
+    }
+  }
+  // Some won their race (the retirement came after them): both outcomes were exercised.
+  EXPECT_GT(accepted, 0);
+  // The server is unharmed: a stream of the next generation is accepted.
+  absl::StatusOr<std::unique_ptr<OutboundStream>> next = OutboundStream::Open(
+      server.address, PeerHello{0, kRounds + 1, "w0"}, "rank 1", {absl::Now() + absl::Seconds(10)});
+  EXPECT_TRUE(next.ok()) << next.status();
+}
+
+TEST(GrpcStreamStress, CollectivesCancelledMidStreamLeaveTheNextGenerationExact) {
+  constexpr int kGenerations = 40;
+  GrpcTestRing ring(4);
+  std::mt19937 rng(5);
+  for (uint64_t generation = 1; generation <= kGenerations; ++generation) {
+    SCOPED_TRACE(absl::StrCat("generation ", generation));
+    for (const absl::Status& s : ring.Connect(generation)) ASSERT_TRUE(s.ok()) << s;
+    const int victim = static_cast<int>(rng() % 4);
+    AllReduceOnce(ring, 64 * 1024, 1, static_cast<uint32_t>(generation), victim,
+                  absl::Microseconds(rng() % 4000));
+    // The generation's streams carried an abort; the next collective, on a fresh
+    // generation as the worker would use after a failure, is exact.
+  }
+  for (const absl::Status& s : ring.Connect(kGenerations + 1)) ASSERT_TRUE(s.ok()) << s;
+  AllReduceOnce(ring, 64 * 1024, 1, 99);
+}
+
+TEST(GrpcStreamStress, ALinkWhoseStreamIsTakenOverReopensItUnderTraffic) {
+  // Rank 0's stream to rank 1 is replaced by a stranger's stream claiming rank 0 while
+  // rank 0 sends; rank 0's link notices its stream ended and reopens it, replacing the
+  // stranger in turn. A Send caught by a takeover fails as Unavailable; the next reopens.
+  constexpr int kTakeovers = 60;
+  constexpr int kFramesPerTakeover = 20;
+  GrpcTestRing ring(2);
+  for (const absl::Status& s : ring.Connect(1)) ASSERT_TRUE(s.ok()) << s;
+  std::atomic<int> sent{0};
+  std::atomic<bool> sending{true};
+  std::jthread receiver([&] {
+    while (sending.load() || ring.link(1).inbound().queued() > 0) {
+      ring.link(1).Receive({absl::Now() + absl::Milliseconds(50)}).IgnoreError();
+    }
+  });
+  std::vector<std::byte> payload(16 * 1024, std::byte{7});
+  for (int t = 0; t < kTakeovers; ++t) {
+    std::jthread stranger([&] {
+      absl::StatusOr<std::unique_ptr<OutboundStream>> stream = OutboundStream::Open(
+          ring.server(1).address, PeerHello{0, 1, "w0"}, "rank 1", {absl::Now() + absl::Seconds(10)});
+      // Gone at once: the stranger leaves the inbox without a sender until rank 0 returns.
+    });
+    for (int f = 0; f < kFramesPerTakeover; ++f) {
+      Frame frame;
+      frame.sequence = 1;
+      frame.count = payload.size() / 4;
+      absl::Status s = ring.link(0).Send(frame, payload, {absl::Now() + absl::Seconds(10)});
+      if (s.ok()) {
+        ++sent;
+      } else {
+        EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      }
+    }
+  }
+  sending.store(false);
+  // Most sends went through despite the takeovers.
+  EXPECT_GT(sent.load(), kTakeovers * kFramesPerTakeover / 2);
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,0 +1,61 @@
+// For tests: N ranks in one process, each with its own Peer server on 127.0.0.1, whose
+// ring links are connected exactly as the worker connects them — one generation at a
+// time, as many generations as a test likes.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/ring/ring_member.h"
+#include "core/ring/spawn_ranks.h"
+#include "daemon/transport/grpc/grpc_link.h"
+#include "daemon/transport/grpc/testing/peer_test_server.h"
+
+namespace ringsync::testing {
+
+class GrpcTestRing {
+ public:
+  explicit GrpcTestRing(int n) : n_(n) {
+    for (int r = 0; r < n; ++r) servers_.push_back(std::make_unique<PeerTestServer>());
+    links_.resize(static_cast<size_t>(n));
+  }
+
+  // Retires every older generation on every rank (as a new ring view does), then connects
+  // each rank's link of `generation` concurrently. Returns each rank's status.
+  std::vector<absl::Status> Connect(uint64_t generation,
+                                    absl::Duration timeout = absl::Seconds(10)) {
+    generation_ = generation;
+    for (auto& server : servers_) {
+      server->registry.RetireBefore(generation, absl::AbortedError("a newer generation began"));
+    }
+    return SpawnRanks(n_, [&](int r) -> absl::Status {
+      links_[static_cast<size_t>(r)].reset();
+      const int next = (r + 1) % n_;
+      RingNeighbours neighbours{servers_[static_cast<size_t>(next)]->address,
+                                absl::StrCat("rank ", next), absl::StrCat("w", r)};
+      absl::StatusOr<std::shared_ptr<PeerInbox>> inbox =
+          servers_[static_cast<size_t>(r)]->registry.Get(generation);
+      if (!inbox.ok()) return inbox.status();
+      absl::StatusOr<std::unique_ptr<GrpcLink>> link =
+          ConnectRingLink(member(r), neighbours, *inbox, {absl::Now() + timeout});
+      if (!link.ok()) return link.status();
+      links_[static_cast<size_t>(r)] = *std::move(link);
+      return absl::OkStatus();
+    });
+  }
+
+  int size() const { return n_; }
+  RingMember member(int r) const { return RingMember{r, n_, generation_}; }
+  GrpcLink& link(int r) { return *links_[static_cast<size_t>(r)]; }
+  PeerTestServer& server(int r) { return *servers_[static_cast<size_t>(r)]; }
+  void DropLink(int r) { links_[static_cast<size_t>(r)].reset(); }
+
+ private:
+  const int n_;
+  uint64_t generation_ = 0;
+  std::vector<std::unique_ptr<PeerTestServer>> servers_;
+  std::vector<std::unique_ptr<GrpcLink>> links_;
+};
+
+}  // namespace ringsync::testing
