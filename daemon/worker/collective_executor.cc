@@ -155,13 +155,11 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
       ring_.AwaitReady(WaitLimit{job.deadline, &job.client_gone});
   absl::Status result;
   if (!epoch.ok()) {
-    result = absl::Status(epoch.status().code(),
-                          absl::StrCat("collective '", job.spec.name, "' (client collective ",
-                                       job.client_sequence, "): no ring to run on: ",
-                                       epoch.status().message()));
+    result = NoRing(job, epoch.status());
   } else {
     job.generation = (*epoch)->me.generation;
     result = RunOnRing(job, **epoch);
+    last_ring_ = LastRing{(*epoch)->me, (*epoch)->next_sequence};
   }
   job.elapsed = absl::Now() - start;
   Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result);
@@ -171,6 +169,21 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
                   absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received);
   }
   job.Finish(result);
+}
+
+absl::Status CollectiveExecutor::NoRing(const CollectiveJob& job, const absl::Status& why) const {
+  if (!last_ring_.has_value()) {
+    return absl::Status(why.code(), absl::StrCat("collective '", job.spec.name,
+                                                 "' (client collective ", job.client_sequence,
+                                                 "): no ring to run on: ", why.message()));
+  }
+  // Named as the ring would have numbered it, so every rank's error reads alike.
+  CollectiveSpec would_be = job.spec;
+  would_be.sequence = last_ring_->next_sequence;
+  return absl::Status(why.code(),
+                      absl::StrCat("rank ", last_ring_->me.rank, " (generation ",
+                                   last_ring_->me.generation, ", ", DescribeCollective(would_be),
+                                   "): no ring to run on: ", why.message()));
 }
 
 absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch) {

@@ -56,6 +56,9 @@ class CollectiveExecutor {
   std::shared_ptr<CollectiveJob> NextJob(absl::Duration wait);
   void Run(CollectiveJob& job);
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
+  // The failure of a collective that found no ring (`why`), named after the last ring
+  // this worker ran on, when there was one.
+  absl::Status NoRing(const CollectiveJob& job, const absl::Status& why) const;
   // Before a collective: skips what the ring left behind and, when the ring has moved
   // past this rank (its client was away while the others ran collectives), catches up
   // with the ring's sequence numbers.
@@ -85,6 +88,13 @@ class CollectiveExecutor {
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t aborted_before_attach_ ABSL_GUARDED_BY(mu_) = 0;
   ExecutorCounters counters_ ABSL_GUARDED_BY(mu_);
+
+  // Where the newest collective ran; touched by the executor thread only.
+  struct LastRing {
+    RingMember me;
+    uint64_t next_sequence;
+  };
+  std::optional<LastRing> last_ring_;
 
   std::jthread thread_;  // last: stops first
 };

@@ -38,6 +38,7 @@ void RingManager::OnView(const v1::RingView& view) {
     generation_ = view.generation();
     retired = std::move(epoch_);
     suspended_ = false;
+    left_out_ = false;
 
     int my_rank = -1;
     for (int r = 0; r < view.members_size(); ++r) {
@@ -51,6 +52,7 @@ void RingManager::OnView(const v1::RingView& view) {
                           ? absl::StrCat("generation ", view.generation(), " does not include this worker")
                           : absl::StrCat("the ring dissolved (generation ", view.generation(),
                                          "): ", view.dissolved_reason());
+      left_out_ = true;
       SetStatus(status);
     } else {
       epoch = std::make_shared<RingEpoch>();
@@ -149,11 +151,12 @@ void RingManager::Resume(uint64_t coordinator_generation) {
 
 absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return IsReady(); };
-  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit, "waiting for the ring");
+  auto settled = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return IsReady() || left_out_; };
+  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&settled), limit, "waiting for the ring");
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(s.message(), " (", status_.detail, ")"));
   }
+  if (left_out_) return absl::UnavailableError(status_.detail);
   return epoch_;
 }
 

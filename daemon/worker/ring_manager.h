@@ -64,7 +64,11 @@ class RingManager {
   // coordinator) resumes it.
   void Suspend(absl::string_view why);
 
-  // The ready epoch; waits within `limit`. The error says why there is none.
+  // The ready epoch; waits within `limit` while the ring is forming, connecting or
+  // suspended. Fails at once (Unavailable, naming the view's reason: the lost worker)
+  // when the newest view leaves this worker out — the ring dissolved — instead of sitting
+  // out the limit: nothing will run until the coordinator forms a new ring, and the
+  // ranks that were running with this one have failed already.
   absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit);
   // The ready epoch or null, without waiting.
   std::shared_ptr<RingEpoch> Ready();
@@ -91,6 +95,7 @@ class RingManager {
   mutable absl::Mutex mu_;
   std::shared_ptr<RingEpoch> epoch_ ABSL_GUARDED_BY(mu_);  // current generation, ready or not
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
+  bool left_out_ ABSL_GUARDED_BY(mu_) = false;  // the newest view has no place for this worker
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   RingStatus status_ ABSL_GUARDED_BY(mu_);
   absl::Mutex connector_mu_;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "daemon/transport/grpc/testing/peer_test_server.h"
 #include "gmock/gmock.h"
@@ -93,6 +94,45 @@ TEST_F(RingManagerTest, ARestartedCoordinatorsOlderViewResumesTheFormedRing) {
   EXPECT_EQ(status.generation, 5u);
   EXPECT_EQ(ring_.Ready(), epoch);
   EXPECT_FALSE(epoch->over.IsCancelled());
+}
+
+TEST_F(RingManagerTest, ACollectiveWaitingForADissolvedRingFailsAtOnceNamingTheLostWorker) {
+  ring_.OnView(View(1));
+  ASSERT_TRUE(AwaitReadiness(true).ready);
+  ring_.Suspend("worker w0 missed heartbeats for 5s");  // nothing may start: a waiter blocks
+  Cancellation never;
+  const WaitLimit long_limit{absl::Now() + absl::Seconds(60), &never};
+  absl::StatusOr<std::shared_ptr<RingEpoch>> waited;
+  absl::Time returned;
+  std::thread waiter([&] {
+    waited = ring_.AwaitReady(long_limit);
+    returned = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+
+  v1::RingView dissolved;
+  dissolved.set_generation(2);
+  dissolved.set_dissolved_reason("worker w2 (rank 2) closed its WatchRing stream");
+  const absl::Time dissolved_at = absl::Now();
+  ring_.OnView(dissolved);
+  waiter.join();
+  // Well inside the limit: the waiter wakes on the view itself, not on a poll or deadline.
+  EXPECT_LT(returned - dissolved_at, absl::Seconds(1));
+  EXPECT_TRUE(absl::IsUnavailable(waited.status())) << waited.status();
+  EXPECT_THAT(waited.status().message(), HasSubstr("the ring dissolved (generation 2)"));
+  EXPECT_THAT(waited.status().message(), HasSubstr("worker w2 (rank 2)"));
+
+  // A collective issued while the ring stays dissolved fails as promptly.
+  const absl::Time issued = absl::Now();
+  waited = ring_.AwaitReady(long_limit);
+  EXPECT_LT(absl::Now() - issued, absl::Seconds(1));
+  EXPECT_THAT(waited.status().message(), HasSubstr("worker w2 (rank 2)"));
+
+  // The next formed ring runs collectives again.
+  ring_.OnView(View(3));
+  waited = ring_.AwaitReady(long_limit);
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ((*waited)->me.generation, 3u);
 }
 
 TEST_F(RingManagerTest, SuspendingWithoutARingChangesNothing) {
