@@ -98,7 +98,7 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
                  : absl::DeadlineExceededError(
                        absl::StrCat("sending to ", peer_, " timed out (the hello is unsent)"));
     }
-    if (done_ || !write_ok_ || !holding_) return Broken();
+    if (!holding_) return Broken();
     write_buffer_ = EncodeFrame(frame, payload, [latch] {
       absl::MutexLock lock(&latch->mu);
       latch->released = true;
@@ -116,7 +116,7 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
         mu_.Await(absl::Condition(&idle));
       }
     }
-    if (done_ || !write_ok_ || !holding_) {
+    if (!holding_) {
       if (result.ok()) result = Broken();
       stream_failed = true;
     }
@@ -150,9 +150,7 @@ void OutboundStream::AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit) {
 void OutboundStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;
-  if (ok) return;
-  write_ok_ = false;
-  ReleaseHoldLocked();  // nothing more will be sent: let the call end
+  if (!ok) ReleaseHoldLocked();  // the stream broke: nothing more will be sent
 }
 
 void OutboundStream::OnReadDone(bool ok) {
@@ -181,7 +179,6 @@ void OutboundStream::OnDone(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
   final_status_ = status;
   done_ = true;
-  write_in_flight_ = false;
 }
 
 }  // namespace ringsync

@@ -59,7 +59,7 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   // True once the stream ended or a write failed: nothing more can be sent on it.
   bool broken() const {
     absl::MutexLock lock(&mu_);
-    return done_ || !write_ok_ || !holding_;
+    return !holding_;
   }
 
   void OnWriteDone(bool ok) override;
@@ -87,8 +87,9 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // owned by gRPC while a write is in flight
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
-  bool holding_ ABSL_GUARDED_BY(mu_) = false;  // see AddHold above
+  // The call is held open (see AddHold above). Released once the stream cannot carry
+  // another frame, so it is also what "broken" means.
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
