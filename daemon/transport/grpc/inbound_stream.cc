@@ -4,6 +4,7 @@
 #include "daemon/common/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/peer_service.h"
+#include "daemon/transport/grpc/reaction_order.h"
 #include "ringsync/v1/peer.pb.h"
 
 namespace ringsync {
@@ -60,10 +61,12 @@ void InboundStream::Ops::StreamGone() {
 
 InboundStream::InboundStream(InboxRegistry& registry, std::string peer)
     : registry_(registry), peer_(std::move(peer)), ops_(std::make_shared<Ops>(this)) {
+  HandToGrpc(this);
   ops_->ResumeReading();
 }
 
 void InboundStream::OnReadDone(bool ok) {
+  InReaction(this);
   grpc::ByteBuffer read = ops_->ReadCompleted();
   if (!ok) {
     // The sender half-closed or its process died: no more frames will come.
@@ -125,9 +128,13 @@ void InboundStream::Fail(const absl::Status& status) {
   ops_->EndStream(status);
 }
 
-void InboundStream::OnWriteDone(bool /*ok*/) { ops_->WriteCompleted(); }
+void InboundStream::OnWriteDone(bool /*ok*/) {
+  InReaction(this);
+  ops_->WriteCompleted();
+}
 
 void InboundStream::OnDone() {
+  InReaction(this);
   ops_->StreamGone();
   if (inbox_ != nullptr) {
     inbox_->Detach(ops_.get(), absl::UnavailableError(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_options.h"
+#include "daemon/transport/grpc/reaction_order.h"
 #include "ringsync/v1/peer.pb.h"
 
 namespace ringsync {
@@ -41,6 +42,7 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::Open(const std::
   s.StartWriteLocked();
   s.AddHold();  // WriteFrame starts writes from outside the reactions
   s.holding_ = true;
+  HandToGrpc(&s);
   s.StartCall();
   auto answered = [&s]() ABSL_SHARED_LOCKS_REQUIRED(s.mu_) { return s.accepted_ || s.done_; };
   if (!WaitUntil(s.mu_, absl::Condition(&answered), limit.deadline, &limit)) {
@@ -148,12 +150,14 @@ void OutboundStream::AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit) {
 }
 
 void OutboundStream::OnWriteDone(bool ok) {
+  InReaction(this);
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;
   if (!ok) ReleaseHoldLocked();  // the stream broke: nothing more will be sent
 }
 
 void OutboundStream::OnReadDone(bool ok) {
+  InReaction(this);
   if (!ok) {
     // The peer finished the stream (or it broke): nothing more will be sent; OnDone,
     // which follows once the hold is gone, carries the status.
@@ -176,6 +180,7 @@ void OutboundStream::OnReadDone(bool ok) {
 }
 
 void OutboundStream::OnDone(const grpc::Status& status) {
+  InReaction(this);
   absl::MutexLock lock(&mu_);
   final_status_ = status;
   done_ = true;
