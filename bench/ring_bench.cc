@@ -8,9 +8,9 @@
 
 #include "benchmark/benchmark.h"
 #include "core/reduce/cpu_reducer.h"
-#include "core/ring/memory_link.h"
+#include "core/link/memory_link.h"
 #include "core/ring/ring_allreduce.h"
-#include "core/ring/spawn_ranks.h"
+#include "core/testing/spawn_ranks.h"
 
 namespace ringsync {
 namespace {

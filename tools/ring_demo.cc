@@ -10,9 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/reduce/cpu_reducer.h"
-#include "core/ring/memory_link.h"
+#include "core/link/memory_link.h"
 #include "core/ring/ring_allreduce.h"
-#include "core/ring/spawn_ranks.h"
+#include "core/testing/spawn_ranks.h"
 
 ABSL_FLAG(int, ranks, 4, "ranks (threads) in the in-process ring");
 ABSL_FLAG(int64_t, elements, 16 << 20, "float32 elements of the large tensor");

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/ring/collective.h"
+#include "core/collective.h"
 #include "ringsync/v1/worker.pb.h"
 
 namespace ringsync::internal {

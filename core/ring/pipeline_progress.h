@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "core/ring/link.h"
+#include "core/link/link.h"
 
 namespace ringsync {
 

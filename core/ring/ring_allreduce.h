@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/reduce/reducer.h"
-#include "core/ring/collective.h"
-#include "core/ring/link.h"
+#include "core/collective.h"
+#include "core/link/link.h"
 #include "core/ring/ring_member.h"
 
 namespace ringsync {

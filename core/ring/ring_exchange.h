@@ -20,8 +20,8 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "core/ring/collective.h"
-#include "core/ring/link.h"
+#include "core/collective.h"
+#include "core/link/link.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_member.h"
 

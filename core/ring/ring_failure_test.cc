@@ -8,10 +8,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "core/reduce/cpu_reducer.h"
-#include "core/ring/memory_link.h"
+#include "core/link/memory_link.h"
 #include "core/ring/ring_allreduce.h"
-#include "core/ring/ring_test_data.h"
-#include "core/ring/spawn_ranks.h"
+#include "core/testing/ring_test_data.h"
+#include "core/testing/spawn_ranks.h"
 
 namespace ringsync {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "core/ring/cancellation.h"
+#include "core/sync/cancellation.h"
 
 namespace ringsync {
 

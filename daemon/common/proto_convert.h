@@ -4,7 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
-#include "core/ring/collective.h"
+#include "core/collective.h"
 #include "ringsync/v1/common.pb.h"
 
 namespace ringsync {

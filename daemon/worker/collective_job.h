@@ -9,8 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "core/ring/cancellation.h"
-#include "core/ring/collective.h"
+#include "core/sync/cancellation.h"
+#include "core/collective.h"
 #include "core/ring/ring_member.h"
 #include "daemon/worker/shared_tensor.h"
 

@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/dtype.h"
-#include "core/ring/collective.h"
+#include "core/collective.h"
 #include "core/ring/ring_member.h"
 #include "daemon/metrics/registry.h"
 #include "daemon/worker/failure_cause.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "core/ring/ring_test_data.h"
+#include "core/testing/ring_test_data.h"
 #include "tests/integration/cluster_fixture.h"
 
 namespace ringsync {

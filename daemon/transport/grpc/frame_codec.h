@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "core/ring/link.h"
+#include "core/link/link.h"
 #include "grpcpp/support/byte_buffer.h"
 
 namespace ringsync {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "core/ring/link.h"
+#include "core/link/link.h"
 #include "core/ring/ring_member.h"
 #include "daemon/transport/grpc/outbound_stream.h"
 #include "daemon/transport/grpc/peer_inbox.h"

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/reduce/cpu_reducer.h"
-#include "core/ring/memory_link.h"
+#include "core/link/memory_link.h"
 #include "core/ring/ring_allreduce.h"
-#include "core/ring/ring_test_data.h"
+#include "core/testing/ring_test_data.h"
 #include "daemon/common/grpc_options.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/peer_service.h"

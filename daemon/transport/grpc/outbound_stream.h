@@ -27,7 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/ring/link.h"
+#include "core/link/link.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"

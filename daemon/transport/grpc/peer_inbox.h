@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/ring/link.h"
+#include "core/link/link.h"
 
 namespace ringsync {
 

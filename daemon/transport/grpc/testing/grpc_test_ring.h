@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_member.h"
-#include "core/ring/spawn_ranks.h"
+#include "core/testing/spawn_ranks.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/testing/peer_test_server.h"
 

@@ -1,19 +1,36 @@
-// Specification of the in-memory link: FIFO, bounded, deadlines, cancellation.
-#include "core/ring/memory_link.h"
+// Specification of the in-memory link: the Link contract (LinkConformance), plus its
+// own bound: a queue of a fixed number of frames.
+#include "core/link/memory_link.h"
 
 #include <atomic>
 #include <thread>
 
+#include "core/link/testing/link_conformance.h"
 #include "gtest/gtest.h"
 
 namespace ringsync {
 namespace {
+
+using ::ringsync::testing::LinkConformance;
 
 absl::Span<const std::byte> AsBytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
 WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+
+class MemoryPair final : public testing::LinkPair {
+ public:
+  Link& sender() override { return ring_.link(0); }
+  Link& receiver() override { return ring_.link(1); }
+
+ private:
+  MemoryRing ring_{2};
+};
+
+std::unique_ptr<testing::LinkPair> MakeMemoryPair() { return std::make_unique<MemoryPair>(); }
+
+INSTANTIATE_TEST_SUITE_P(Memory, LinkConformance, ::testing::Values(&MakeMemoryPair));
 
 TEST(MemoryLink, DeliversFramesInOrderToTheNextRank) {
   MemoryRing ring(3);

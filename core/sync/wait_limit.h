@@ -7,7 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/ring/cancellation.h"
+#include "core/sync/cancellation.h"
 
 namespace ringsync {
 

@@ -1,4 +1,4 @@
-#include "core/ring/collective.h"
+#include "core/collective.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

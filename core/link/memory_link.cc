@@ -1,4 +1,4 @@
-#include "core/ring/memory_link.h"
+#include "core/link/memory_link.h"
 
 #include <algorithm>
 #include <cstring>

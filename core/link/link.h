@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/ring/collective.h"
-#include "core/ring/wait_limit.h"
+#include "core/collective.h"
+#include "core/sync/wait_limit.h"
 
 namespace ringsync {
 

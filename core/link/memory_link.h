@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "core/ring/link.h"
+#include "core/link/link.h"
 
 namespace ringsync {
 

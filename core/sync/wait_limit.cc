@@ -1,4 +1,4 @@
-#include "core/ring/wait_limit.h"
+#include "core/sync/wait_limit.h"
 
 #include <algorithm>
 

@@ -1,0 +1,185 @@
+// The Link contract (core/link/link.h) as a test suite every Link implementation runs:
+// include this header in the implementation's test and instantiate LinkConformance with
+// a factory of LinkPairs, e.g.
+//
+//   INSTANTIATE_TEST_SUITE_P(Memory, LinkConformance, ::testing::Values(&MakeMemoryPair));
+//
+// What a bounded queue does when full is each implementation's own test: the gRPC link's
+// bound is the HTTP/2 window, far larger than a unit test should fill.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/link/link.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync::testing {
+
+// Two ranks joined by the Link under test: sender() sends to the rank whose receiver()
+// receives.
+class LinkPair {
+ public:
+  virtual ~LinkPair() = default;
+  virtual Link& sender() = 0;
+  virtual Link& receiver() = 0;
+};
+
+using LinkPairFactory = std::unique_ptr<LinkPair> (*)();
+
+class LinkConformance : public ::testing::TestWithParam<LinkPairFactory> {
+ protected:
+  void SetUp() override { pair_ = GetParam()(); }
+
+  static WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+  static std::vector<std::byte> Pattern(size_t size, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::byte> bytes(size);
+    for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
+    return bytes;
+  }
+  static std::vector<std::byte> Copy(const ReceivedFrame& received) {
+    return {received.payload.begin(), received.payload.end()};
+  }
+
+  std::unique_ptr<LinkPair> pair_;
+};
+
+TEST_P(LinkConformance, CarriesEveryHeaderFieldAndTheSpec) {
+  Frame frame;
+  frame.kind = FrameKind::kSegment;
+  frame.sender_rank = 3;
+  frame.generation = 7;
+  frame.sequence = 123456789012ull;
+  frame.step = 5;
+  frame.segment = 6;
+  frame.chunk = 2;
+  frame.offset = 1ull << 33;
+  frame.count = 4;
+  CollectiveSpec spec;
+  spec.name = "grad/fc1";
+  spec.sequence = frame.sequence;
+  spec.dtype = DType::kBFloat16;
+  spec.op = ReduceOp::kMax;
+  spec.count = 1000;
+  frame.spec = spec;
+  const std::vector<std::byte> payload = Pattern(16, 1);
+  ASSERT_TRUE(pair_->sender().Send(frame, payload, In(absl::Seconds(10))).ok());
+
+  absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const Frame& f = got->frame;
+  EXPECT_EQ(f.kind, FrameKind::kSegment);
+  EXPECT_EQ(f.generation, 7u);
+  EXPECT_EQ(f.sequence, frame.sequence);
+  EXPECT_EQ(f.step, 5u);
+  EXPECT_EQ(f.segment, 6u);
+  EXPECT_EQ(f.chunk, 2u);
+  EXPECT_EQ(f.offset, frame.offset);
+  EXPECT_EQ(f.count, 4u);
+  ASSERT_TRUE(f.spec.has_value());
+  EXPECT_EQ(f.spec->name, "grad/fc1");
+  EXPECT_EQ(f.spec->dtype, DType::kBFloat16);
+  EXPECT_EQ(f.spec->op, ReduceOp::kMax);
+  EXPECT_EQ(f.spec->count, 1000u);
+  EXPECT_EQ(Copy(*got), payload);
+}
+
+TEST_P(LinkConformance, CarriesAnAbortWithItsOriginAndReason) {
+  Frame abort;
+  abort.kind = FrameKind::kAbort;
+  abort.sequence = 9;
+  abort.abort_origin = 2;
+  abort.abort_reason = "rank 2 gave up: its client left";
+  ASSERT_TRUE(pair_->sender().Send(abort, {}, In(absl::Seconds(10))).ok());
+  absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->frame.kind, FrameKind::kAbort);
+  EXPECT_EQ(got->frame.abort_origin, 2);
+  EXPECT_EQ(got->frame.abort_reason, "rank 2 gave up: its client left");
+}
+
+TEST_P(LinkConformance, DeliversManyFramesOfManySizesInOrderAndIntact) {
+  const std::vector<size_t> sizes = {0, 1, 7, 4096, 65537, 1 << 20, 3, 300000};
+  std::jthread sender([&] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Frame frame;
+      frame.segment = static_cast<uint32_t>(i);
+      const std::vector<std::byte> payload = Pattern(sizes[i], static_cast<uint32_t>(i));
+      ASSERT_TRUE(pair_->sender().Send(frame, payload, In(absl::Seconds(20))).ok());
+    }
+  });
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(20)));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->frame.segment, i);
+    EXPECT_EQ(Copy(*got), Pattern(sizes[i], static_cast<uint32_t>(i))) << "frame " << i;
+  }
+}
+
+TEST_P(LinkConformance, ThePayloadMayBeReusedOnceSendReturns) {
+  std::vector<std::byte> buffer = Pattern(64 * 1024, 3);
+  const std::vector<std::byte> sent = buffer;
+  ASSERT_TRUE(pair_->sender().Send(Frame{}, buffer, In(absl::Seconds(10))).ok());
+  std::fill(buffer.begin(), buffer.end(), std::byte{0});
+  absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(Copy(*got), sent);
+}
+
+TEST_P(LinkConformance, PeekShowsTheNextFrameWithoutTakingIt) {
+  Frame frame;
+  frame.step = 11;
+  ASSERT_TRUE(pair_->sender().Send(frame, {}, In(absl::Seconds(10))).ok());
+  absl::StatusOr<Frame> peeked = pair_->receiver().Peek(In(absl::Seconds(10)));
+  ASSERT_TRUE(peeked.ok()) << peeked.status();
+  EXPECT_EQ(peeked->step, 11u);
+  absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->frame.step, 11u);
+}
+
+TEST_P(LinkConformance, AnAbortBehindOtherFramesIsSeenBeforeItIsReceived) {
+  Frame segment;
+  segment.sequence = 4;
+  Frame abort;
+  abort.kind = FrameKind::kAbort;
+  abort.sequence = 5;
+  ASSERT_TRUE(pair_->sender().Send(segment, {}, In(absl::Seconds(10))).ok());
+  ASSERT_TRUE(pair_->sender().Send(abort, {}, In(absl::Seconds(10))).ok());
+  // Arrival is asynchronous on a network link: wait for the receiver to have both.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (pair_->receiver().newest_aborted_sequence() < 5 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(pair_->receiver().newest_aborted_sequence(), 5u);
+  EXPECT_EQ(pair_->receiver().Receive(In(absl::Seconds(10)))->frame.sequence, 4u);
+}
+
+TEST_P(LinkConformance, ReceiveEndsAtItsDeadlineWhenNothingArrives) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Milliseconds(50)));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_P(LinkConformance, ReceiveEndsSoonAfterCancellation) {
+  Cancellation cancellation;
+  std::jthread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    cancellation.Cancel(absl::CancelledError("test"));
+  });
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ReceivedFrame> got =
+      pair_->receiver().Receive(WaitLimit{absl::Now() + absl::Seconds(30), &cancellation});
+  EXPECT_TRUE(absl::IsCancelled(got.status())) << got.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+}  // namespace ringsync::testing

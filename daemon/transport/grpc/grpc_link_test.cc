@@ -1,0 +1,30 @@
+// The gRPC link keeps the Link contract (core/link/testing/link_conformance.h): rank 0
+// sends to rank 1 over a real RingStream on 127.0.0.1.
+#include <memory>
+
+#include "core/link/testing/link_conformance.h"
+#include "daemon/transport/grpc/testing/grpc_test_ring.h"
+
+namespace ringsync {
+namespace {
+
+using ::ringsync::testing::LinkConformance;
+
+class GrpcPair final : public testing::LinkPair {
+ public:
+  GrpcPair() {
+    for (const absl::Status& s : ring_.Connect(1)) EXPECT_TRUE(s.ok()) << s;
+  }
+  Link& sender() override { return ring_.link(0); }
+  Link& receiver() override { return ring_.link(1); }
+
+ private:
+  testing::GrpcTestRing ring_{2};
+};
+
+std::unique_ptr<testing::LinkPair> MakeGrpcPair() { return std::make_unique<GrpcPair>(); }
+
+INSTANTIATE_TEST_SUITE_P(Grpc, LinkConformance, ::testing::Values(&MakeGrpcPair));
+
+}  // namespace
+}  // namespace ringsync
