@@ -25,10 +25,10 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) --timeout 600
 
-# The transport, ring and worker tests under ThreadSanitizer, in a build of their own.
+# The link, transport, ring and worker tests under ThreadSanitizer, in a build of their own.
 # Debian's gRPC and protobuf are not instrumented: their accesses are ignored, and the
 # suppressions file says which of gRPC's header code is dropped and why.
-TSAN_TESTS = grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test
+TSAN_TESTS = link_test grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test
 TSAN_OPTIONS_ALL = ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1 \
   suppressions=$(CURDIR)/tools/sanitizers/tsan.supp
 test-tsan: deps
