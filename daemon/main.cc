@@ -9,7 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/coordinator/coordinator_main.h"
 #include "daemon/worker/worker_main.h"
 

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 

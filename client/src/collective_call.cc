@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/reduce/reducer.h"
-#include "daemon/common/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace ringsync::internal {
 namespace {

@@ -3,7 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 
 namespace ringsync::internal {
 

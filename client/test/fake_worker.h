@@ -36,7 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/dtype.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "grpcpp/grpcpp.h"
 #include "ringsync/v1/worker.grpc.pb.h"
 

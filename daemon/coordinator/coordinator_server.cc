@@ -4,7 +4,7 @@
 
 #include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/grpc_options.h"
-#include "daemon/common/grpc_status.h"
+#include "wire/grpc_options.h"
+#include "wire/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
 #include "spdlog/spdlog.h"
 

@@ -1,7 +1,7 @@
 #include "daemon/worker/coordinator_session.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/common/log_format.h"
 #include "spdlog/spdlog.h"
 

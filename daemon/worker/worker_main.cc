@@ -10,7 +10,7 @@
 #include "absl/strings/strip.h"
 #include "core/reduce/reducer_factory.h"
 #include "daemon/common/common_flags.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/common/log_context.h"
 #include "daemon/common/stop_signals.h"
 #include "daemon/http/http_flags.h"

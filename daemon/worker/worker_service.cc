@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/grpc_status.h"
+#include "wire/grpc_status.h"
 #include "daemon/common/log_format.h"
-#include "daemon/common/proto_convert.h"
+#include "wire/proto_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {

@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/common/json_string.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"

@@ -7,7 +7,7 @@
 #include "core/link/memory_link.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/testing/ring_test_data.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/transport/grpc/testing/grpc_test_ring.h"

@@ -1,7 +1,7 @@
 #include "daemon/transport/grpc/inbound_stream.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/grpc_status.h"
+#include "wire/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/transport/grpc/reaction_order.h"

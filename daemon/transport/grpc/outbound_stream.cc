@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/transport/grpc/reaction_order.h"
 #include "ringsync/v1/peer.pb.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "grpcpp/grpcpp.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/common/grpc_options.h"
+#include "wire/grpc_options.h"
 
 #include <cstdlib>
 

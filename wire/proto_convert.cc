@@ -1,4 +1,4 @@
-#include "daemon/common/proto_convert.h"
+#include "wire/proto_convert.h"
 
 #include <cmath>
 
