@@ -28,7 +28,31 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
 
 absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,
                             const WaitLimit& limit) {
+  const bool segment = frame.kind == FrameKind::kSegment;
+  // Once a segment of a collective failed to go out, a later one would leave a gap.
+  if (segment && frame.sequence == failed_sequence_) {
+    return absl::UnavailableError(absl::StrCat(
+        "an earlier frame of collective #", frame.sequence, " to ",
+        neighbours_.next_description, " was not sent, so the collective cannot go on"));
+  }
+  absl::Status sent = SendOnStream(frame, payload, limit);
+  if (!sent.ok() && segment) failed_sequence_ = frame.sequence;
+  return sent;
+}
+
+absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
+                                    const WaitLimit& limit) {
+  const bool segment = frame.kind == FrameKind::kSegment;
   if (outbound_->broken()) {
+    // Frames the broken stream carried may be lost (a cancelled HTTP/2 stream drops what
+    // its receiver has not read), so the collective it was carrying must not continue on
+    // a new stream: its receiver would find a gap, or blame this rank's schedule. Its
+    // abort and later collectives use the new stream.
+    if (segment && frame.sequence == streamed_sequence_) {
+      return absl::UnavailableError(absl::StrCat(
+          "the ring stream to ", neighbours_.next_description, " broke during collective #",
+          frame.sequence, "; frames of it may be lost, so it cannot go on"));
+    }
     absl::StatusOr<std::unique_ptr<OutboundStream>> reopened = OutboundStream::Open(
         neighbours_.next_target, PeerHello{me_.rank, me_.generation, neighbours_.worker_id},
         neighbours_.next_description, limit);
@@ -38,6 +62,7 @@ absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payl
     }
     outbound_ = *std::move(reopened);
   }
+  if (segment) streamed_sequence_ = frame.sequence;
   return outbound_->WriteFrame(frame, payload, limit);
 }
 

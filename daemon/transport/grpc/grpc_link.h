@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/link/link.h"
@@ -31,6 +32,9 @@ class GrpcLink final : public Link {
 
   // A stream that broke (or that this rank gave up on, see OutboundStream::WriteFrame)
   // is reopened by the next Send, so one failed collective does not end the generation.
+  // A collective one of whose segments failed to go out, or whose stream broke, cannot
+  // continue (its receiver would find a gap): later segments of it fail with Unavailable;
+  // its abort frame still goes out.
   absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
                     const WaitLimit& limit) override;
   absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
@@ -42,9 +46,15 @@ class GrpcLink final : public Link {
   PeerInbox& inbound() { return *inbound_; }
 
  private:
+  absl::Status SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
+                            const WaitLimit& limit);
+
   const RingMember me_;
   const RingNeighbours neighbours_;
   std::unique_ptr<OutboundStream> outbound_;  // touched by the sending thread only
+  // Touched by the sending thread only, like outbound_:
+  std::optional<uint64_t> streamed_sequence_;  // collective the stream carried segments of last
+  std::optional<uint64_t> failed_sequence_;    // collective one of whose segments did not go out
   std::shared_ptr<PeerInbox> inbound_;
 };
 

@@ -129,22 +129,41 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
   // until it is destroyed. A live one may: the transport can hold the bytes until they
   // are on the socket, so wait for the release, cancelling the stream if that takes
   // past the limit.
-  if (!stream_failed) AwaitRelease(*latch, limit);
-  return result;
+  if (stream_failed) return result;
+  const Release release = AwaitRelease(*latch, limit);
+  // The frame counts as sent only if the stream stood until gRPC let go of it.
+  if (!result.ok()) return result;
+  switch (release) {
+    case Release::kReleased:
+      return result;
+    case Release::kGivenUp:
+      return limit.IsCancelled()
+                 ? absl::CancelledError(absl::StrCat("sending to ", peer_,
+                                                     " cancelled with the frame in flight"))
+                 : absl::DeadlineExceededError(absl::StrCat(
+                       "sending to ", peer_, " timed out with the frame in flight"));
+    case Release::kStreamEnded:
+      break;
+  }
+  absl::MutexLock lock(&mu_);
+  return Broken();
 }
 
-void OutboundStream::AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit) {
-  bool cancelled = false;
+OutboundStream::Release OutboundStream::AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit) {
+  bool given_up = false;
   while (true) {
     {
       absl::MutexLock lock(&latch.mu);
-      if (latch.mu.AwaitWithTimeout(absl::Condition(&latch.released), kCancelPollInterval)) return;
+      if (latch.mu.AwaitWithTimeout(absl::Condition(&latch.released), kCancelPollInterval)) {
+        return given_up ? Release::kGivenUp : Release::kReleased;
+      }
     }
     absl::MutexLock lock(&mu_);
-    if (done_) return;  // the call is over: nothing reads the payload any more
-    if (!cancelled && (limit.IsCancelled() || absl::Now() >= limit.deadline)) {
+    // The call is over: nothing reads the payload any more.
+    if (done_) return given_up ? Release::kGivenUp : Release::kStreamEnded;
+    if (!given_up && (limit.IsCancelled() || absl::Now() >= limit.deadline)) {
       context_.TryCancel();
-      cancelled = true;
+      given_up = true;
     }
   }
 }

@@ -75,7 +75,12 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   // Starts `write_buffer_` as the one write in flight.
   // REQUIRES: mu_ held, no write in flight, the call not done.
   void StartWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit);
+  // How a written frame's payload came back from gRPC. Only kReleased means the frame
+  // is on its way; otherwise the stream ended with it possibly undelivered.
+  enum class Release { kReleased, kGivenUp /* this stream cancelled at the limit */, kStreamEnded };
+  // Waits until gRPC releases a written frame's payload, cancelling the stream if that
+  // takes past `limit`.
+  Release AwaitRelease(ReleaseLatch& latch, const WaitLimit& limit);
 
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
