@@ -27,13 +27,12 @@ void InboundStream::Ops::EndStream(const absl::Status& status) {
   stream_->Finish(ToGrpc(status));
 }
 
-bool InboundStream::Ops::Write(grpc::ByteBuffer message) {
+void InboundStream::Ops::Write(grpc::ByteBuffer message) {
   absl::MutexLock lock(&mu_);
-  if (stream_ == nullptr || finishing_ || write_outstanding_) return false;
+  if (stream_ == nullptr || finishing_ || write_outstanding_) return;
   write_outstanding_ = true;
   write_buffer_ = std::move(message);
   stream_->StartWrite(&write_buffer_);
-  return true;
 }
 
 grpc::ByteBuffer InboundStream::Ops::ReadCompleted() {

@@ -49,8 +49,8 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     void ResumeReading() override;
     void EndStream(const absl::Status& status) override;
 
-    // Writes `message` unless the stream is finishing; true if the write started.
-    bool Write(grpc::ByteBuffer message);
+    // Writes `message` unless the stream is finishing (then it is dropped).
+    void Write(grpc::ByteBuffer message);
     // The read completed: hands out what it read.
     grpc::ByteBuffer ReadCompleted();
     void WriteCompleted();
