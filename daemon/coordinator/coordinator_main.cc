@@ -8,15 +8,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "daemon/common/common_flags.h"
-#include "daemon/common/stop_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/coordinator_server.h"
 #include "daemon/coordinator/membership.h"
 #include "daemon/http/http_flags.h"
+#include "daemon/logging/log_flags.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/registry.h"
+#include "daemon/process/port_file.h"
+#include "daemon/process/stop_signals.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
@@ -42,7 +43,7 @@ namespace {
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 
 absl::Status ReadOptions(CoordinatorOptions* options) {
-  if (absl::Status s = ValidateCommonFlags(); !s.ok()) return s;
+  if (absl::Status s = ValidateLogFlags(); !s.ok()) return s;
   options->listen = absl::GetFlag(FLAGS_listen);
   options->world_size = absl::GetFlag(FLAGS_world_size);
   options->heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);

@@ -1,6 +1,7 @@
 // `ringsyncd coordinator`: reads the coordinator's flags (defined in
-// coordinator_main.cc, shared ones in daemon/common/common_flags.h), serves until
-// SIGINT or SIGTERM, then shuts down cleanly.
+// coordinator_main.cc; those both roles share in daemon/logging/log_flags.h,
+// daemon/process/port_file.h and daemon/http/http_flags.h), serves until SIGINT or
+// SIGTERM, then shuts down cleanly.
 #pragma once
 
 namespace ringsync {

@@ -2,7 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/common_flags.h"
+#include "daemon/process/port_file.h"
 
 ABSL_FLAG(std::string, http_listen, "",
           "HOST:PORT of the operator's HTTP endpoint: /metrics (Prometheus), /healthz "

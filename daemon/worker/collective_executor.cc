@@ -7,7 +7,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
-#include "daemon/common/log_format.h"
+#include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_options.h"
-#include "daemon/common/log_format.h"
+#include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {

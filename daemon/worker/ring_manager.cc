@@ -1,8 +1,8 @@
 #include "daemon/worker/ring_manager.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/log_context.h"
-#include "daemon/common/log_format.h"
+#include "daemon/logging/log_context.h"
+#include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {

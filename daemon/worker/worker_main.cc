@@ -9,22 +9,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/reduce/reducer_factory.h"
-#include "daemon/common/common_flags.h"
-#include "wire/grpc_options.h"
-#include "daemon/common/log_context.h"
-#include "daemon/common/stop_signals.h"
 #include "daemon/http/http_flags.h"
+#include "daemon/logging/log_context.h"
+#include "daemon/logging/log_flags.h"
+#include "daemon/logging/string_view_formatter.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/registry.h"
+#include "daemon/process/port_file.h"
+#include "daemon/process/stop_signals.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/coordinator_session.h"
 #include "daemon/worker/ring_manager.h"
 #include "daemon/worker/worker_metrics.h"
 #include "daemon/worker/worker_service.h"
-#include "daemon/common/log_format.h"
 #include "spdlog/spdlog.h"
+#include "wire/grpc_options.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7400",
           "worker: HOST:PORT of the ringsyncd coordinator to join.");
@@ -69,7 +70,7 @@ struct WorkerConfig {
 };
 
 absl::StatusOr<WorkerConfig> ReadConfig() {
-  if (absl::Status s = ValidateCommonFlags(); !s.ok()) return s;
+  if (absl::Status s = ValidateLogFlags(); !s.ok()) return s;
   WorkerConfig config;
   config.worker_id = absl::GetFlag(FLAGS_worker_id);
   if (config.worker_id.empty()) {

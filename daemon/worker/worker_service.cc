@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_status.h"
-#include "daemon/common/log_format.h"
+#include "daemon/logging/string_view_formatter.h"
 #include "wire/proto_convert.h"
 #include "spdlog/spdlog.h"
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/json_string.h"
+#include "daemon/logging/json_string.h"
 
 namespace ringsync {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "wire/grpc_options.h"
-#include "daemon/common/json_string.h"
+#include "daemon/logging/json_string.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"

@@ -1,25 +1,15 @@
-#include "daemon/common/common_flags.h"
+#include "daemon/logging/log_flags.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/log_formatter.h"
+#include "daemon/logging/log_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, port_file, "",
-          "If set, after the listening port is bound write its HOST:PORT and a newline to "
-          "this file (atomically: temporary file, then rename), so scripts and tests can "
-          "find a port chosen with port 0.");
 ABSL_FLAG(std::string, log_level, "info",
           "Log level: trace, debug, info, warn, error, critical or off. At info, one line "
           "per event (join, refusal, ring view, lost worker); debug adds per-request detail.");
@@ -46,11 +36,9 @@ std::optional<spdlog::level::level_enum> ParseLevel(absl::string_view name) {
   return std::nullopt;
 }
 
-std::string ErrnoText(int error) { return std::strerror(error); }
-
 }  // namespace
 
-absl::Status ValidateCommonFlags() {
+absl::Status ValidateLogFlags() {
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (!ParseLevel(level)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -80,39 +68,6 @@ void InitLogging(absl::string_view role) {
                  "off); logging at info",
                  level_name);
   }
-}
-
-absl::Status WritePortFile(const std::string& path, const std::string& address) {
-  if (path.empty()) return absl::InvalidArgumentError("--port_file is empty");
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  const std::string line = absl::StrCat(address, "\n");
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot write port file: open ", temp, ": ",
-                                               ErrnoText(errno),
-                                               "; check that --port_file's directory exists "
-                                               "and is writable"));
-  }
-  size_t written = 0;
-  int error = 0;
-  while (written < line.size()) {
-    const ssize_t n = write(fd, line.data() + written, line.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error = errno;
-      break;
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (error == 0 && fsync(fd) != 0) error = errno;
-  if (close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && rename(temp.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    unlink(temp.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot write port file ", path, ": ", ErrnoText(error)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace ringsync

@@ -1,4 +1,4 @@
-#include "daemon/common/log_context.h"
+#include "daemon/logging/log_context.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"

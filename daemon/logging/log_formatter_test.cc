@@ -1,10 +1,9 @@
 // Log lines: the worker's context in text lines and the JSON line shape.
-#include "daemon/common/log_formatter.h"
+#include "daemon/logging/log_formatter.h"
 
 #include <sstream>
 
-#include "daemon/common/json_string.h"
-#include "daemon/common/log_context.h"
+#include "daemon/logging/log_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/sinks/ostream_sink.h"
@@ -57,12 +56,6 @@ TEST(LogFormatter, JsonLinesAreOneEscapedObject) {
   SetLogRing(-1, 0);
   EXPECT_THAT(LogOneLine(MakeJsonLogFormatter(), "x"),
               HasSubstr(",\"role\":\"worker\",\"msg\":\"x\"}\n"));
-}
-
-TEST(JsonString, EscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(JsonString("plain"), "\"plain\"");
-  EXPECT_EQ(JsonString("a\"b\\c\nd\re\tf\x1f"), "\"a\\\"b\\\\c\\nd\\re\\tf\\u001f\"");
-  EXPECT_EQ(JsonString("\xc3\xa9"), "\"\xc3\xa9\"");  // UTF-8 passes through
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
-// Flags and process plumbing shared by both ringsyncd roles (coordinator and worker):
-// --port_file, --log_level, --log_json, logging set-up and the port file. Built as the target
-// ringsync_common_flags (defined in daemon/coordinator/CMakeLists.txt).
+// --log_level and --log_json, and the logging set-up they drive, for both ringsyncd roles
+// (coordinator and worker).
 // Thread-safety: call InitLogging once at start-up, before starting threads.
 #pragma once
 
@@ -10,7 +9,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-ABSL_DECLARE_FLAG(std::string, port_file);
 ABSL_DECLARE_FLAG(std::string, log_level);
 ABSL_DECLARE_FLAG(bool, log_json);
 
@@ -18,17 +16,13 @@ namespace ringsync {
 
 // InvalidArgument when --log_level is not one of
 // trace, debug, info, warn, error, critical, off.
-absl::Status ValidateCommonFlags();
+absl::Status ValidateLogFlags();
 
 // Makes spdlog's default logger write to stderr as
 // "2026-11-29 12:00:00.123 info  [coordinator] message" (a worker adds its LogContext:
 // "[worker w2 rank 2 gen 3]"), or as JSON lines with --log_json (log_formatter.h), at
 // the level --log_level names (info, with a warning, when the flag is invalid; call
-// ValidateCommonFlags first to refuse).
+// ValidateLogFlags first to refuse).
 void InitLogging(absl::string_view role);
-
-// Writes `address` and a newline to `path` atomically: a temporary file in the same
-// directory, then rename(2). Readers see either no file or the whole line.
-absl::Status WritePortFile(const std::string& path, const std::string& address);
 
 }  // namespace ringsync

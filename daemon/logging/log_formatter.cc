@@ -1,4 +1,4 @@
-#include "daemon/common/log_formatter.h"
+#include "daemon/logging/log_formatter.h"
 
 #include <chrono>
 #include <ctime>
@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/common/json_string.h"
-#include "daemon/common/log_context.h"
+#include "daemon/logging/json_string.h"
+#include "daemon/logging/log_context.h"
 #include "spdlog/pattern_formatter.h"
 
 namespace ringsync {

@@ -1,4 +1,4 @@
-#include "daemon/common/stop_signals.h"
+#include "daemon/process/stop_signals.h"
 
 #include <pthread.h>
 

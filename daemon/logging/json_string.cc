@@ -1,4 +1,4 @@
-#include "daemon/common/json_string.h"
+#include "daemon/logging/json_string.h"
 
 #include "absl/strings/str_format.h"
 

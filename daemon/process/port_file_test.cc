@@ -1,15 +1,15 @@
-// Specification of the plumbing both ringsyncd roles share: the port file and the
-// --log_level check.
-#include "daemon/common/common_flags.h"
+// Specification of the port file: the whole address line or no file, and errors that
+// name the path.
+#include "daemon/process/port_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -47,18 +47,6 @@ TEST(WritePortFile, AMissingDirectoryIsAnErrorThatNamesThePath) {
   const absl::Status status = WritePortFile("/nonexistent-dir/x.port", "127.0.0.1:1");
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr("/nonexistent-dir/x.port"));
-}
-
-TEST(ValidateCommonFlags, AcceptsSpdlogLevelNamesAndRefusesOthers) {
-  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
-    absl::SetFlag(&FLAGS_log_level, level);
-    EXPECT_TRUE(ValidateCommonFlags().ok()) << level;
-  }
-  absl::SetFlag(&FLAGS_log_level, "verbose");
-  const absl::Status status = ValidateCommonFlags();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("--log_level='verbose'"));
-  absl::SetFlag(&FLAGS_log_level, "info");
 }
 
 }  // namespace
