@@ -44,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/half.h"
+#include "daemon/process/help_filter.h"
 #include "ringsync/client.h"
 
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
@@ -366,13 +367,7 @@ int main(int argc, char** argv) {
       "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--min_bytes=4 --max_bytes=256M "
       "--dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
       "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
-  // --help lists this file's flags (absl matches the program name, which has dashes).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "bench/ringsync_bench.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("bench/ringsync_bench.cc"));
   absl::ParseCommandLine(argc, argv);
   return ringsync::Run();
 }

@@ -8,10 +8,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
-#include "wire/grpc_options.h"
 #include "daemon/coordinator/coordinator_main.h"
+#include "daemon/process/help_filter.h"
 #include "daemon/worker/worker_main.h"
+#include "wire/grpc_options.h"
 
 namespace {
 
@@ -27,12 +27,7 @@ int main(int argc, char** argv) {
   ringsync::UseSystemResolverUnlessConfigured();
   absl::SetProgramUsageMessage(kUsage);
   // --help lists the daemon's own flags (both roles), not those of libraries.
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "daemon/");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("daemon/"));
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s\n\nTry 'ringsyncd --help'.\n", kUsage);

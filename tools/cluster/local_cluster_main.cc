@@ -14,7 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
+#include "daemon/process/help_filter.h"
 #include "tools/cluster/local_cluster.h"
 
 ABSL_FLAG(int, world_size, 4, "workers (ranks) to start");
@@ -103,13 +103,7 @@ int main(int argc, char** argv) {
       "starts a ringsync cluster on 127.0.0.1 (coordinator + N workers), prints the worker "
       "targets, runs until SIGINT/SIGTERM:\n  ringsync-local-cluster --world_size=4 "
       "--targets_file=/tmp/targets");
-  // --help lists this file's flags (absl matches the program name, which has dashes).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "tools/cluster/local_cluster_main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("tools/cluster/local_cluster_main.cc"));
   absl::ParseCommandLine(argc, argv);
   return ringsync::Run();
 }

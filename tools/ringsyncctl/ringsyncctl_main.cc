@@ -13,16 +13,16 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "wire/grpc_options.h"
 #include "daemon/logging/json_string.h"
+#include "daemon/process/help_filter.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
 #include "tools/ringsyncctl/cluster_report.h"
 #include "tools/ringsyncctl/health_check.h"
+#include "wire/grpc_options.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7400",
           "status: the coordinator's gRPC address, HOST:PORT (also accepted as the argument "
@@ -116,12 +116,7 @@ int Health(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   ringsync::UseSystemResolverUnlessConfigured();
   absl::SetProgramUsageMessage(ringsync::kUsage);
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "ringsyncctl");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("ringsyncctl"));
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::vector<std::string> args(positional.begin(), positional.end());
   if (args.size() < 2) return ringsync::Usage("no command given");
