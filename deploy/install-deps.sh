@@ -12,6 +12,9 @@ build_packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev
+  # prometheus-cpp: the daemons' metrics (we link only its core library; the package
+  # also brings its pull/push libraries and their civetweb and curl headers).
+  prometheus-cpp-dev
   # Cluster tests and peers we benchmark against.
   # (ringsync-netns: iproute2 for namespaces and tc, nftables for loss, python3-yaml.)
   iproute2 nftables procps python3 python3-yaml python3-numpy python3-torch
@@ -21,8 +24,10 @@ build_packages=(
 runtime_packages=(
   # Every library ringsyncd, ringsyncctl and ringsync-train-example link directly
   # (ldd + dpkg -S); libgrpc29, libre2-9, libc-ares2, libssl3 come in as libgrpc++1.51's
-  # dependencies. libcpp-httplib0.11: the HTTP endpoint (--http_listen, /metrics).
+  # dependencies. libcpp-httplib0.11: the HTTP endpoint (--http_listen, /metrics);
+  # libprometheus-cpp-core1.0: the metrics it serves.
   libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 libcpp-httplib0.11
+  libprometheus-cpp-core1.0
   ca-certificates
 )
 

@@ -15,7 +15,7 @@
 #include "daemon/logging/log_flags.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
-#include "daemon/metrics/registry.h"
+#include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
 #include "spdlog/spdlog.h"
@@ -77,12 +77,13 @@ int RunCoordinatorMain() {
   const std::string address = (*server)->address();
 
   // /metrics, /healthz, /readyz (--http_listen): ready while the gRPC server serves.
-  metrics::Registry registry;
+  prometheus::Registry registry;
   metrics::AddBuildInfo(registry);
-  metrics::AddProcessCollector(registry);
-  AddCoordinatorCollector(registry, **server);
+  const metrics::ProcessCollector process_metrics;
+  const CoordinatorCollector coordinator_metrics(**server);
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
-      [&registry] { return registry.TextExposition(); }, [] { return absl::OkStatus(); });
+      [&] { return metrics::TextPage({&registry, &process_metrics, &coordinator_metrics}); },
+      [] { return absl::OkStatus(); });
   if (!http.ok()) {
     spdlog::error("{}", std::string(http.status().message()));
     (*server)->Shutdown(kShutdownGrace);

@@ -1,15 +1,29 @@
 // The coordinator's /metrics: membership as GetClusterStatus reports it, read at scrape
 // time (names and meaning in the README's "Metrics" section).
+//
+// Thread-safety: Collect() may run on several threads at once.
 #pragma once
 
+#include <vector>
+
 #include "daemon/coordinator/coordinator_server.h"
-#include "daemon/metrics/registry.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
 
 namespace ringsync {
 
-// Adds ringsync_coordinator_workers_joined, _joins_total, _generations_published_total,
-// _heartbeat_age_seconds{worker_id}, _ring_formed, _world_size and _generation.
-// REQUIRES: `server` outlives every scrape of `registry`.
-void AddCoordinatorCollector(metrics::Registry& registry, CoordinatorServer& server);
+// ringsync_coordinator_workers_joined, _world_size, _joins_total,
+// _generations_published_total, _generation, _ring_formed and
+// _heartbeat_age_seconds{worker_id}.
+class CoordinatorCollector final : public prometheus::Collectable {
+ public:
+  // REQUIRES: `server` outlives every scrape.
+  explicit CoordinatorCollector(CoordinatorServer& server) : server_(server) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  CoordinatorServer& server_;
+};
 
 }  // namespace ringsync

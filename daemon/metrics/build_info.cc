@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "prometheus/gauge.h"
+
 #ifndef RINGSYNC_VERSION
 #define RINGSYNC_VERSION "unknown"
 #endif
@@ -10,11 +12,12 @@ namespace ringsync::metrics {
 
 absl::string_view RingsyncVersion() { return RINGSYNC_VERSION; }
 
-void AddBuildInfo(Registry& registry) {
-  registry
-      .AddGauge("ringsync_build_info", "Always 1; the label names the ringsync release of this daemon.",
-                {"version"})
-      .WithLabels({std::string(RingsyncVersion())})
+void AddBuildInfo(prometheus::Registry& registry) {
+  prometheus::BuildGauge()
+      .Name("ringsync_build_info")
+      .Help("Always 1; the label names the ringsync release of this daemon.")
+      .Register(registry)
+      .Add({{"version", std::string(RingsyncVersion())}})
       .Set(1);
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/metrics/scrape_family.h"
 
 namespace ringsync::metrics {
 namespace {
@@ -64,39 +65,41 @@ std::optional<uint64_t> ParseBootTime(absl::string_view proc_stat_file) {
   return std::nullopt;
 }
 
-void AddProcessCollector(Registry& registry) {
-  const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  const double page_bytes = static_cast<double>(::sysconf(_SC_PAGESIZE));
-  // Boot time and start time do not change: read them once.
-  const std::optional<uint64_t> boot = ParseBootTime(ReadWholeFile("/proc/stat"));
-  registry.AddCollector([=](std::vector<FamilySnapshot>* out) {
-    const std::optional<ProcStat> stat = ParseProcStat(ReadWholeFile("/proc/self/stat"));
-    if (stat.has_value()) {
-      out->push_back(SingleSample(
-          "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-          MetricType::kCounter,
-          static_cast<double>(stat->utime_ticks + stat->stime_ticks) / ticks_per_second));
-      out->push_back(SingleSample("process_resident_memory_bytes", "Resident memory size in bytes.",
-                                  MetricType::kGauge,
-                                  static_cast<double>(stat->resident_pages) * page_bytes));
-      out->push_back(SingleSample("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                                  MetricType::kGauge, static_cast<double>(stat->virtual_bytes)));
-      if (boot.has_value()) {
-        out->push_back(SingleSample("process_start_time_seconds",
-                                    "Start time of the process since unix epoch in seconds.",
-                                    MetricType::kGauge,
-                                    static_cast<double>(*boot) +
-                                        static_cast<double>(stat->start_ticks) / ticks_per_second));
-      }
+ProcessCollector::ProcessCollector()
+    : ticks_per_second_(static_cast<double>(::sysconf(_SC_CLK_TCK))),
+      page_bytes_(static_cast<double>(::sysconf(_SC_PAGESIZE))),
+      boot_seconds_(ParseBootTime(ReadWholeFile("/proc/stat"))) {}
+
+std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
+  using prometheus::MetricType;
+  std::vector<prometheus::MetricFamily> out;
+  const std::optional<ProcStat> stat = ParseProcStat(ReadWholeFile("/proc/self/stat"));
+  if (stat.has_value()) {
+    out.push_back(SingleSample(
+        "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+        MetricType::Counter,
+        static_cast<double>(stat->utime_ticks + stat->stime_ticks) / ticks_per_second_));
+    out.push_back(SingleSample("process_resident_memory_bytes", "Resident memory size in bytes.",
+                               MetricType::Gauge,
+                               static_cast<double>(stat->resident_pages) * page_bytes_));
+    out.push_back(SingleSample("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                               MetricType::Gauge, static_cast<double>(stat->virtual_bytes)));
+    if (boot_seconds_.has_value()) {
+      out.push_back(SingleSample("process_start_time_seconds",
+                                 "Start time of the process since unix epoch in seconds.",
+                                 MetricType::Gauge,
+                                 static_cast<double>(*boot_seconds_) +
+                                     static_cast<double>(stat->start_ticks) / ticks_per_second_));
     }
-    out->push_back(SingleSample("process_open_fds", "Number of open file descriptors.",
-                                MetricType::kGauge, static_cast<double>(CountOpenFds())));
-    rlimit limit{};
-    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-      out->push_back(SingleSample("process_max_fds", "Maximum number of open file descriptors.",
-                                  MetricType::kGauge, static_cast<double>(limit.rlim_cur)));
-    }
-  });
+  }
+  out.push_back(SingleSample("process_open_fds", "Number of open file descriptors.",
+                             MetricType::Gauge, static_cast<double>(CountOpenFds())));
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    out.push_back(SingleSample("process_max_fds", "Maximum number of open file descriptors.",
+                               MetricType::Gauge, static_cast<double>(limit.rlim_cur)));
+  }
+  return out;
 }
 
 }  // namespace ringsync::metrics

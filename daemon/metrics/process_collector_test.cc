@@ -8,8 +8,11 @@
 namespace ringsync::metrics {
 namespace {
 
-const FamilySnapshot* Find(const std::vector<FamilySnapshot>& families, const std::string& name) {
-  for (const FamilySnapshot& f : families) {
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+const MetricFamily* Find(const std::vector<MetricFamily>& families, const std::string& name) {
+  for (const MetricFamily& f : families) {
     if (f.name == name) return &f;
   }
   return nullptr;
@@ -39,23 +42,23 @@ TEST(ParseBootTime, FindsTheBtimeLine) {
 }
 
 TEST(ProcessCollector, ReportsThisProcess) {
-  Registry registry;
-  AddProcessCollector(registry);
-  const std::vector<FamilySnapshot> families = registry.Collect();
-  const FamilySnapshot* rss = Find(families, "process_resident_memory_bytes");
+  const std::vector<MetricFamily> families = ProcessCollector().Collect();
+  const MetricFamily* rss = Find(families, "process_resident_memory_bytes");
   ASSERT_NE(rss, nullptr);
-  EXPECT_GT(rss->samples[0].value, 1 << 20);
-  const FamilySnapshot* start = Find(families, "process_start_time_seconds");
+  EXPECT_EQ(rss->type, MetricType::Gauge);
+  EXPECT_GT(rss->metric.at(0).gauge.value, 1 << 20);
+  const MetricFamily* start = Find(families, "process_start_time_seconds");
   ASSERT_NE(start, nullptr);
   const double now = static_cast<double>(std::time(nullptr));
-  EXPECT_LE(start->samples[0].value, now + 1);
-  EXPECT_GT(start->samples[0].value, now - 3600);
-  const FamilySnapshot* cpu = Find(families, "process_cpu_seconds_total");
+  EXPECT_LE(start->metric.at(0).gauge.value, now + 1);
+  EXPECT_GT(start->metric.at(0).gauge.value, now - 3600);
+  const MetricFamily* cpu = Find(families, "process_cpu_seconds_total");
   ASSERT_NE(cpu, nullptr);
-  EXPECT_EQ(cpu->type, MetricType::kCounter);
-  EXPECT_GE(cpu->samples[0].value, 0);
-  ASSERT_NE(Find(families, "process_open_fds"), nullptr);
-  EXPECT_GE(Find(families, "process_open_fds")->samples[0].value, 3);
+  EXPECT_EQ(cpu->type, MetricType::Counter);
+  EXPECT_GE(cpu->metric.at(0).counter.value, 0);
+  const MetricFamily* fds = Find(families, "process_open_fds");
+  ASSERT_NE(fds, nullptr);
+  EXPECT_GE(fds->metric.at(0).gauge.value, 3);
 }
 
 }  // namespace

@@ -1,17 +1,24 @@
-// The page this registry writes passes Prometheus' own linter, `promtool check metrics`
-// (Debian package prometheus): every metric type, labels that need escaping, the
-// process collector, and a family that has no series yet.
+// The pages our daemons serve pass Prometheus' own linter, `promtool check metrics`
+// (Debian package prometheus): prometheus-cpp's text serialization of every metric type
+// we register, label values that need escaping and a family without series yet, followed
+// by what stays ours (the process collector, build info, a collector's labelled family).
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
-#include "daemon/metrics/registry.h"
+#include "daemon/metrics/scrape_family.h"
+#include "daemon/metrics/text_page.h"
 #include "gtest/gtest.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 
 namespace ringsync::metrics {
 namespace {
@@ -35,20 +42,45 @@ int PromtoolCheck(const std::string& page, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST(Promtool, AcceptsEveryKindOfFamilyThisRegistryWrites) {
-  Registry registry;
-  registry.AddCounter("ringsync_test_events_total", "Events \\ with \"quotes\"\nand lines.",
-                      {"kind", "result"})
-      .WithLabels({"all\"reduce\n", "o\\k"})
+// A collector's family with labels, as the coordinator's heartbeat ages are built.
+class AgesCollector final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    prometheus::MetricFamily ages{"ringsync_test_age_seconds", "Age.",
+                                  prometheus::MetricType::Gauge, {}};
+    ages.metric.push_back(Sample(prometheus::MetricType::Gauge, 0.25, {{"worker_id", "w\"0"}}));
+    return {ages};
+  }
+};
+
+TEST(Promtool, AcceptsEveryKindOfFamilyOurDaemonsServe) {
+  prometheus::Registry registry;
+  prometheus::BuildCounter()
+      .Name("ringsync_test_events_total")
+      .Help("Events with \"quotes\" and (cuda:N) +-Inf.")
+      .Register(registry)
+      .Add({{"kind", "all\"reduce\n"}, {"result", "o\\k"}})
       .Increment(3);
-  registry.AddGauge("ringsync_test_depth", "Depth.", {"peer_rank"}).WithLabels({"1"}).Set(-2.5);
-  registry.AddHistogram("ringsync_test_duration_seconds", "Duration.", {"kind"}, {0.001, 0.1, 1})
-      .WithLabels({"allreduce"})
+  prometheus::BuildGauge()
+      .Name("ringsync_test_depth")
+      .Help("Depth.")
+      .Register(registry)
+      .Add({{"size_class", "<64KiB"}})
+      .Set(-2.5);
+  prometheus::BuildHistogram()
+      .Name("ringsync_test_duration_seconds")
+      .Help("Duration.")
+      .Register(registry)
+      .Add({{"kind", "allreduce"}}, prometheus::Histogram::BucketBoundaries{0.0001, 0.1, 1})
       .Observe(0.05);
-  registry.AddCounter("ringsync_test_unused_total", "Not used yet.", {"cause"});
-  AddProcessCollector(registry);
+  prometheus::BuildCounter()
+      .Name("ringsync_test_unused_total")
+      .Help("Not used yet.")
+      .Register(registry);
   AddBuildInfo(registry);
-  const std::string page = registry.TextExposition();
+  const ProcessCollector process;
+  const AgesCollector ages;
+  const std::string page = TextPage({&registry, &process, &ages});
   std::string output;
   EXPECT_EQ(PromtoolCheck(page, &output), 0) << output << "\npage:\n" << page;
   EXPECT_EQ(output, "") << "promtool lint findings for:\n" << page;

@@ -15,7 +15,7 @@
 #include "daemon/logging/string_view_formatter.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
-#include "daemon/metrics/registry.h"
+#include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
 #include "daemon/transport/grpc/peer_service.h"
@@ -143,9 +143,9 @@ int RunWorkerMain() {
   }
 
   RingManager ring(config->worker_id, registry, absl::GetFlag(FLAGS_connect_timeout));
-  metrics::Registry metrics;
+  prometheus::Registry metrics;
   metrics::AddBuildInfo(metrics);
-  metrics::AddProcessCollector(metrics);
+  const metrics::ProcessCollector process_metrics;
   WorkerMetrics worker_metrics(metrics, ring, reducer->name());
   CollectiveExecutor executor(config->worker_id, ring, *reducer,
                               static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
@@ -175,7 +175,7 @@ int RunWorkerMain() {
 
   // /metrics, /healthz, /readyz (--http_listen): ready when in a formed ring.
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
-      [&metrics] { return metrics.TextExposition(); },
+      [&] { return metrics::TextPage({&metrics, &process_metrics, &worker_metrics}); },
       [&ring] {
         const RingStatus status = ring.Status();
         if (status.ready) return absl::OkStatus();

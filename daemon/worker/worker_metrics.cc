@@ -1,27 +1,39 @@
 #include "daemon/worker/worker_metrics.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/metrics/scrape_family.h"
 
 namespace ringsync {
 namespace {
 
-using metrics::FamilySnapshot;
-using metrics::MetricType;
 using metrics::SingleSample;
+using prometheus::MetricType;
 
 // From 100 µs (a tiny all-reduce on loopback) to a minute (the default deadline).
-const std::vector<double> kDurationBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                             0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
-                                             1,      2.5,     5,      10,    30,     60};
+const prometheus::Histogram::BucketBoundaries kDurationBounds = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
 
-// "2" and "w2" for the neighbour at `rank`.
-std::vector<std::string> PeerLabels(const RingEpoch& epoch, int rank) {
+// peer_rank="2", peer_worker_id="w2" for the neighbour at `rank`.
+prometheus::Labels PeerLabels(const RingEpoch& epoch, int rank) {
   const std::string id =
       rank >= 0 && rank < static_cast<int>(epoch.worker_ids.size()) ? epoch.worker_ids[rank] : "";
-  return {absl::StrCat(rank), id};
+  return {{"peer_rank", absl::StrCat(rank)}, {"peer_worker_id", id}};
+}
+
+prometheus::Family<prometheus::Counter>& AddCounter(prometheus::Registry& registry,
+                                                    const std::string& name,
+                                                    const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+prometheus::Family<prometheus::Gauge>& AddGauge(prometheus::Registry& registry,
+                                                const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
 }
 
 }  // namespace
@@ -42,99 +54,91 @@ double AllReduceBusBandwidth(uint64_t bytes, int world_size, absl::Duration elap
   return static_cast<double>(bytes) / seconds * 2 * (n - 1) / n;
 }
 
-WorkerMetrics::WorkerMetrics(metrics::Registry& registry, RingManager& ring,
+WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                              absl::string_view reduce_device)
-    : collectives_(registry.AddCounter(
-          "ringsync_collectives_total",
-          "Collectives this worker's training process asked for that finished, by kind, dtype "
-          "and result (ok or failed).",
-          {"kind", "dtype", "result"})),
-      failed_(registry.AddCounter(
-          "ringsync_collectives_failed_total",
-          "Failed collectives by kind and cause: mismatch, timeout, peer_lost, client_gone, "
-          "generation_changed, invalid, other.",
-          {"kind", "cause"})),
-      bytes_sent_(registry.AddCounter(
-          "ringsync_ring_bytes_sent_total",
-          "Payload bytes this worker sent on the ring to its right neighbour (rank and worker id).",
-          {"peer_rank", "peer_worker_id"})),
-      bytes_received_(registry.AddCounter(
-          "ringsync_ring_bytes_received_total",
-          "Payload bytes this worker received on the ring from its left neighbour (rank and "
-          "worker id).",
-          {"peer_rank", "peer_worker_id"})),
-      duration_(registry.AddHistogram(
-          "ringsync_collective_duration_seconds",
-          "Wall time of successful collectives, from the executor taking them to their result.",
-          {"kind"}, kDurationBounds)),
-      busbw_(registry.AddGauge(
-          "ringsync_busbw_bytes_per_second",
-          "Bus bandwidth of the last successful all-reduce in each size class: "
-          "S / t x 2(N-1)/N (nccl-tests' busbw).",
-          {"size_class"})),
-      reduce_seconds_(registry
-                          .AddCounter("ringsync_reduce_seconds_total",
-                                      "Time spent combining received segments into the tensor.")
-                          .Get()),
-      overflows_(registry
-                     .AddCounter("ringsync_overflows_total",
-                                 "Reductions of finite values that overflowed to +-Inf.")
-                     .Get()) {
-  registry
-      .AddGauge("ringsync_reduce_device_info",
-                "Always 1; the label names the device this worker reduces on (cpu, cuda:N).",
-                {"device"})
-      .WithLabels({std::string(reduce_device)})
+    : ring_(ring),
+      collectives_(AddCounter(registry, "ringsync_collectives_total",
+                              "Collectives this worker's training process asked for that "
+                              "finished, by kind, dtype and result (ok or failed).")),
+      failed_(AddCounter(registry, "ringsync_collectives_failed_total",
+                         "Failed collectives by kind and cause: mismatch, timeout, peer_lost, "
+                         "client_gone, generation_changed, invalid, other.")),
+      bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
+                             "Payload bytes this worker sent on the ring to its right neighbour "
+                             "(rank and worker id).")),
+      bytes_received_(AddCounter(registry, "ringsync_ring_bytes_received_total",
+                                 "Payload bytes this worker received on the ring from its left "
+                                 "neighbour (rank and worker id).")),
+      duration_(prometheus::BuildHistogram()
+                    .Name("ringsync_collective_duration_seconds")
+                    .Help("Wall time of successful collectives, from the executor taking them to "
+                          "their result.")
+                    .Register(registry)),
+      busbw_(AddGauge(registry, "ringsync_busbw_bytes_per_second",
+                      "Bus bandwidth of the last successful all-reduce in each size class: "
+                      "S / t x 2(N-1)/N (nccl-tests' busbw).")),
+      reduce_seconds_(AddCounter(registry, "ringsync_reduce_seconds_total",
+                                 "Time spent combining received segments into the tensor.")
+                          .Add({})),
+      overflows_(AddCounter(registry, "ringsync_overflows_total",
+                            "Reductions of finite values that overflowed to +-Inf.")
+                     .Add({})) {
+  AddGauge(registry, "ringsync_reduce_device_info",
+           "Always 1; the label names the device this worker reduces on (cpu, cuda:N).")
+      .Add({{"device", std::string(reduce_device)}})
       .Set(1);
-  registry.AddCollector([&ring](std::vector<FamilySnapshot>* out) {
-    const RingStatus status = ring.Status();
-    double in_flight = 0;
-    if (std::shared_ptr<RingEpoch> epoch = ring.Ready(); epoch != nullptr && epoch->link != nullptr) {
-      in_flight = static_cast<double>(epoch->link->inbound().queued());
-    }
-    out->push_back(SingleSample("ringsync_ring_generation",
-                                "The ring view (generation) this worker last received.",
-                                MetricType::kGauge, static_cast<double>(status.generation)));
-    out->push_back(
-        SingleSample("ringsync_ring_rank",
-                     "This worker's rank in the current generation; -1 when not in a ring.",
-                     MetricType::kGauge, status.rank));
-    out->push_back(SingleSample("ringsync_ring_world_size",
-                                "Ranks in the current generation; 0 when not in a ring.",
-                                MetricType::kGauge, status.world_size));
-    out->push_back(SingleSample("ringsync_ring_ready",
-                                "1 when this worker is connected in a formed ring of the current "
-                                "generation (what /readyz reports), else 0.",
-                                MetricType::kGauge, status.ready ? 1 : 0));
-    out->push_back(
-        SingleSample("ringsync_segments_in_flight",
-                     "Ring segments received from the left neighbour and not yet consumed "
-                     "(the inbox depth; bounded by the inbox capacity).",
-                     MetricType::kGauge, in_flight));
-  });
   // Series that exist from the start, so that rate() and absent() work before the first
   // collective.
-  collectives_.WithLabels({"allreduce", "float32", "ok"});
+  collectives_.Add({{"kind", "allreduce"}, {"dtype", "float32"}, {"result", "ok"}});
+}
+
+std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
+  const RingStatus status = ring_.Status();
+  double in_flight = 0;
+  if (std::shared_ptr<RingEpoch> epoch = ring_.Ready(); epoch != nullptr && epoch->link != nullptr) {
+    in_flight = static_cast<double>(epoch->link->inbound().queued());
+  }
+  return {
+      SingleSample("ringsync_ring_generation",
+                   "The ring view (generation) this worker last received.", MetricType::Gauge,
+                   static_cast<double>(status.generation)),
+      SingleSample("ringsync_ring_rank",
+                   "This worker's rank in the current generation; -1 when not in a ring.",
+                   MetricType::Gauge, status.rank),
+      SingleSample("ringsync_ring_world_size",
+                   "Ranks in the current generation; 0 when not in a ring.", MetricType::Gauge,
+                   status.world_size),
+      SingleSample("ringsync_ring_ready",
+                   "1 when this worker is connected in a formed ring of the current generation "
+                   "(what /readyz reports), else 0.",
+                   MetricType::Gauge, status.ready ? 1 : 0),
+      SingleSample("ringsync_segments_in_flight",
+                   "Ring segments received from the left neighbour and not yet consumed (the "
+                   "inbox depth; bounded by the inbox capacity).",
+                   MetricType::Gauge, in_flight),
+  };
 }
 
 void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
   const std::string kind(CollectiveKindName(c.kind));
   const bool ok = c.status.ok();
-  collectives_.WithLabels({kind, std::string(DTypeName(c.dtype)), ok ? "ok" : "failed"})
+  collectives_
+      .Add({{"kind", kind}, {"dtype", std::string(DTypeName(c.dtype))},
+            {"result", ok ? "ok" : "failed"}})
       .Increment();
-  if (!ok) failed_.WithLabels({kind, std::string(FailureCauseName(c.cause))}).Increment();
+  if (!ok) failed_.Add({{"kind", kind}, {"cause", std::string(FailureCauseName(c.cause))}}).Increment();
   if (c.epoch != nullptr) {
-    bytes_sent_.WithLabels(PeerLabels(*c.epoch, c.epoch->me.next()))
+    bytes_sent_.Add(PeerLabels(*c.epoch, c.epoch->me.next()))
         .Increment(static_cast<double>(c.stats.bytes_sent));
-    bytes_received_.WithLabels(PeerLabels(*c.epoch, c.epoch->me.prev()))
+    bytes_received_.Add(PeerLabels(*c.epoch, c.epoch->me.prev()))
         .Increment(static_cast<double>(c.stats.bytes_received));
   }
   reduce_seconds_.Increment(absl::ToDoubleSeconds(c.stats.reduce_time));
   overflows_.Increment(static_cast<double>(c.stats.overflows));
   if (!ok) return;
-  duration_.WithLabels({kind}).Observe(absl::ToDoubleSeconds(c.elapsed));
+  duration_.Add({{"kind", kind}}, kDurationBounds).Observe(absl::ToDoubleSeconds(c.elapsed));
   if (c.kind == CollectiveKind::kAllReduce && c.epoch != nullptr) {
-    busbw_.WithLabels({std::string(SizeClass(c.bytes))})
+    busbw_.Add({{"size_class", std::string(SizeClass(c.bytes))}})
         .Set(AllReduceBusBandwidth(c.bytes, c.epoch->me.world_size, c.elapsed));
   }
 }

@@ -1,13 +1,15 @@
 // WorkerMetrics: what a worker exports on /metrics (names, labels and meaning are listed
-// in the README's "Metrics" section). The executor reports each finished collective
-// (a few atomic adds and one short map lookup per label set — never per segment); the
-// ring's state (generation, rank, readiness, inbox depth) is read at scrape time.
+// in the README's "Metrics" section). The executor reports each finished collective to
+// prometheus-cpp families in the daemon's registry (a few label lookups and atomic adds —
+// never per segment); the ring's state (generation, rank, readiness, inbox depth) is read
+// at scrape time, by this object as a prometheus::Collectable served beside the registry.
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -15,9 +17,15 @@
 #include "core/dtype.h"
 #include "core/collective.h"
 #include "core/ring/ring_member.h"
-#include "daemon/metrics/registry.h"
 #include "daemon/worker/failure_cause.h"
 #include "daemon/worker/ring_manager.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
 
 namespace ringsync {
 
@@ -41,22 +49,29 @@ absl::string_view SizeClass(uint64_t bytes);
 // took `elapsed`: bytes / elapsed x 2(N-1)/N. 0 when elapsed is not positive.
 double AllReduceBusBandwidth(uint64_t bytes, int world_size, absl::Duration elapsed);
 
-class WorkerMetrics {
+class WorkerMetrics final : public prometheus::Collectable {
  public:
-  // Registers the worker's families and a collector reading `ring` at scrape time.
-  WorkerMetrics(metrics::Registry& registry, RingManager& ring, absl::string_view reduce_device);
+  // Registers the worker's families in `registry`.
+  // REQUIRES: `registry` and `ring` outlive this object.
+  WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
+                absl::string_view reduce_device);
 
   void OnCollectiveFinished(const FinishedCollective& collective);
 
+  // The ring's state now: ringsync_ring_generation, _rank, _world_size, _ready and
+  // ringsync_segments_in_flight.
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
  private:
-  metrics::Family<metrics::Counter>& collectives_;
-  metrics::Family<metrics::Counter>& failed_;
-  metrics::Family<metrics::Counter>& bytes_sent_;
-  metrics::Family<metrics::Counter>& bytes_received_;
-  metrics::Family<metrics::Histogram>& duration_;
-  metrics::Family<metrics::Gauge>& busbw_;
-  metrics::Counter& reduce_seconds_;
-  metrics::Counter& overflows_;
+  RingManager& ring_;
+  prometheus::Family<prometheus::Counter>& collectives_;
+  prometheus::Family<prometheus::Counter>& failed_;
+  prometheus::Family<prometheus::Counter>& bytes_sent_;
+  prometheus::Family<prometheus::Counter>& bytes_received_;
+  prometheus::Family<prometheus::Histogram>& duration_;
+  prometheus::Family<prometheus::Gauge>& busbw_;
+  prometheus::Counter& reduce_seconds_;
+  prometheus::Counter& overflows_;
 };
 
 }  // namespace ringsync

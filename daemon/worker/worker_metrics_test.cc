@@ -2,6 +2,7 @@
 #include "daemon/worker/worker_metrics.h"
 
 #include "absl/strings/match.h"
+#include "daemon/metrics/text_page.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -32,9 +33,12 @@ class WorkerMetricsTest : public ::testing::Test {
     return c;
   }
 
+  // GET /metrics of this worker: its registry, then the ring's state.
+  std::string Page() const { return metrics::TextPage({&registry_, &metrics_}); }
+
   InboxRegistry inboxes_{4};
   RingManager ring_;
-  metrics::Registry registry_;
+  prometheus::Registry registry_;
   WorkerMetrics metrics_;
   RingEpoch epoch_;
 };
@@ -42,8 +46,8 @@ class WorkerMetricsTest : public ::testing::Test {
 TEST_F(WorkerMetricsTest, ASuccessfulAllReduceCountsBytesPerNeighbourAndBusBandwidth) {
   metrics_.OnCollectiveFinished(AllReduce(1 << 20, absl::Seconds(1)));
   metrics_.OnCollectiveFinished(AllReduce(1 << 20, absl::Milliseconds(500)));
-  const std::string page = registry_.TextExposition();
-  EXPECT_THAT(page, HasSubstr("ringsync_collectives_total{kind=\"allreduce\",dtype=\"float32\","
+  const std::string page = Page();
+  EXPECT_THAT(page, HasSubstr("ringsync_collectives_total{dtype=\"float32\",kind=\"allreduce\","
                               "result=\"ok\"} 2\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_ring_bytes_sent_total{peer_rank=\"2\",peer_worker_id=\"w2\"} "
                               "3145728\n"));
@@ -57,15 +61,30 @@ TEST_F(WorkerMetricsTest, ASuccessfulAllReduceCountsBytesPerNeighbourAndBusBandw
   EXPECT_THAT(page, HasSubstr("ringsync_reduce_device_info{device=\"cpu\"} 1\n"));
 }
 
+TEST_F(WorkerMetricsTest, DurationBucketsRunFrom100MicrosecondsToAMinuteBoundsInclusive) {
+  metrics_.OnCollectiveFinished(AllReduce(1000, absl::Milliseconds(1)));
+  const std::string page = Page();
+  const std::string bucket = "ringsync_collective_duration_seconds_bucket{kind=\"allreduce\",le=";
+  for (const char* line : {"\"0.0001\"} 0\n", "\"0.0005\"} 0\n", "\"0.001\"} 1\n",
+                           "\"2.5\"} 1\n", "\"60\"} 1\n", "\"+Inf\"} 1\n"}) {
+    EXPECT_THAT(page, HasSubstr(bucket + line));
+  }
+  size_t buckets = 0;
+  for (size_t at = page.find(bucket); at != std::string::npos; at = page.find(bucket, at + 1)) {
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, 19u);  // 18 bounds and +Inf
+}
+
 TEST_F(WorkerMetricsTest, AFailureCountsItsCauseButNoDurationOrBandwidth) {
   FinishedCollective c = AllReduce(1000, absl::Seconds(2));
   c.status = absl::DeadlineExceededError("timed out");
   c.cause = FailureCause::kTimeout;
   metrics_.OnCollectiveFinished(c);
-  const std::string page = registry_.TextExposition();
-  EXPECT_THAT(page, HasSubstr("ringsync_collectives_total{kind=\"allreduce\",dtype=\"float32\","
+  const std::string page = Page();
+  EXPECT_THAT(page, HasSubstr("ringsync_collectives_total{dtype=\"float32\",kind=\"allreduce\","
                               "result=\"failed\"} 1\n"));
-  EXPECT_THAT(page, HasSubstr("ringsync_collectives_failed_total{kind=\"allreduce\",cause=\"timeout\"} 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_collectives_failed_total{cause=\"timeout\",kind=\"allreduce\"} 1\n"));
   EXPECT_THAT(page, Not(HasSubstr("ringsync_collective_duration_seconds_count")));
   EXPECT_THAT(page, Not(HasSubstr("ringsync_busbw_bytes_per_second{")));
   // Bytes that did move still count.
@@ -73,14 +92,14 @@ TEST_F(WorkerMetricsTest, AFailureCountsItsCauseButNoDurationOrBandwidth) {
 }
 
 TEST_F(WorkerMetricsTest, RingGaugesShowAWorkerOutsideARing) {
-  const std::string page = registry_.TextExposition();
+  const std::string page = Page();
   EXPECT_THAT(page, HasSubstr("ringsync_ring_ready 0\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_ring_rank -1\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_ring_world_size 0\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_ring_generation 0\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_segments_in_flight 0\n"));
   // Present before the first collective, so rate() has a series to work on.
-  EXPECT_THAT(page, HasSubstr("ringsync_collectives_total{kind=\"allreduce\",dtype=\"float32\","
+  EXPECT_THAT(page, HasSubstr("ringsync_collectives_total{dtype=\"float32\",kind=\"allreduce\","
                               "result=\"ok\"} 0\n"));
 }
 

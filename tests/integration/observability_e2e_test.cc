@@ -232,7 +232,7 @@ TEST(Observability, PrometheusScrapesEveryDaemonAndSeesExactlyWhatTheRingDid) {
     EXPECT_EQ(HttpGet(address, "/readyz").status, 200) << name;
   }
   EXPECT_THAT(HttpGet(workers[0], "/metrics").body,
-              HasSubstr("ringsync_collectives_total{kind=\"allreduce\",dtype=\"float32\","
+              HasSubstr("ringsync_collectives_total{dtype=\"float32\",kind=\"allreduce\","
                         "result=\"ok\"} 5\n"));
 
   // (b) what Prometheus scraped.
@@ -295,7 +295,7 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
   }
   for (int i = 0; i < kWorld; ++i) {
     EXPECT_THAT(HttpGet(cluster->worker_http_address(i), "/metrics").body,
-                HasSubstr("ringsync_collectives_failed_total{kind=\"allreduce\",cause=\"mismatch\"} 1\n"))
+                HasSubstr("ringsync_collectives_failed_total{cause=\"mismatch\",kind=\"allreduce\"} 1\n"))
         << cluster->worker_id(i);
     EXPECT_THAT(cluster->Log(cluster->worker_id(i)), HasSubstr("collective failed (cause mismatch)"));
   }
