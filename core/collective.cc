@@ -1,9 +1,84 @@
 #include "core/collective.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/reduce/reducer.h"
 
 namespace ringsync {
+namespace {
+
+absl::Status Invalid(absl::string_view what) { return absl::InvalidArgumentError(what); }
+
+absl::Status CheckScale(absl::string_view field, double scale) {
+  if (scale != 0) return absl::OkStatus();
+  return Invalid(absl::StrCat(field, " is 0; scales must be non-zero (1 for none)"));
+}
+
+}  // namespace
+
+bool IsValid(CollectiveKind kind) {
+  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kBarrier;
+}
+
+CollectiveKindTraits TraitsOf(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return {.reduces = true};
+    case CollectiveKind::kBroadcast: return {.has_root = true};
+    case CollectiveKind::kAllGather: return {.gathers = true};
+    case CollectiveKind::kBarrier: return {.carries_data = false};
+  }
+  return {};
+}
+
+absl::Status ValidateSpec(const CollectiveSpec& spec) {
+  if (!IsValid(spec.kind)) {
+    return Invalid(absl::StrCat("kind ", static_cast<int>(spec.kind),
+                                " is unknown; expected allreduce, broadcast, allgather or barrier"));
+  }
+  if (spec.name.empty()) {
+    return Invalid(
+        "name is empty; label each collective, e.g. \"grad/fc1\", so that errors and "
+        "mismatches between ranks can name it");
+  }
+  if (spec.name.size() > kMaxCollectiveNameBytes) {
+    return Invalid(absl::StrCat("name is ", spec.name.size(), " bytes long; at most ",
+                                kMaxCollectiveNameBytes, " are allowed"));
+  }
+  if (!IsValid(spec.dtype)) {
+    return Invalid(absl::StrCat("dtype ", static_cast<int>(spec.dtype), " is unknown"));
+  }
+  const CollectiveKindTraits traits = TraitsOf(spec.kind);
+  if (spec.count > kMaxCollectiveElements) {
+    return Invalid(absl::StrCat("count ", spec.count, " is more than 2^40 elements"));
+  }
+  if (!traits.carries_data && spec.count != 0) {
+    return Invalid(absl::StrCat("count is ", spec.count, "; a ", CollectiveKindName(spec.kind),
+                                " carries no data"));
+  }
+  if (traits.reduces) {
+    if (absl::Status s = CheckScale("pre_scale", spec.pre_scale); !s.ok()) return s;
+    if (absl::Status s = CheckScale("post_scale", spec.post_scale); !s.ok()) return s;
+    const ReduceSpec reduce{spec.dtype, spec.op, /*world_size=*/1, spec.pre_scale,
+                            spec.post_scale};
+    if (absl::Status s = ValidateReduceSpec(reduce); !s.ok()) return s;
+  }
+  if (traits.has_root && spec.root < 0) {
+    return Invalid(absl::StrCat("root ", spec.root, " is negative; it must be a rank"));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size) {
+  if (!TraitsOf(spec.kind).gathers) return spec.count;
+  uint64_t elements = 0;
+  if (world_size < 0 ||
+      __builtin_mul_overflow(spec.count, static_cast<uint64_t>(world_size), &elements)) {
+    return std::nullopt;
+  }
+  return elements;
+}
 
 absl::string_view CollectiveKindName(CollectiveKind kind) {
   switch (kind) {
@@ -16,6 +91,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind) {
 }
 
 std::string DescribeShape(const CollectiveSpec& spec) {
+  if (!TraitsOf(spec.kind).carries_data) return std::string(CollectiveKindName(spec.kind));
   std::string shape = absl::StrCat(CollectiveKindName(spec.kind), " ", spec.count, " x ",
                                    DTypeName(spec.dtype));
   switch (spec.kind) {

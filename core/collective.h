@@ -6,12 +6,14 @@
 //   rank 1 has allreduce 1000 x float32 sum
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 
 namespace ringsync {
 
@@ -23,7 +25,23 @@ enum class CollectiveKind : uint8_t {
   kBarrier = 4,
 };
 
+bool IsValid(CollectiveKind kind);
 absl::string_view CollectiveKindName(CollectiveKind kind);
+
+// What a kind takes and what it returns, so that the SDK, the worker and the ring engine
+// read one table instead of each switching on kind.
+struct CollectiveKindTraits {
+  bool reduces = false;      // op, pre_scale and post_scale apply (all-reduce)
+  bool has_root = false;     // root applies (broadcast)
+  bool carries_data = true;  // false: a barrier, whose count is 0
+  bool gathers = false;      // the result holds world_size x count elements (all-gather)
+};
+// REQUIRES: IsValid(kind).
+CollectiveKindTraits TraitsOf(CollectiveKind kind);
+
+// Bounds on what a collective may name and carry, the same for every layer.
+inline constexpr size_t kMaxCollectiveNameBytes = 1024;
+inline constexpr uint64_t kMaxCollectiveElements = uint64_t{1} << 40;
 
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::kAllReduce;
@@ -39,7 +57,22 @@ struct CollectiveSpec {
   friend bool operator==(const CollectiveSpec&, const CollectiveSpec&) = default;
 };
 
-// "allreduce 1024 x float32 sum" — the part two ranks compare.
+// The checks every layer makes of a spec, whoever built it (the SDK from its caller's
+// arguments, the worker from a request, a rank from its neighbour's first frame): a known
+// kind and dtype; a name of 1 to kMaxCollectiveNameBytes bytes; at most
+// kMaxCollectiveElements elements, none for a barrier; for an all-reduce the reducers'
+// rules (a known op, finite scales, none on integer types) and non-zero scales (the wire
+// says "unset" with 0, so a real 0 would silently become 1); for a broadcast a root >= 0
+// (that it is a rank of the ring is checked against the ring). The sequence is not
+// checked: the ring assigns it. InvalidArgument whose message starts with the field,
+// e.g. "name is empty; ...".
+absl::Status ValidateSpec(const CollectiveSpec& spec);
+
+// Elements of the result on each rank: count, or world_size x count for an all-gather;
+// nullopt when that overflows.
+std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size);
+
+// "allreduce 1024 x float32 sum" — the part two ranks compare; "barrier" for a barrier.
 std::string DescribeShape(const CollectiveSpec& spec);
 
 // "collective #17 'grad/fc1'".

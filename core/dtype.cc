@@ -1,4 +1,4 @@
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 
 #include <utility>
 

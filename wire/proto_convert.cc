@@ -1,7 +1,5 @@
 #include "wire/proto_convert.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 
 namespace ringsync {
@@ -54,7 +52,7 @@ absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
   if (!dtype.ok()) return dtype.status();
   spec.kind = *kind;
   spec.dtype = *dtype;
-  if (spec.kind == CollectiveKind::kAllReduce) {
+  if (TraitsOf(spec.kind).reduces) {
     absl::StatusOr<ReduceOp> op = FromProto(in.op());
     if (!op.ok()) return op.status();
     spec.op = *op;
@@ -65,9 +63,7 @@ absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
   spec.root = in.root();
   spec.pre_scale = in.pre_scale() == 0 ? 1.0 : in.pre_scale();
   spec.post_scale = in.post_scale() == 0 ? 1.0 : in.post_scale();
-  if (!std::isfinite(spec.pre_scale) || !std::isfinite(spec.post_scale)) {
-    return absl::InvalidArgumentError("pre_scale and post_scale must be finite");
-  }
+  if (absl::Status valid = ValidateSpec(spec); !valid.ok()) return valid;
   return spec;
 }
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "absl/status/statusor.h"
-#include "core/dtype.h"
 #include "core/collective.h"
+#include "ringsync/dtype.h"
 #include "ringsync/v1/common.pb.h"
 
 namespace ringsync {
@@ -18,7 +18,7 @@ void ToProto(const CollectiveSpec& spec, v1::CollectiveSpec* out);
 absl::StatusOr<DType> FromProto(v1::DType dtype);
 absl::StatusOr<ReduceOp> FromProto(v1::ReduceOp op);
 absl::StatusOr<CollectiveKind> FromProto(v1::CollectiveKind kind);
-// Also maps scale 0 (unset) to 1 and rejects non-finite scales.
+// Maps scale 0 (unset) to 1, then validates the spec (ValidateSpec).
 absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& spec);
 
 }  // namespace ringsync

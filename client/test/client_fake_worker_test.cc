@@ -174,12 +174,12 @@ TEST_F(ClientTest, SmallAllReduceTravelsInline) {
   EXPECT_EQ(seen[0].inline_bytes, 5 * sizeof(float));
   const v1::CollectiveRequest& request = seen[0].request;
   EXPECT_EQ(request.client_sequence(), 1u);
-  EXPECT_EQ(request.name(), "grad/fc1");
-  EXPECT_EQ(request.dtype(), v1::DTYPE_FLOAT32);
-  EXPECT_EQ(request.count(), 5u);
-  EXPECT_EQ(request.op(), v1::REDUCE_OP_AVG);
-  EXPECT_EQ(request.pre_scale(), 1.0);
-  EXPECT_EQ(request.post_scale(), 0.25);
+  EXPECT_EQ(request.spec().name(), "grad/fc1");
+  EXPECT_EQ(request.spec().dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_EQ(request.spec().count(), 5u);
+  EXPECT_EQ(request.spec().op(), v1::REDUCE_OP_AVG);
+  EXPECT_EQ(request.spec().pre_scale(), 1.0);
+  EXPECT_EQ(request.spec().post_scale(), 0.25);
   EXPECT_EQ(request.timeout_ms(), 3000);
 }
 
@@ -284,7 +284,7 @@ TEST_F(ClientTest, SequenceFollowsIssueOrderWithManyInFlight) {
   std::vector<SeenRequest> seen = worker_.seen();
   ASSERT_EQ(seen.size(), size_t{kCollectives});
   for (const SeenRequest& s : seen) {
-    EXPECT_EQ(s.request.name(), absl::StrCat("t", s.request.client_sequence()));
+    EXPECT_EQ(s.request.spec().name(), absl::StrCat("t", s.request.client_sequence()));
   }
 }
 
@@ -380,7 +380,7 @@ TEST_F(ClientTest, EveryElementTypeRoundTrips) {
   EXPECT_EQ(u8, (std::vector<uint8_t>{200, 6}));
   EXPECT_EQ(f16, (std::vector<uint16_t>{0x3C01, 0x4001}));
   std::vector<v1::DType> dtypes;
-  for (const SeenRequest& s : worker_.seen()) dtypes.push_back(s.request.dtype());
+  for (const SeenRequest& s : worker_.seen()) dtypes.push_back(s.request.spec().dtype());
   EXPECT_EQ(dtypes, (std::vector<v1::DType>{v1::DTYPE_FLOAT64, v1::DTYPE_INT32, v1::DTYPE_INT64,
                                             v1::DTYPE_INT8, v1::DTYPE_UINT8, v1::DTYPE_FLOAT16}));
 }
@@ -395,7 +395,7 @@ TEST_F(ClientTest, RawFormsTakeAnyDType) {
   ASSERT_TRUE(client->Broadcast("from-me", bf16.data(), 2, DType::kBFloat16, 0).ok());
   EXPECT_EQ(bf16, (std::vector<uint16_t>{0x3F80, 0x4000})) << "rank 0 is the root: unchanged";
   std::vector<v1::DType> dtypes;
-  for (const SeenRequest& s : worker_.seen()) dtypes.push_back(s.request.dtype());
+  for (const SeenRequest& s : worker_.seen()) dtypes.push_back(s.request.spec().dtype());
   EXPECT_EQ(dtypes, (std::vector<v1::DType>{v1::DTYPE_BFLOAT16, v1::DTYPE_BFLOAT16}));
 }
 
@@ -406,7 +406,7 @@ TEST_F(ClientTest, ZeroElementsAreFine) {
   EXPECT_TRUE(client->AllReduce("empty-span", absl::Span<float>(), ReduceOp::kSum).ok());
   ASSERT_EQ(worker_.seen().size(), 2u);
   EXPECT_EQ(worker_.seen()[1].request.data_case(), v1::CollectiveRequest::DATA_NOT_SET);
-  EXPECT_EQ(worker_.seen()[1].request.count(), 0u);
+  EXPECT_EQ(worker_.seen()[1].request.spec().count(), 0u);
 }
 
 class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
@@ -427,7 +427,7 @@ TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {
   ASSERT_EQ(worker_.seen().size(), 1u);
   const SeenRequest seen = worker_.seen()[0];
   EXPECT_EQ(seen.method, "AllGather");
-  EXPECT_EQ(seen.request.count(), params.size()) << "count is per rank";
+  EXPECT_EQ(seen.request.spec().count(), params.size()) << "count is per rank";
   if (!seen.was_inline) {
     EXPECT_EQ(seen.request.shared().size_bytes(), all.size() * sizeof(float))
         << "the region holds the whole gathered result";
@@ -444,7 +444,7 @@ TEST_F(ClientTest, BroadcastSendsTheRootAndReceivesInPlace) {
   EXPECT_EQ(weights, std::vector<uint8_t>(6, 0x41));
   ASSERT_EQ(worker_.seen().size(), 1u);
   EXPECT_EQ(worker_.seen()[0].method, "Broadcast");
-  EXPECT_EQ(worker_.seen()[0].request.root(), 1);
+  EXPECT_EQ(worker_.seen()[0].request.spec().root(), 1);
 }
 
 TEST_F(ClientTest, BarrierSendsNoData) {
@@ -454,10 +454,10 @@ TEST_F(ClientTest, BarrierSendsNoData) {
   ASSERT_EQ(worker_.seen().size(), 1u);
   const SeenRequest seen = worker_.seen()[0];
   EXPECT_EQ(seen.method, "Barrier");
-  EXPECT_EQ(seen.request.count(), 0u);
+  EXPECT_EQ(seen.request.spec().count(), 0u);
   EXPECT_EQ(seen.request.data_case(), v1::CollectiveRequest::DATA_NOT_SET)
       << "the worker refuses a barrier that names data, even empty data";
-  EXPECT_EQ(seen.request.dtype(), v1::DTYPE_UINT8) << "a valid dtype, for the worker's checks";
+  EXPECT_EQ(seen.request.spec().dtype(), v1::DTYPE_UINT8) << "a valid dtype, for the worker's checks";
 }
 
 TEST_F(ClientTest, WaitWithATimeoutLeavesTheCollectiveRunning) {

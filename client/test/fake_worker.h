@@ -35,7 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 #include "wire/grpc_options.h"
 #include "grpcpp/grpcpp.h"
 #include "ringsync/v1/worker.grpc.pb.h"
@@ -92,7 +92,7 @@ class FakeRing {
     }
     data = *result;
     if (fault_ == Fault::kPerturbLastRank && rank == world_size_ - 1 && method == "AllReduce" &&
-        request.dtype() == v1::DTYPE_FLOAT64 && data.size() >= sizeof(double)) {
+        request.spec().dtype() == v1::DTYPE_FLOAT64 && data.size() >= sizeof(double)) {
       data[0] ^= 1;  // the lowest mantissa bit of the first element
     }
     return grpc::Status::OK;
@@ -133,14 +133,14 @@ class FakeRing {
       for (const std::string& input : inputs) all += input;
       return all;
     }
-    if (method == "Broadcast") return inputs[request.root()];
+    if (method == "Broadcast") return inputs[request.spec().root()];
     if (method == "Barrier") return std::string();
-    if (request.op() != v1::REDUCE_OP_SUM && request.op() != v1::REDUCE_OP_AVG) {
+    if (request.spec().op() != v1::REDUCE_OP_SUM && request.spec().op() != v1::REDUCE_OP_AVG) {
       return absl::UnimplementedError("fake ring: only sum and avg");
     }
-    const bool average = request.op() == v1::REDUCE_OP_AVG && !sum_for_avg;
-    if (request.dtype() == v1::DTYPE_FLOAT64) return Reduce<double>(inputs, average);
-    if (request.dtype() == v1::DTYPE_FLOAT32) return Reduce<float>(inputs, average);
+    const bool average = request.spec().op() == v1::REDUCE_OP_AVG && !sum_for_avg;
+    if (request.spec().dtype() == v1::DTYPE_FLOAT64) return Reduce<double>(inputs, average);
+    if (request.spec().dtype() == v1::DTYPE_FLOAT32) return Reduce<float>(inputs, average);
     return absl::UnimplementedError("fake ring: only float32 and float64");
   }
 
@@ -286,7 +286,7 @@ class FakeWorker final : public v1::Worker::Service {
                          v1::CollectiveResponse* response) override {
     return Serve("AllReduce", context, request, response, [&](std::string& data) {
       if (ring_ != nullptr) return ring_->Collect(rank_, "AllReduce", *request, data);
-      Double(request->dtype(), data);
+      Double(request->spec().dtype(), data);
       return grpc::Status::OK;
     });
   }
@@ -296,8 +296,8 @@ class FakeWorker final : public v1::Worker::Service {
     const int rank = info().rank();
     return Serve("Broadcast", context, request, response, [&](std::string& data) {
       if (ring_ != nullptr) return ring_->Collect(rank_, "Broadcast", *request, data);
-      if (request->root() != rank)
-        data.assign(data.size(), static_cast<char>(0x40 + request->root()));
+      if (request->spec().root() != rank)
+        data.assign(data.size(), static_cast<char>(0x40 + request->spec().root()));
       return grpc::Status::OK;
     });
   }
@@ -383,9 +383,9 @@ class FakeWorker final : public v1::Worker::Service {
     {
       absl::MutexLock lock(&mu_);
       seen_.push_back(seen);
-      if (auto it = failures_.find(request->name()); it != failures_.end()) failure = it->second;
-      if (auto it = delays_.find(request->name()); it != delays_.end()) delay = it->second;
-      for (const std::string& name : truncated_) truncate |= name == request->name();
+      if (auto it = failures_.find(request->spec().name()); it != failures_.end()) failure = it->second;
+      if (auto it = delays_.find(request->spec().name()); it != delays_.end()) delay = it->second;
+      for (const std::string& name : truncated_) truncate |= name == request->spec().name();
     }
     for (absl::Time until = absl::Now() + delay; absl::Now() < until;) {
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
@@ -393,7 +393,7 @@ class FakeWorker final : public v1::Worker::Service {
     }
     response->set_generation(info().generation());
     response->set_sequence(request->client_sequence());
-    const size_t input_bytes = request->count() * DTypeSize(static_cast<DType>(request->dtype()));
+    const size_t input_bytes = request->spec().count() * DTypeSize(static_cast<DType>(request->spec().dtype()));
     if (request->has_shared()) {
       return ServeShared(request->shared(), input_bytes, failure, compute);
     }

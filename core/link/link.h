@@ -72,6 +72,9 @@ class Link {
   // still waits behind others: a rank that never started that collective learns from
   // it that the ring gave the collective up.
   virtual uint64_t newest_aborted_sequence() const = 0;
+  // Frames that arrived and wait for Receive: how far this rank is behind its left
+  // neighbour (a gauge in the worker's metrics).
+  virtual size_t queued_frames() const = 0;
 
   // The newest collective this rank has finished on this link, by success or failure.
   // Frames of finished collectives may still arrive (leftovers of an aborted one, or a

@@ -23,6 +23,7 @@ class MemoryLink final : public Link {
   }
   absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_.Peek(limit); }
   uint64_t newest_aborted_sequence() const override { return inbound_.newest_aborted_sequence(); }
+  size_t queued_frames() const override { return inbound_.queued(); }
 
  private:
   MemoryChannel& outbound_;
@@ -81,6 +82,11 @@ absl::StatusOr<Frame> MemoryChannel::Peek(const WaitLimit& limit) {
 size_t MemoryChannel::high_water_mark() const {
   absl::MutexLock lock(&mu_);
   return high_water_mark_;
+}
+
+size_t MemoryChannel::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
 }
 
 MemoryRing::MemoryRing(int world_size, size_t capacity_frames) {

@@ -32,6 +32,7 @@ class MemoryChannel {
   uint64_t payload_bytes_pushed() const { return payload_bytes_.load(); }
   uint64_t frames_pushed() const { return frames_.load(); }
   size_t high_water_mark() const;
+  size_t queued() const;
 
  private:
   // Waits until a frame is queued, within `limit`.

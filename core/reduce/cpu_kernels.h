@@ -16,7 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 #include "core/half.h"
 
 namespace ringsync::cpu_kernels {

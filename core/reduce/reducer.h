@@ -29,7 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 
 namespace ringsync {
 

@@ -68,6 +68,31 @@ TEST(RingAllGather, EveryRankEndsWithEveryContributionInRankOrder) {
   }
 }
 
+TEST(RingAllGather, TakesTheContributionFromTheFirstSlotAsAClientSendsIt) {
+  const int n = 4;
+  const size_t count = 7;
+  const size_t slot = count * DTypeSize(DType::kFloat32);
+  std::vector<Bytes> buffers;
+  Bytes expected;
+  for (int r = 0; r < n; ++r) {
+    const Bytes contribution = testing::RandomInput(DType::kFloat32, count, r, 3);
+    expected.insert(expected.end(), contribution.begin(), contribution.end());
+    Bytes buffer(n * slot, std::byte{0x5a});
+    std::copy(contribution.begin(), contribution.end(), buffer.begin());
+    buffers.push_back(buffer);
+  }
+  MemoryRing ring(n);
+  const CollectiveSpec spec = Spec(CollectiveKind::kAllGather, DType::kFloat32, count);
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    return RingAllGatherFromFirstSlot({r, n, 0}, ring.link(r), spec, absl::MakeSpan(buffers[r]),
+                                      SmallSegments());
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(statuses[r].ok()) << statuses[r];
+    EXPECT_TRUE(buffers[r] == expected) << "rank " << r;
+  }
+}
+
 TEST(RingBroadcast, EveryRankEndsWithTheRootsBufferForEveryRoot) {
   for (int n = 1; n <= 8; ++n) {
     for (int root = 0; root < n; ++root) {

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 #include "core/half.h"
 
 namespace ringsync::testing {

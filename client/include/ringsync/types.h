@@ -1,6 +1,6 @@
 // Element types and reduction operators as the SDK's user sees them.
 //
-// DType and ReduceOp are the ones every layer of ringsync shares (core/dtype.h); this
+// DType and ReduceOp are the ones every layer of ringsync shares (ringsync/dtype.h); this
 // header re-exports them and maps C++ element types to them, so that
 // `client.AllReduce("grad", absl::MakeSpan(floats), ReduceOp::kAvg)` needs no dtype.
 //
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 
 namespace ringsync {
 

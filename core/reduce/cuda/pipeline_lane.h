@@ -29,7 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 #include "core/reduce/cuda/cuda_resources.h"
 #include "core/reduce/cuda/reduce_kernels.h"
 

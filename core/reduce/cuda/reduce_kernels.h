@@ -14,7 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 
 namespace ringsync::cuda {
 

@@ -1,13 +1,15 @@
-// Element types and reduction operators shared by every layer of ringsync.
+// Element types and reduction operators shared by every layer of ringsync, from the
+// SDK's public surface (this header is part of it: it includes only Abseil and the
+// standard library) down to the reducers.
 //
 // Thread-safety: everything here is a pure function of its arguments.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ringsync {
 

@@ -1,0 +1,142 @@
+// The collective's spec as every layer sees it: which specs are valid, what each kind
+// takes and returns, and how two ranks' disagreement reads.
+#include "core/collective.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+CollectiveSpec AllReduce() {
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::kAllReduce;
+  spec.name = "grad/fc1";
+  spec.dtype = DType::kFloat32;
+  spec.count = 1024;
+  spec.op = ReduceOp::kAvg;
+  return spec;
+}
+
+void ExpectInvalid(const CollectiveSpec& spec, const std::string& starts_with) {
+  const absl::Status status = ValidateSpec(spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(std::string(status.message()), StartsWith(starts_with)) << "name the field first";
+}
+
+TEST(ValidateSpec, AcceptsEveryKindWithItsOwnFields) {
+  EXPECT_TRUE(ValidateSpec(AllReduce()).ok());
+  CollectiveSpec spec = AllReduce();
+  spec.kind = CollectiveKind::kBroadcast;
+  spec.root = 3;
+  EXPECT_TRUE(ValidateSpec(spec).ok());
+  spec.kind = CollectiveKind::kAllGather;
+  EXPECT_TRUE(ValidateSpec(spec).ok());
+  spec.kind = CollectiveKind::kBarrier;
+  spec.count = 0;
+  EXPECT_TRUE(ValidateSpec(spec).ok());
+  spec = AllReduce();
+  spec.count = kMaxCollectiveElements;
+  spec.name = std::string(kMaxCollectiveNameBytes, 'n');
+  EXPECT_TRUE(ValidateSpec(spec).ok()) << "the bounds themselves are allowed";
+}
+
+TEST(ValidateSpec, RefusesWhatNoRankCouldRun) {
+  CollectiveSpec spec = AllReduce();
+  spec.kind = static_cast<CollectiveKind>(9);
+  ExpectInvalid(spec, "kind 9 is unknown");
+  spec = AllReduce();
+  spec.name.clear();
+  ExpectInvalid(spec, "name is empty");
+  spec.name = std::string(kMaxCollectiveNameBytes + 1, 'n');
+  ExpectInvalid(spec, "name is 1025 bytes long");
+  spec = AllReduce();
+  spec.dtype = static_cast<DType>(42);
+  ExpectInvalid(spec, "dtype 42 is unknown");
+  spec = AllReduce();
+  spec.count = kMaxCollectiveElements + 1;
+  ExpectInvalid(spec, "count 1099511627777 is more than 2^40");
+  spec = AllReduce();
+  spec.kind = CollectiveKind::kBarrier;
+  spec.count = 1;
+  ExpectInvalid(spec, "count is 1; a barrier carries no data");
+  spec = AllReduce();
+  spec.kind = CollectiveKind::kBroadcast;
+  spec.root = -1;
+  ExpectInvalid(spec, "root -1 is negative");
+}
+
+TEST(ValidateSpec, AppliesTheReducersRulesToAllReduceOnly) {
+  CollectiveSpec spec = AllReduce();
+  spec.op = static_cast<ReduceOp>(9);
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("op has invalid value 9"));
+  spec = AllReduce();
+  spec.pre_scale = 0;
+  ExpectInvalid(spec, "pre_scale is 0");
+  spec = AllReduce();
+  spec.post_scale = std::nan("");
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("post_scale is nan"));
+  spec = AllReduce();
+  spec.dtype = DType::kInt32;
+  spec.pre_scale = 0.5;
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()),
+              HasSubstr("scales apply to floating types only"));
+
+  spec.kind = CollectiveKind::kBroadcast;
+  spec.op = static_cast<ReduceOp>(9);
+  EXPECT_TRUE(ValidateSpec(spec).ok()) << "a broadcast has no op or scales to check";
+}
+
+TEST(CollectiveKindTraits, SayWhatEachKindTakesAndReturns) {
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kAllReduce).reduces);
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kBroadcast).has_root);
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kAllGather).gathers);
+  EXPECT_FALSE(TraitsOf(CollectiveKind::kBarrier).carries_data);
+  EXPECT_FALSE(TraitsOf(CollectiveKind::kAllGather).reduces);
+  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(0)));
+}
+
+TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherOnly) {
+  CollectiveSpec spec = AllReduce();
+  EXPECT_EQ(ResultElements(spec, 4), 1024u);
+  spec.kind = CollectiveKind::kAllGather;
+  EXPECT_EQ(ResultElements(spec, 4), 4096u);
+  spec.count = std::numeric_limits<uint64_t>::max() / 2;
+  EXPECT_EQ(ResultElements(spec, 4), std::nullopt) << "overflow";
+}
+
+TEST(DescribeShape, NamesWhatTwoRanksCompare) {
+  CollectiveSpec spec = AllReduce();
+  spec.pre_scale = 0.5;
+  EXPECT_EQ(DescribeShape(spec), "allreduce 1024 x float32 avg pre_scale=0.5");
+  spec.kind = CollectiveKind::kBroadcast;
+  spec.root = 2;
+  EXPECT_EQ(DescribeShape(spec), "broadcast 1024 x float32 from root 2");
+  spec.kind = CollectiveKind::kBarrier;
+  EXPECT_EQ(DescribeShape(spec), "barrier");
+}
+
+TEST(CheckAgreement, QuotesBothRanks) {
+  CollectiveSpec mine = AllReduce();
+  mine.sequence = 17;
+  EXPECT_TRUE(CheckAgreement(mine, 2, mine, 1).ok());
+  CollectiveSpec theirs = mine;
+  theirs.count = 1000;
+  EXPECT_EQ(CheckAgreement(mine, 2, theirs, 1).message(),
+            "collective #17 'grad/fc1': rank 2 has allreduce 1024 x float32 avg, rank 1 has "
+            "allreduce 1000 x float32 avg; every rank must pass the same count, dtype, op and root");
+  theirs = mine;
+  theirs.name = "grad/fc2";
+  EXPECT_THAT(std::string(CheckAgreement(mine, 2, theirs, 1).message()),
+              HasSubstr("ranks called different collectives"));
+}
+
+}  // namespace
+}  // namespace ringsync
