@@ -18,7 +18,7 @@ constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
 
 }  // namespace
 
-CollectiveExecutor::CollectiveExecutor(std::string worker_id, RingManager& ring, Reducer& reducer,
+CollectiveExecutor::CollectiveExecutor(std::string worker_id, EpochSource& ring, Reducer& reducer,
                                        size_t segment_bytes, WorkerMetrics* metrics)
     : worker_id_(std::move(worker_id)),
       ring_(ring),
@@ -194,25 +194,27 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   options.segment_bytes = segment_bytes_;
   options.timeout = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
   options.cancellation = &cancel;
-  const RingMember& me = epoch.me;
-  Link& link = *epoch.link;
-  const size_t esize = DTypeSize(job.spec.dtype);
-  switch (job.spec.kind) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBarrier:
-      return RingAllReduce(me, link, reducer_, job.spec, job.bytes(), options, &job.stats);
-    case CollectiveKind::kBroadcast:
-      return RingBroadcast(me, link, job.spec, job.bytes(), options, &job.stats);
-    case CollectiveKind::kAllGather: {
-      const size_t slot = job.spec.count * esize;
-      if (!job.is_shared) job.inline_data.resize(slot * static_cast<size_t>(me.world_size));
-      absl::Span<std::byte> all = job.bytes();
-      if (all.size() == slot * static_cast<size_t>(me.world_size) && me.rank > 0 && slot > 0) {
-        // The client put its input first; the ring wants it in this rank's slot.
-        std::memmove(all.data() + slot * static_cast<size_t>(me.rank), all.data(), slot);
-      }
-      return RingAllGather(me, link, job.spec, all, options, &job.stats);
-    }
+  using RingAlgorithm = absl::Status (*)(const RingMember&, Link&, Reducer&, const CollectiveSpec&,
+                                         absl::Span<std::byte>, const RingOptions&, RingStats*);
+  // One entry per kind: a barrier is an all-reduce of nothing.
+  static constexpr std::pair<CollectiveKind, RingAlgorithm> kAlgorithms[] = {
+      {CollectiveKind::kAllReduce, &RingAllReduce},
+      {CollectiveKind::kBarrier, &RingAllReduce},
+      {CollectiveKind::kBroadcast,
+       [](const RingMember& me, Link& link, Reducer&, const CollectiveSpec& spec,
+          absl::Span<std::byte> data, const RingOptions& options, RingStats* stats) {
+         return RingBroadcast(me, link, spec, data, options, stats);
+       }},
+      {CollectiveKind::kAllGather,
+       [](const RingMember& me, Link& link, Reducer&, const CollectiveSpec& spec,
+          absl::Span<std::byte> data, const RingOptions& options, RingStats* stats) {
+         return RingAllGatherFromFirstSlot(me, link, spec, data, options, stats);
+       }},
+  };
+  for (const auto& [kind, algorithm] : kAlgorithms) {
+    if (kind != job.spec.kind) continue;
+    return algorithm(epoch.me, *epoch.link, reducer_, job.spec,
+                     job.ResultBuffer(epoch.me.world_size), options, &job.stats);
   }
   return absl::InvalidArgumentError("unknown collective kind");
 }

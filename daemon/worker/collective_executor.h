@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/reduce/reducer.h"
 #include "daemon/worker/collective_job.h"
-#include "daemon/worker/ring_manager.h"
+#include "daemon/worker/ring_epoch.h"
 #include "daemon/worker/worker_metrics.h"
 
 namespace ringsync {
@@ -35,8 +35,9 @@ struct ExecutorCounters {
 
 class CollectiveExecutor {
  public:
-  // `metrics` (optional) hears of every collective that finishes; it must outlive this.
-  CollectiveExecutor(std::string worker_id, RingManager& ring, Reducer& reducer,
+  // `ring` (the daemon's RingManager) and `metrics` (optional), which hears of every
+  // collective that finishes, must outlive this.
+  CollectiveExecutor(std::string worker_id, EpochSource& ring, Reducer& reducer,
                      size_t segment_bytes, WorkerMetrics* metrics = nullptr);
   ~CollectiveExecutor();  // stops the executor thread
 
@@ -77,7 +78,7 @@ class CollectiveExecutor {
               absl::Duration elapsed, const absl::Status& status);
 
   const std::string worker_id_;
-  RingManager& ring_;
+  EpochSource& ring_;
   Reducer& reducer_;
   const size_t segment_bytes_;
   WorkerMetrics* const metrics_;

@@ -1,11 +1,13 @@
-// CollectiveJob: one collective a training process asked for, handed from the RPC
-// thread that received it to the executor that runs it on the ring, and back.
+// CollectiveJob: one collective a training process asked for, handed from the RPC that
+// received it to the executor that runs it on the ring, and back (on_done).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -23,14 +25,17 @@ struct CollectiveJob {
   absl::Time deadline;
 
   // The data: either bytes owned here (inline) or the client's shared-memory region.
-  // For an all-gather the input is the first spec.count elements; the executor grows
-  // an inline buffer to world_size x count and requires a shared region of that size.
+  // For an all-gather the input is the first spec.count elements of a buffer that
+  // ResultBuffer sizes for the ring (a shared region must be that size already).
   bool is_shared = false;
   std::vector<std::byte> inline_data;
   SharedTensor shared;
 
-  // Cancelled by the RPC thread when the client goes away.
+  // Cancelled by the RPC when the client goes away.
   Cancellation client_gone;
+
+  // Called once, from the executor's thread, when the results are in (before `done`).
+  absl::AnyInvocable<void()> on_done;
 
   // Results, valid once `done` is notified.
   absl::Notification done;
@@ -42,8 +47,16 @@ struct CollectiveJob {
   absl::Span<std::byte> bytes() {
     return is_shared ? shared.bytes() : absl::MakeSpan(inline_data);
   }
+  // Where the result goes on a ring of `world_size`: the data, an inline all-gather's
+  // grown to hold every rank's slot (its input stays first).
+  absl::Span<std::byte> ResultBuffer(int world_size) {
+    const std::optional<uint64_t> elements = ResultElements(spec, world_size);
+    if (!is_shared && elements.has_value()) inline_data.resize(*elements * DTypeSize(spec.dtype));
+    return bytes();
+  }
   void Finish(const absl::Status& result) {
     status = result;
+    if (on_done) on_done();
     done.Notify();
   }
 };

@@ -7,14 +7,8 @@
 
 namespace ringsync {
 
-std::string RingEpoch::Describe(int rank) const {
-  if (rank < 0 || rank >= static_cast<int>(worker_ids.size())) return absl::StrCat("rank ", rank);
-  return absl::StrCat("rank ", rank, " (worker ", worker_ids[rank], ")");
-}
-
-RingManager::RingManager(std::string worker_id, InboxRegistry& registry,
-                         absl::Duration connect_timeout)
-    : worker_id_(std::move(worker_id)), registry_(registry), connect_timeout_(connect_timeout) {
+RingManager::RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout)
+    : worker_id_(std::move(worker_id)), links_(links), connect_timeout_(connect_timeout) {
   status_.detail = "waiting for the coordinator to form the ring";
 }
 
@@ -28,7 +22,6 @@ void RingManager::SetStatus(RingStatus status) {
 void RingManager::OnView(const v1::RingView& view) {
   std::shared_ptr<RingEpoch> retired;
   std::shared_ptr<RingEpoch> epoch;
-  RingNeighbours neighbours;
   {
     absl::MutexLock lock(&mu_);
     if (view.generation() <= generation_) {
@@ -57,11 +50,10 @@ void RingManager::OnView(const v1::RingView& view) {
     } else {
       epoch = std::make_shared<RingEpoch>();
       epoch->me = RingMember{my_rank, view.members_size(), view.generation()};
-      for (const v1::RingMember& m : view.members()) epoch->worker_ids.push_back(m.worker_id());
-      const v1::RingMember& next = view.members(epoch->me.next());
-      neighbours = {next.peer_address(),
-                    absl::StrCat(epoch->Describe(epoch->me.next()), " at ", next.peer_address()),
-                    worker_id_};
+      for (const v1::RingMember& m : view.members()) {
+        epoch->worker_ids.push_back(m.worker_id());
+        epoch->peer_addresses.push_back(m.peer_address());
+      }
       epoch_ = epoch;
       status.rank = my_rank;
       status.world_size = view.members_size();
@@ -77,25 +69,23 @@ void RingManager::OnView(const v1::RingView& view) {
     retired->over.Cancel(absl::AbortedError(
         absl::StrCat("generation ", retired->me.generation, " ended: ", why)));
   }
-  registry_.RetireBefore(view.generation(), absl::AbortedError(absl::StrCat("generation ended: ", why)));
+  links_.RetireBefore(view.generation(), absl::AbortedError(absl::StrCat("generation ended: ", why)));
   if (epoch != nullptr) {
-    spdlog::info("generation {}: rank {} of {}; connecting to {}", view.generation(), epoch->me.rank,
-                 epoch->me.world_size, neighbours.next_description);
+    const int next = epoch->me.next();
+    spdlog::info("generation {}: rank {} of {}; connecting to {} at {}", view.generation(),
+                 epoch->me.rank, epoch->me.world_size, epoch->Describe(next),
+                 epoch->peer_addresses[next]);
     std::jthread previous;  // its epoch is cancelled, so it ends at once; joined below
     absl::MutexLock lock(&connector_mu_);
-    previous = std::exchange(connector_,
-                             std::jthread([this, epoch, neighbours] { Connect(epoch, neighbours); }));
+    previous = std::exchange(connector_, std::jthread([this, epoch] { Connect(epoch); }));
   } else {
     spdlog::warn("generation {}: not in the ring ({})", view.generation(), view.dissolved_reason());
   }
 }
 
-void RingManager::Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neighbours) {
-  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(epoch->me.generation);
-  absl::StatusOr<std::unique_ptr<GrpcLink>> link =
-      inbox.ok() ? ConnectRingLink(epoch->me, neighbours, *inbox,
-                                   WaitLimit{absl::Now() + connect_timeout_, &epoch->over})
-                 : absl::StatusOr<std::unique_ptr<GrpcLink>>(inbox.status());
+void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
+  absl::StatusOr<std::unique_ptr<Link>> link =
+      links_.Connect(*epoch, WaitLimit{absl::Now() + connect_timeout_, &epoch->over});
   absl::MutexLock lock(&mu_);
   if (epoch_ != epoch) return;  // a newer view arrived meanwhile
   RingStatus status = status_;
@@ -185,7 +175,7 @@ void RingManager::Shutdown() {
     generation_ = std::numeric_limits<uint64_t>::max();
   }
   if (epoch != nullptr) epoch->over.Cancel(absl::UnavailableError("the worker is shutting down"));
-  registry_.CloseAll(absl::UnavailableError("the worker is shutting down"));
+  links_.CloseAll(absl::UnavailableError("the worker is shutting down"));
   std::jthread connector;
   {
     absl::MutexLock lock(&connector_mu_);

@@ -1,7 +1,7 @@
 // RingManager: this worker's view of the ring. It turns each ring view the coordinator
-// publishes into a RingEpoch — this worker's rank and the gRPC link of that generation —
-// connects the link in the background, and retires the previous epoch, cancelling any
-// collective still running on it with the reason.
+// publishes into a RingEpoch — this worker's rank and the link of that generation, which
+// a LinkFactory connects in the background — and retires the previous epoch, cancelling
+// any collective still running on it with the reason.
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
@@ -15,26 +15,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "core/sync/cancellation.h"
-#include "core/ring/ring_member.h"
 #include "core/sync/wait_limit.h"
-#include "daemon/transport/grpc/grpc_link.h"
-#include "daemon/transport/grpc/peer_service.h"
+#include "daemon/worker/ring_epoch.h"
 #include "ringsync/v1/common.pb.h"
 
 namespace ringsync {
-
-// One generation of the ring, as this worker takes part in it.
-struct RingEpoch {
-  RingMember me;
-  std::vector<std::string> worker_ids;  // by rank
-  Cancellation over;                    // cancelled when the generation ends
-  std::unique_ptr<GrpcLink> link;       // set once connected
-  // Next ring sequence number; touched only by the executor thread.
-  uint64_t next_sequence = 1;
-
-  std::string Describe(int rank) const;  // "rank 2 (worker w2)"
-};
 
 // What GetInfo, Attach and heartbeats report.
 struct RingStatus {
@@ -46,9 +31,10 @@ struct RingStatus {
   uint64_t version = 0;  // bumps on every change
 };
 
-class RingManager {
+class RingManager final : public EpochSource {
  public:
-  RingManager(std::string worker_id, InboxRegistry& registry, absl::Duration connect_timeout);
+  // `links` must outlive this.
+  RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout);
   ~RingManager();
 
   // Applies a view from the coordinator; older or repeated generations are ignored,
@@ -69,9 +55,9 @@ class RingManager {
   // when the newest view leaves this worker out — the ring dissolved — instead of sitting
   // out the limit: nothing will run until the coordinator forms a new ring, and the
   // ranks that were running with this one have failed already.
-  absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit);
+  absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit) override;
   // The ready epoch or null, without waiting.
-  std::shared_ptr<RingEpoch> Ready();
+  std::shared_ptr<RingEpoch> Ready() override;
 
   RingStatus Status() const;
   // Waits up to `wait` for Status().version to differ from `seen`.
@@ -81,7 +67,7 @@ class RingManager {
   void Shutdown();
 
  private:
-  void Connect(std::shared_ptr<RingEpoch> epoch, RingNeighbours neighbours);
+  void Connect(std::shared_ptr<RingEpoch> epoch);
   void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resume(uint64_t coordinator_generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current epoch is connected and not suspended: collectives may start on it.
@@ -89,7 +75,7 @@ class RingManager {
   void MarkReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // status: ready, no detail
 
   const std::string worker_id_;
-  InboxRegistry& registry_;
+  LinkFactory& links_;
   const absl::Duration connect_timeout_;
 
   mutable absl::Mutex mu_;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "daemon/transport/grpc/testing/peer_test_server.h"
+#include "daemon/worker/grpc_link_factory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -41,7 +42,8 @@ class RingManagerTest : public ::testing::Test {
   }
 
   testing::PeerTestServer peer_;
-  RingManager ring_{"w0", peer_.registry, kWait};
+  GrpcLinkFactory links_{"w0", peer_.registry};
+  RingManager ring_{"w0", links_, kWait};
 };
 
 TEST_F(RingManagerTest, AViewFormsTheRing) {

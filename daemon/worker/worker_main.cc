@@ -21,6 +21,7 @@
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/coordinator_session.h"
+#include "daemon/worker/grpc_link_factory.h"
 #include "daemon/worker/ring_manager.h"
 #include "daemon/worker/worker_metrics.h"
 #include "daemon/worker/worker_service.h"
@@ -142,7 +143,8 @@ int RunWorkerMain() {
     return 1;
   }
 
-  RingManager ring(config->worker_id, registry, absl::GetFlag(FLAGS_connect_timeout));
+  GrpcLinkFactory links(config->worker_id, registry);
+  RingManager ring(config->worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
   prometheus::Registry metrics;
   metrics::AddBuildInfo(metrics);
   const metrics::ProcessCollector process_metrics;

@@ -96,7 +96,7 @@ std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
   const RingStatus status = ring_.Status();
   double in_flight = 0;
   if (std::shared_ptr<RingEpoch> epoch = ring_.Ready(); epoch != nullptr && epoch->link != nullptr) {
-    in_flight = static_cast<double>(epoch->link->inbound().queued());
+    in_flight = static_cast<double>(epoch->link->queued_frames());
   }
   return {
       SingleSample("ringsync_ring_generation",

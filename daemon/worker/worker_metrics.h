@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "core/dtype.h"
+#include "ringsync/dtype.h"
 #include "core/collective.h"
 #include "core/ring/ring_member.h"
 #include "daemon/worker/failure_cause.h"

@@ -2,6 +2,7 @@
 #include "daemon/worker/worker_metrics.h"
 
 #include "absl/strings/match.h"
+#include "daemon/worker/grpc_link_factory.h"
 #include "daemon/metrics/text_page.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,7 +15,7 @@ using ::testing::Not;
 
 class WorkerMetricsTest : public ::testing::Test {
  protected:
-  WorkerMetricsTest() : ring_("w1", inboxes_, absl::Seconds(1)), metrics_(registry_, ring_, "cpu") {
+  WorkerMetricsTest() : ring_("w1", links_, absl::Seconds(1)), metrics_(registry_, ring_, "cpu") {
     epoch_.me = RingMember{1, 4, 7};
     epoch_.worker_ids = {"w0", "w1", "w2", "w3"};
   }
@@ -37,6 +38,7 @@ class WorkerMetricsTest : public ::testing::Test {
   std::string Page() const { return metrics::TextPage({&registry_, &metrics_}); }
 
   InboxRegistry inboxes_{4};
+  GrpcLinkFactory links_{"w1", inboxes_};
   RingManager ring_;
   prometheus::Registry registry_;
   WorkerMetrics metrics_;

@@ -2,43 +2,85 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <filesystem>
+#include <memory>
 #include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_status.h"
 #include "daemon/logging/string_view_formatter.h"
-#include "wire/proto_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {
 namespace {
 
-constexpr size_t kMaxNameLength = 1024;
-constexpr uint64_t kMaxElements = uint64_t{1} << 40;
-constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
-// How often a waiting RPC looks whether its client is still there.
+// How often the Attach stream looks whether its client is still there.
 constexpr absl::Duration kClientPoll = absl::Milliseconds(20);
 // How long a second Attach waits for the first client's departure to be noticed.
 constexpr absl::Duration kReattachGrace = absl::Seconds(3);
 
 // See worker.proto: marks a status as the worker's own verdict on the collective.
-grpc::Status FromThisWorker(grpc::ServerContext* context, const absl::Status& status) {
+grpc::Status FromThisWorker(grpc::ServerContextBase* context, const absl::Status& status) {
   context->AddTrailingMetadata("ringsync-status-origin", "worker");
   return ToGrpc(status);
 }
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("invalid ", field, ": ", why));
-}
+// One collective RPC from submission to answer, holding no thread meanwhile: the
+// executor's completion of the job finishes the call, and the client's cancellation
+// (it disconnected, or its deadline passed) cancels the job, which aborts the
+// collective on every rank. gRPC owns the reactor until OnDone.
+class CollectiveReactor final : public grpc::ServerUnaryReactor {
+ public:
+  CollectiveReactor(grpc::CallbackServerContext* context, v1::CollectiveResponse* response,
+                    std::shared_ptr<CollectiveJob> job, std::string worker_id)
+      : context_(context),
+        response_(response),
+        job_(std::move(job)),
+        worker_id_(std::move(worker_id)) {
+    job_->on_done = [this] { Answer(); };
+  }
+
+  void OnCancel() override {
+    job_->client_gone.Cancel(absl::AbortedError(absl::StrCat(
+        "the training process attached to worker ", worker_id_,
+        " disconnected during the collective")));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // Called once, by the executor, when the job has its result.
+  void Answer() {
+    const CollectiveJob& job = *job_;
+    if (!job.status.ok()) {
+      Finish(FromThisWorker(context_, job.status));
+      return;
+    }
+    response_->set_generation(job.generation);
+    response_->set_sequence(job.spec.sequence);
+    response_->set_bytes_sent(job.stats.bytes_sent);
+    response_->set_bytes_received(job.stats.bytes_received);
+    response_->set_seconds(absl::ToDoubleSeconds(job.elapsed));
+    if (!job.is_shared && !job.inline_data.empty()) {
+      response_->set_inline_data(job.inline_data.data(), job.inline_data.size());
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  v1::CollectiveResponse* const response_;
+  const std::shared_ptr<CollectiveJob> job_;
+  const std::string worker_id_;
+};
 
 }  // namespace
 
 WorkerService::WorkerService(WorkerServiceOptions options, RingManager& ring,
                              CollectiveExecutor& executor)
-    : options_(std::move(options)), ring_(ring), executor_(executor) {}
+    : options_(std::move(options)),
+      limits_{.shm_dir = options_.shm_dir, .default_timeout = options_.default_timeout},
+      ring_(ring),
+      executor_(executor) {}
 
 void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) const {
   info->set_worker_id(options_.worker_id);
@@ -56,129 +98,45 @@ grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const v1::GetInfoReque
   return grpc::Status::OK;
 }
 
-absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::MakeJob(
-    CollectiveKind kind, const v1::CollectiveRequest& request) {
-  auto job = std::make_shared<CollectiveJob>();
-  CollectiveSpec& spec = job->spec;
-  spec.kind = kind;
-  if (request.name().size() > kMaxNameLength) return Invalid("name", "longer than 1024 bytes");
-  spec.name = request.name();
-  if (kind == CollectiveKind::kBarrier) {
-    spec.dtype = DType::kUInt8;
-    const bool has_data = request.data_case() == v1::CollectiveRequest::kShared ||
-                          !request.inline_data().empty();
-    if (request.count() != 0 || has_data) {
-      return Invalid("barrier", "a barrier carries no data (count must be 0)");
-    }
-  } else {
-    absl::StatusOr<DType> dtype = FromProto(request.dtype());
-    if (!dtype.ok()) return Invalid("dtype", dtype.status().message());
-    spec.dtype = *dtype;
+grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
+                                                       grpc::CallbackServerContext* context,
+                                                       const v1::CollectiveRequest& request,
+                                                       v1::CollectiveResponse* response) {
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(kind, request, limits_, absl::Now());
+  if (!job.ok()) {
+    grpc::ServerUnaryReactor* refused = context->DefaultReactor();
+    refused->Finish(FromThisWorker(context, job.status()));
+    return refused;
   }
-  if (kind == CollectiveKind::kAllReduce) {
-    absl::StatusOr<ReduceOp> op = FromProto(request.op());
-    if (!op.ok()) return Invalid("op", op.status().message());
-    spec.op = *op;
-  }
-  if (request.count() > kMaxElements) return Invalid("count", "more than 2^40 elements");
-  spec.count = request.count();
-  spec.root = request.root();
-  if (kind == CollectiveKind::kBroadcast && spec.root < 0) return Invalid("root", "negative");
-  spec.pre_scale = request.pre_scale() == 0 ? 1.0 : request.pre_scale();
-  spec.post_scale = request.post_scale() == 0 ? 1.0 : request.post_scale();
-  if (!std::isfinite(spec.pre_scale) || !std::isfinite(spec.post_scale)) {
-    return Invalid("scale", "pre_scale and post_scale must be finite");
-  }
-  if (request.timeout_ms() < 0 || request.timeout_ms() > kMaxTimeoutMs) {
-    return Invalid("timeout_ms", "must be between 0 (the worker's default) and one day");
-  }
-  if (request.client_sequence() == 0) {
-    return Invalid("client_sequence", "must count 1, 2, 3, ... per attached client");
-  }
-  job->client_sequence = request.client_sequence();
-  job->deadline = absl::Now() + (request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
-                                                          : options_.default_timeout);
-  const uint64_t bytes = spec.count * DTypeSize(spec.dtype);
-  switch (request.data_case()) {
-    case v1::CollectiveRequest::kInlineData:
-      if (request.inline_data().size() != bytes) {
-        return Invalid("inline_data", absl::StrCat(request.inline_data().size(), " bytes for ",
-                                                   spec.count, " x ", DTypeName(spec.dtype),
-                                                   " (", bytes, " expected)"));
-      }
-      job->inline_data.resize(bytes);
-      if (bytes > 0) std::memcpy(job->inline_data.data(), request.inline_data().data(), bytes);
-      break;
-    case v1::CollectiveRequest::kShared: {
-      const v1::SharedTensor& shared = request.shared();
-      // An all-gather's region holds every rank's slot; others exactly the tensor.
-      const bool size_ok = kind == CollectiveKind::kAllGather ? shared.size_bytes() >= bytes
-                                                              : shared.size_bytes() == bytes;
-      if (!size_ok) {
-        return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
-                                                         spec.count, " x ", DTypeName(spec.dtype)));
-      }
-      absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
-          options_.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
-      if (!mapped.ok()) return mapped.status();
-      job->is_shared = true;
-      job->shared = *std::move(mapped);
-      break;
-    }
-    case v1::CollectiveRequest::DATA_NOT_SET:
-      if (bytes != 0) return Invalid("data", "neither inline_data nor shared is set");
-      break;
-  }
-  return job;
+  // Owned by gRPC from here until its OnDone; the job may finish it before this returns
+  // (the executor refuses it at once), which the callback API allows.
+  auto* reactor = new CollectiveReactor(context, response, *job, options_.worker_id);
+  executor_.Submit(*std::move(job));
+  return reactor;
 }
 
-grpc::Status WorkerService::RunCollective(CollectiveKind kind, grpc::ServerContext* context,
-                                          const v1::CollectiveRequest& request,
-                                          v1::CollectiveResponse* response) {
-  absl::StatusOr<std::shared_ptr<CollectiveJob>> made = MakeJob(kind, request);
-  if (!made.ok()) return FromThisWorker(context, made.status());
-  std::shared_ptr<CollectiveJob> job = *std::move(made);
-  executor_.Submit(job);
-  while (!job->done.WaitForNotificationWithTimeout(kClientPoll)) {
-    if (context->IsCancelled() && !job->client_gone.IsCancelled()) {
-      job->client_gone.Cancel(absl::AbortedError(absl::StrCat(
-          "the training process attached to worker ", options_.worker_id,
-          " disconnected during the collective")));
-    }
-  }
-  if (!job->status.ok()) return FromThisWorker(context, job->status);
-  response->set_generation(job->generation);
-  response->set_sequence(job->spec.sequence);
-  response->set_bytes_sent(job->stats.bytes_sent);
-  response->set_bytes_received(job->stats.bytes_received);
-  response->set_seconds(absl::ToDoubleSeconds(job->elapsed));
-  if (!job->is_shared && !job->inline_data.empty()) {
-    response->set_inline_data(job->inline_data.data(), job->inline_data.size());
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status WorkerService::AllReduce(grpc::ServerContext* context,
-                                      const v1::CollectiveRequest* request,
-                                      v1::CollectiveResponse* response) {
+grpc::ServerUnaryReactor* WorkerService::AllReduce(grpc::CallbackServerContext* context,
+                                                   const v1::CollectiveRequest* request,
+                                                   v1::CollectiveResponse* response) {
   return RunCollective(CollectiveKind::kAllReduce, context, *request, response);
 }
 
-grpc::Status WorkerService::Broadcast(grpc::ServerContext* context,
-                                      const v1::CollectiveRequest* request,
-                                      v1::CollectiveResponse* response) {
+grpc::ServerUnaryReactor* WorkerService::Broadcast(grpc::CallbackServerContext* context,
+                                                   const v1::CollectiveRequest* request,
+                                                   v1::CollectiveResponse* response) {
   return RunCollective(CollectiveKind::kBroadcast, context, *request, response);
 }
 
-grpc::Status WorkerService::AllGather(grpc::ServerContext* context,
-                                      const v1::CollectiveRequest* request,
-                                      v1::CollectiveResponse* response) {
+grpc::ServerUnaryReactor* WorkerService::AllGather(grpc::CallbackServerContext* context,
+                                                   const v1::CollectiveRequest* request,
+                                                   v1::CollectiveResponse* response) {
   return RunCollective(CollectiveKind::kAllGather, context, *request, response);
 }
 
-grpc::Status WorkerService::Barrier(grpc::ServerContext* context,
-                                    const v1::CollectiveRequest* request,
-                                    v1::CollectiveResponse* response) {
+grpc::ServerUnaryReactor* WorkerService::Barrier(grpc::CallbackServerContext* context,
+                                                 const v1::CollectiveRequest* request,
+                                                 v1::CollectiveResponse* response) {
   return RunCollective(CollectiveKind::kBarrier, context, *request, response);
 }
 

@@ -42,6 +42,7 @@ class GrpcLink final : public Link {
   }
   absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_->Peek(limit); }
   uint64_t newest_aborted_sequence() const override { return inbound_->newest_aborted_sequence(); }
+  size_t queued_frames() const override { return inbound_->queued(); }
 
   PeerInbox& inbound() { return *inbound_; }
 

@@ -1,0 +1,223 @@
+// CollectiveExecutor over in-memory rings: one executor per rank, each with its own
+// epoch of one MemoryRing (through a FaultyLink, so a test can script the network), as
+// the daemon has one per worker over gRPC.
+#include "daemon/worker/collective_executor.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/link/faulty_link.h"
+#include "core/link/memory_link.h"
+#include "core/reduce/cpu_reducer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+// One rank's view of a ring that is formed from the start (or never, see fail_with).
+class FixedEpochs final : public EpochSource {
+ public:
+  explicit FixedEpochs(std::shared_ptr<RingEpoch> epoch) : epoch_(std::move(epoch)) {}
+  absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit&) override {
+    if (!fail_with.ok()) return fail_with;
+    return epoch_;
+  }
+  std::shared_ptr<RingEpoch> Ready() override { return fail_with.ok() ? epoch_ : nullptr; }
+
+  absl::Status fail_with;  // set before use: no ring, for this reason
+
+ private:
+  std::shared_ptr<RingEpoch> epoch_;
+};
+
+class ExecutorRing {
+ public:
+  explicit ExecutorRing(int n) : memory_(n) {
+    for (int r = 0; r < n; ++r) {
+      auto epoch = std::make_shared<RingEpoch>();
+      epoch->me = RingMember{r, n, /*generation=*/5};
+      for (int w = 0; w < n; ++w) epoch->worker_ids.push_back(absl::StrCat("w", w));
+      auto link = std::make_unique<FaultyLink>(memory_.link(r));
+      links_.push_back(link.get());
+      epoch->link = std::move(link);
+      sources_.push_back(std::make_unique<FixedEpochs>(epoch));
+      executors_.push_back(std::make_unique<CollectiveExecutor>(
+          absl::StrCat("w", r), *sources_.back(), reducer_, /*segment_bytes=*/64));
+      EXPECT_TRUE(executors_.back()->Attach());
+    }
+  }
+  ~ExecutorRing() { executors_.clear(); }  // before the ring they run on
+
+  CollectiveExecutor& executor(int rank) { return *executors_[rank]; }
+  FixedEpochs& epochs(int rank) { return *sources_[rank]; }
+  FaultyLink& link(int rank) { return *links_[rank]; }
+
+ private:
+  MemoryRing memory_;
+  CpuReducer reducer_;
+  std::vector<FaultyLink*> links_;
+  std::vector<std::unique_ptr<FixedEpochs>> sources_;
+  std::vector<std::unique_ptr<CollectiveExecutor>> executors_;
+};
+
+std::shared_ptr<CollectiveJob> Job(CollectiveKind kind, const std::string& name,
+                                   uint64_t client_sequence, std::vector<float> data) {
+  auto job = std::make_shared<CollectiveJob>();
+  job->spec.kind = kind;
+  job->spec.name = name;
+  job->spec.dtype = kind == CollectiveKind::kBarrier ? DType::kUInt8 : DType::kFloat32;
+  job->spec.count = data.size();
+  job->spec.op = ReduceOp::kSum;
+  job->client_sequence = client_sequence;
+  job->deadline = absl::Now() + kWait;
+  job->inline_data.resize(data.size() * sizeof(float));
+  std::memcpy(job->inline_data.data(), data.data(), job->inline_data.size());
+  return job;
+}
+
+std::vector<float> Floats(const CollectiveJob& job) {
+  std::vector<float> out(job.inline_data.size() / sizeof(float));
+  std::memcpy(out.data(), job.inline_data.data(), job.inline_data.size());
+  return out;
+}
+
+void AwaitAll(const std::vector<std::shared_ptr<CollectiveJob>>& jobs) {
+  for (const auto& job : jobs) ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(kWait));
+}
+
+TEST(CollectiveExecutor, RunsEveryKindOnTheRingAndNumbersThemInOrder) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> sums, roots, gathers, barriers;
+  for (int r = 0; r < 3; ++r) {
+    const float x = static_cast<float>(r + 1);
+    sums.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {x, 10 * x}));
+    roots.push_back(Job(CollectiveKind::kBroadcast, "weights", 2, {x, x}));
+    roots.back()->spec.root = 2;
+    gathers.push_back(Job(CollectiveKind::kAllGather, "ids", 3, {x}));
+    barriers.push_back(Job(CollectiveKind::kBarrier, "end", 4, {}));
+    for (auto* jobs : {&sums, &roots, &gathers, &barriers}) ring.executor(r).Submit(jobs->back());
+  }
+  AwaitAll(barriers);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    for (auto* jobs : {&sums, &roots, &gathers, &barriers}) {
+      EXPECT_TRUE((*jobs)[r]->status.ok()) << (*jobs)[r]->status;
+      EXPECT_EQ((*jobs)[r]->generation, 5u);
+    }
+    EXPECT_EQ(Floats(*sums[r]), (std::vector<float>{6, 60}));
+    EXPECT_EQ(Floats(*roots[r]), (std::vector<float>{3, 3}));
+    EXPECT_EQ(Floats(*gathers[r]), (std::vector<float>{1, 2, 3})) << "every rank's slot, in order";
+    EXPECT_EQ(sums[r]->spec.sequence, 1u);
+    EXPECT_EQ(barriers[r]->spec.sequence, 4u) << "the ring numbers collectives 1, 2, 3, ...";
+    EXPECT_EQ(ring.executor(r).counters().completed, 4u);
+  }
+}
+
+TEST(CollectiveExecutor, RunsJobsInTheClientsOrderWhateverOrderTheyArrive) {
+  ExecutorRing ring(2);
+  std::vector<std::shared_ptr<CollectiveJob>> firsts, seconds;
+  for (int r = 0; r < 2; ++r) {
+    firsts.push_back(Job(CollectiveKind::kAllReduce, "first", 1, {1}));
+    seconds.push_back(Job(CollectiveKind::kAllReduce, "second", 2, {2}));
+  }
+  ring.executor(0).Submit(seconds[0]);  // rank 0's client numbered them, then sent 2 first
+  ring.executor(0).Submit(firsts[0]);
+  ring.executor(1).Submit(firsts[1]);
+  ring.executor(1).Submit(seconds[1]);
+  AwaitAll(seconds);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(firsts[r]->status.ok()) << firsts[r]->status;
+    EXPECT_TRUE(seconds[r]->status.ok()) << seconds[r]->status;
+    EXPECT_EQ(firsts[r]->spec.sequence, 1u);
+    EXPECT_EQ(Floats(*seconds[r]), (std::vector<float>{4}));
+  }
+}
+
+TEST(CollectiveExecutor, RefusesJobsOfNoAttachedClientAndReusedNumbers) {
+  ExecutorRing ring(1);
+  auto job = Job(CollectiveKind::kAllReduce, "once", 1, {1});
+  ring.executor(0).Submit(job);
+  ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(kWait));
+  EXPECT_TRUE(job->status.ok()) << job->status;
+
+  auto again = Job(CollectiveKind::kAllReduce, "twice", 1, {1});
+  ring.executor(0).Submit(again);
+  ASSERT_TRUE(again->done.HasBeenNotified()) << "refused at once";
+  EXPECT_TRUE(absl::IsInvalidArgument(again->status));
+  EXPECT_THAT(std::string(again->status.message()), HasSubstr("client_sequence 1 was used"));
+
+  EXPECT_FALSE(ring.executor(0).Attach()) << "one client at a time";
+  ring.executor(0).Detach(absl::AbortedError("the client left"));
+  auto detached = Job(CollectiveKind::kAllReduce, "late", 2, {1});
+  ring.executor(0).Submit(detached);
+  EXPECT_TRUE(absl::IsFailedPrecondition(detached->status));
+  EXPECT_THAT(std::string(detached->status.message()), HasSubstr("not attached"));
+}
+
+TEST(CollectiveExecutor, AClientThatGoesAwayAbortsTheCollectiveOnEveryRankNamingIt) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
+  jobs[1]->client_gone.Cancel(absl::AbortedError("the training process of w1 disconnected"));
+  for (int r = 0; r < 3; ++r) ring.executor(r).Submit(jobs[r]);
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FALSE(jobs[r]->status.ok()) << "rank " << r;
+    EXPECT_THAT(std::string(jobs[r]->status.message()), HasSubstr("w1 disconnected"))
+        << "rank " << r << ": " << jobs[r]->status;
+    EXPECT_EQ(ring.executor(r).counters().failed, 1u);
+  }
+}
+
+TEST(CollectiveExecutor, ALostFrameFailsTheCollectiveAtItsDeadlineNotLater) {
+  ExecutorRing ring(2);
+  ring.link(0).Script(0, LinkFault::Drop());  // rank 0's first frame never arrives
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 2; ++r) {
+    jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
+    jobs.back()->deadline = absl::Now() + absl::Seconds(1);
+    ring.executor(r).Submit(jobs.back());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(jobs[r]->status.ok()) << "rank " << r;
+    EXPECT_THAT(std::string(jobs[r]->status.message()), HasSubstr("collective #1 'grad'"))
+        << jobs[r]->status;
+  }
+}
+
+TEST(CollectiveExecutor, ACollectiveWithoutARingFailsNamingItAndTheReason) {
+  ExecutorRing ring(1);
+  ring.epochs(0).fail_with = absl::UnavailableError("the ring dissolved: w3 was lost");
+  auto job = Job(CollectiveKind::kAllReduce, "grad/fc1", 1, {1});
+  ring.executor(0).Submit(job);
+  ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(kWait));
+  EXPECT_TRUE(absl::IsUnavailable(job->status));
+  EXPECT_EQ(job->status.message(),
+            "collective 'grad/fc1' (client collective 1): no ring to run on: the ring "
+            "dissolved: w3 was lost");
+}
+
+TEST(CollectiveExecutor, TellsTheRpcWhenAJobIsDone) {
+  ExecutorRing ring(1);
+  auto job = Job(CollectiveKind::kAllReduce, "grad", 1, {1});
+  absl::Notification answered;
+  job->on_done = [&] {
+    EXPECT_TRUE(job->status.ok());
+    EXPECT_FALSE(job->done.HasBeenNotified()) << "the answer comes first";
+    answered.Notify();
+  };
+  ring.executor(0).Submit(job);
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(kWait));
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,0 +1,82 @@
+#include "daemon/worker/collective_job_request.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "wire/collective_request.h"
+
+namespace ringsync {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid ", field, ": ", why));
+}
+
+// The data the request carries for `spec`: inline bytes, or a shared region. An
+// all-gather's region holds every rank's slot, so it may be larger than the input.
+absl::Status TakeData(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
+                      CollectiveJob& job) {
+  const CollectiveSpec& spec = job.spec;
+  const uint64_t bytes = spec.count * DTypeSize(spec.dtype);  // no overflow: count <= 2^40
+  switch (request.data_case()) {
+    case v1::CollectiveRequest::kInlineData:
+      if (request.inline_data().size() != bytes) {
+        return Invalid("inline_data", absl::StrCat(request.inline_data().size(), " bytes for ",
+                                                   spec.count, " x ", DTypeName(spec.dtype),
+                                                   " (", bytes, " expected)"));
+      }
+      job.inline_data.resize(bytes);
+      if (bytes > 0) std::memcpy(job.inline_data.data(), request.inline_data().data(), bytes);
+      return absl::OkStatus();
+    case v1::CollectiveRequest::kShared: {
+      const v1::SharedTensor& shared = request.shared();
+      if (!TraitsOf(spec.kind).carries_data) {
+        return Invalid("shared", absl::StrCat("a ", CollectiveKindName(spec.kind),
+                                              " carries no data"));
+      }
+      const bool size_ok = TraitsOf(spec.kind).gathers ? shared.size_bytes() >= bytes
+                                                       : shared.size_bytes() == bytes;
+      if (!size_ok) {
+        return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
+                                                         spec.count, " x ", DTypeName(spec.dtype)));
+      }
+      absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
+          limits.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
+      if (!mapped.ok()) return mapped.status();
+      job.is_shared = true;
+      job.shared = *std::move(mapped);
+      return absl::OkStatus();
+    }
+    case v1::CollectiveRequest::DATA_NOT_SET:
+      if (bytes != 0) return Invalid("data", "neither inline_data nor shared is set");
+      return absl::OkStatus();
+  }
+  return Invalid("data", "unknown kind of data");
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
+                                                              const v1::CollectiveRequest& request,
+                                                              const JobRequestLimits& limits,
+                                                              absl::Time now) {
+  absl::StatusOr<CollectiveSpec> spec = SpecOfRequest(rpc_kind, request);
+  if (!spec.ok()) return Invalid("spec", spec.status().message());
+  const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());
+  if (timeout < absl::ZeroDuration() || timeout > limits.max_timeout) {
+    return Invalid("timeout_ms",
+                   absl::StrCat("must be between 0 (the worker's default) and ",
+                                absl::FormatDuration(limits.max_timeout)));
+  }
+  if (request.client_sequence() == 0) {
+    return Invalid("client_sequence", "must count 1, 2, 3, ... per attached client");
+  }
+  auto job = std::make_shared<CollectiveJob>();
+  job->spec = *std::move(spec);
+  job->client_sequence = request.client_sequence();
+  job->deadline = now + (timeout > absl::ZeroDuration() ? timeout : limits.default_timeout);
+  if (absl::Status data = TakeData(request, limits, *job); !data.ok()) return data;
+  return job;
+}
+
+}  // namespace ringsync

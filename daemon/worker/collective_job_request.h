@@ -1,0 +1,31 @@
+// The CollectiveJob a ringsync.v1.CollectiveRequest asks for: its spec (wire/
+// collective_request.h), deadline, client sequence and data — inline bytes copied out of
+// the request, or the client's shared-memory region mapped. Every field from the client
+// is checked here, before anything reaches the executor.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/collective.h"
+#include "daemon/worker/collective_job.h"
+#include "ringsync/v1/worker.pb.h"
+
+namespace ringsync {
+
+struct JobRequestLimits {
+  std::string shm_dir = "/dev/shm";  // where shared tensors may live
+  absl::Duration default_timeout = absl::Seconds(60);  // for timeout_ms 0
+  absl::Duration max_timeout = absl::Hours(24);
+};
+
+// InvalidArgument ("invalid <field>: why") for a bad request; SharedTensor::Map's error
+// for a region that cannot be mapped. The deadline counts from `now`.
+absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
+                                                              const v1::CollectiveRequest& request,
+                                                              const JobRequestLimits& limits,
+                                                              absl::Time now);
+
+}  // namespace ringsync

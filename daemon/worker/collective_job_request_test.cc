@@ -1,0 +1,145 @@
+// How a CollectiveRequest becomes a CollectiveJob: every field a client sends is checked
+// before anything reaches the executor, and the error names the field.
+#include "daemon/worker/collective_job_request.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "wire/collective_request.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+
+CollectiveSpec Floats(CollectiveKind kind, uint64_t count) {
+  CollectiveSpec spec;
+  spec.kind = kind;
+  spec.name = "grad/fc1";
+  spec.dtype = DType::kFloat32;
+  spec.count = count;
+  return spec;
+}
+
+v1::CollectiveRequest Request(const CollectiveSpec& spec) {
+  v1::CollectiveRequest request;
+  SetRequestSpec(spec, &request);
+  request.set_client_sequence(1);
+  request.set_inline_data(std::string(spec.count * DTypeSize(spec.dtype), '\x01'));
+  return request;
+}
+
+// Why the request is refused ("" when it is not).
+std::string Refusal(CollectiveKind kind, const v1::CollectiveRequest& request) {
+  return std::string(JobFromRequest(kind, request, JobRequestLimits{}, kNow).status().message());
+}
+
+TEST(JobFromRequest, TakesTheSpecDataSequenceAndDeadline) {
+  v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, 4));
+  request.set_client_sequence(7);
+  request.set_timeout_ms(1500);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)->spec, Floats(CollectiveKind::kAllReduce, 4));
+  EXPECT_EQ((*job)->client_sequence, 7u);
+  EXPECT_EQ((*job)->deadline, kNow + absl::Milliseconds(1500));
+  EXPECT_EQ((*job)->inline_data.size(), 16u);
+  EXPECT_FALSE((*job)->is_shared);
+
+  request.set_timeout_ms(0);
+  JobRequestLimits limits;
+  limits.default_timeout = absl::Seconds(9);
+  job = JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)->deadline, kNow + absl::Seconds(9)) << "0: the worker's default";
+}
+
+TEST(JobFromRequest, AnAllGathersInlineBufferGrowsToTheRingWithItsInputFirst) {
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job = JobFromRequest(
+      CollectiveKind::kAllGather, Request(Floats(CollectiveKind::kAllGather, 2)),
+      JobRequestLimits{}, kNow);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)->ResultBuffer(3).size(), 24u) << "3 ranks x 2 float32";
+  EXPECT_EQ((*job)->inline_data[0], std::byte{1});
+}
+
+TEST(JobFromRequest, NamesTheFieldOfEveryBadRequest) {
+  const CollectiveSpec spec = Floats(CollectiveKind::kAllReduce, 4);
+  v1::CollectiveRequest request = Request(spec);
+  request.set_inline_data("short");
+  EXPECT_EQ(Refusal(CollectiveKind::kAllReduce, request),
+            "invalid inline_data: 5 bytes for 4 x float32 (16 expected)");
+
+  request = Request(spec);
+  request.clear_inline_data();
+  EXPECT_THAT(Refusal(CollectiveKind::kAllReduce, request),
+              StartsWith("invalid data: neither inline_data nor shared"));
+
+  request = Request(spec);
+  request.set_client_sequence(0);
+  EXPECT_THAT(Refusal(CollectiveKind::kAllReduce, request),
+              StartsWith("invalid client_sequence"));
+
+  request = Request(spec);
+  request.set_timeout_ms(-1);
+  EXPECT_THAT(Refusal(CollectiveKind::kAllReduce, request),
+              StartsWith("invalid timeout_ms"));
+  request.set_timeout_ms(int64_t{25} * 3600 * 1000);
+  EXPECT_THAT(Refusal(CollectiveKind::kAllReduce, request), HasSubstr("24h"));
+
+  request = Request(spec);
+  request.mutable_spec()->set_name("");
+  EXPECT_THAT(Refusal(CollectiveKind::kAllReduce, request),
+              StartsWith("invalid spec: name is empty"));
+
+  request = Request(spec);
+  EXPECT_THAT(Refusal(CollectiveKind::kBroadcast, request),
+              StartsWith("invalid spec: spec.kind is allreduce but the request came by the "
+                         "broadcast RPC"));
+
+  request = Request(Floats(CollectiveKind::kBarrier, 0));
+  request.mutable_shared()->set_path("/dev/shm/ringsync-1-x");
+  EXPECT_EQ(Refusal(CollectiveKind::kBarrier, request),
+            "invalid shared: a barrier carries no data");
+}
+
+TEST(JobFromRequest, MapsASharedRegionOnlyFromTheAllowedFolder) {
+  std::string pattern = "/dev/shm/ringsync-job-test-XXXXXX";
+  const std::string dir = mkdtemp(pattern.data());
+  const std::string path = dir + "/ringsync-1-0-grad";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_EQ(ftruncate(fd, 64), 0);
+  close(fd);
+  JobRequestLimits limits;
+  limits.shm_dir = dir;
+
+  v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllGather, 4));
+  request.mutable_shared()->set_path(path);
+  request.mutable_shared()->set_size_bytes(8);
+  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).status().message(),
+            "invalid shared.size_bytes: 8 bytes for 4 x float32");
+
+  request.mutable_shared()->set_size_bytes(64);  // an all-gather's region holds every slot
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE((*job)->is_shared);
+  EXPECT_EQ((*job)->bytes().size(), 64u);
+
+  limits.shm_dir = "/tmp";
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).ok())
+      << "a file outside the allowed folder is never mapped";
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,0 +1,26 @@
+#include "daemon/worker/grpc_link_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/transport/grpc/grpc_link.h"
+
+namespace ringsync {
+
+absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& epoch,
+                                                               const WaitLimit& limit) {
+  const int next = epoch.me.next();
+  if (next >= static_cast<int>(epoch.peer_addresses.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("generation ", epoch.me.generation, " has no address for rank ", next));
+  }
+  const std::string& address = epoch.peer_addresses[next];
+  const RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
+                                  worker_id_};
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(epoch.me.generation);
+  if (!inbox.ok()) return inbox.status();
+  absl::StatusOr<std::unique_ptr<GrpcLink>> link =
+      ConnectRingLink(epoch.me, neighbours, *std::move(inbox), limit);
+  if (!link.ok()) return link.status();
+  return std::unique_ptr<Link>(*std::move(link));
+}
+
+}  // namespace ringsync

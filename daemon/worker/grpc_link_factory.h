@@ -1,0 +1,31 @@
+// GrpcLinkFactory: the daemon's ring links — this rank's OutboundStream to rank+1's Peer
+// service, and the inbox that rank-1's stream feeds through this worker's Peer service.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "daemon/transport/grpc/peer_service.h"
+#include "daemon/worker/ring_epoch.h"
+
+namespace ringsync {
+
+class GrpcLinkFactory final : public LinkFactory {
+ public:
+  // `registry` is the one this worker's Peer service fills; it must outlive this.
+  GrpcLinkFactory(std::string worker_id, InboxRegistry& registry)
+      : worker_id_(std::move(worker_id)), registry_(registry) {}
+
+  absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
+                                                const WaitLimit& limit) override;
+  void RetireBefore(uint64_t generation, const absl::Status& why) override {
+    registry_.RetireBefore(generation, why);
+  }
+  void CloseAll(const absl::Status& why) override { registry_.CloseAll(why); }
+
+ private:
+  const std::string worker_id_;
+  InboxRegistry& registry_;
+};
+
+}  // namespace ringsync

@@ -1,0 +1,58 @@
+// RingEpoch: one generation of the ring as this worker takes part in it, and the seams
+// around it — where the executor gets the epoch to run on (EpochSource) and how the
+// epoch's link is connected (LinkFactory). The daemon puts RingManager and gRPC links
+// behind them; tests put in-memory rings.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/link/link.h"
+#include "core/ring/ring_member.h"
+#include "core/sync/cancellation.h"
+#include "core/sync/wait_limit.h"
+
+namespace ringsync {
+
+struct RingEpoch {
+  RingMember me;
+  std::vector<std::string> worker_ids;      // by rank
+  std::vector<std::string> peer_addresses;  // by rank: where each Peer service listens
+  Cancellation over;                        // cancelled when the generation ends
+  std::unique_ptr<Link> link;               // set once connected
+  // Next ring sequence number; touched only by the executor thread.
+  uint64_t next_sequence = 1;
+
+  std::string Describe(int rank) const;  // "rank 2 (worker w2)"
+};
+
+// Where collectives find the ring. Thread-safety: safe from any thread.
+class EpochSource {
+ public:
+  virtual ~EpochSource() = default;
+  // The ready epoch; waits within `limit` while there is none yet. Fails with the reason
+  // when there will be none (the ring dissolved without this worker) or at the limit.
+  virtual absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit) = 0;
+  // The ready epoch or null, without waiting.
+  virtual std::shared_ptr<RingEpoch> Ready() = 0;
+};
+
+// Connects the link of one generation. Thread-safety: safe from any thread.
+class LinkFactory {
+ public:
+  virtual ~LinkFactory() = default;
+  // This rank's link of `epoch` (epoch.me): frames out to rank+1, in from rank-1. Fails
+  // at `limit`, or at once when the generation was retired.
+  virtual absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
+                                                        const WaitLimit& limit) = 0;
+  // Generations before `generation` are over: whatever their links still wait for fails
+  // with `why`.
+  virtual void RetireBefore(uint64_t generation, const absl::Status& why) = 0;
+  // The worker is shutting down: every link, and every later Connect, fails with `why`.
+  virtual void CloseAll(const absl::Status& why) = 0;
+};
+
+}  // namespace ringsync
