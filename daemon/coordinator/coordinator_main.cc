@@ -2,7 +2,9 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
@@ -13,6 +15,7 @@
 #include "daemon/coordinator/membership.h"
 #include "daemon/http/http_flags.h"
 #include "daemon/logging/log_flags.h"
+#include "daemon/logging/string_view_formatter.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/text_page.h"
@@ -37,6 +40,11 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
 namespace ringsync {
 namespace {
 
+// Exit codes of RunCoordinatorMain (coordinator_main.h).
+constexpr int kServing = 0;  // served until a stop signal
+constexpr int kFailed = 1;
+constexpr int kBadFlags = 2;
+
 // Every coordinator call but WatchRing finishes in microseconds, and watch streams are
 // ended first; what remains at shutdown is idle connections, which gRPC closes at this
 // deadline if their clients have not closed them.
@@ -56,6 +64,85 @@ absl::Status ReadOptions(CoordinatorOptions* options) {
   return ValidateCoordinatorOptions(*options);
 }
 
+// Logs why start-up failed; returns the exit code that says so.
+int StartFailed(int exit_code, absl::string_view why) {
+  spdlog::error("{}", why);
+  return exit_code;
+}
+
+// What the coordinator serves: its gRPC server (Coordinator and health services), then
+// the operator's HTTP endpoint, whose collector reads the server, and the port file.
+// Start brings them up in that order; Stop takes down whatever Start brought up — after
+// a stop signal and after a failed start alike.
+class CoordinatorServing {
+ public:
+  explicit CoordinatorServing(const CoordinatorOptions& options) : options_(options) {}
+
+  // kServing once everything is up and the port file is written; otherwise the exit
+  // code, with the reason logged.
+  int Start();
+  void Stop();
+
+ private:
+  int StartHttpEndpoint();
+  void LogServing() const;
+
+  const CoordinatorOptions& options_;
+  std::unique_ptr<CoordinatorServer> server_;
+  prometheus::Registry metrics_;
+  std::optional<metrics::ProcessCollector> process_metrics_;
+  std::optional<CoordinatorCollector> coordinator_metrics_;  // reads server_
+  std::unique_ptr<HttpEndpoint> http_;
+};
+
+int CoordinatorServing::Start() {
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(options_);
+  if (!server.ok()) return StartFailed(kFailed, server.status().message());
+  server_ = std::move(*server);
+  if (const int failed = StartHttpEndpoint(); failed != kServing) return failed;
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    if (absl::Status s = WritePortFile(port_file, server_->address()); !s.ok()) {
+      return StartFailed(kFailed, s.message());
+    }
+  }
+  LogServing();
+  return kServing;
+}
+
+// /metrics, /healthz, /readyz (--http_listen): ready while the gRPC server serves.
+int CoordinatorServing::StartHttpEndpoint() {
+  metrics::AddBuildInfo(metrics_);
+  process_metrics_.emplace();
+  coordinator_metrics_.emplace(*server_);
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
+      [this] {
+        return metrics::TextPage({&metrics_, &*process_metrics_, &*coordinator_metrics_});
+      },
+      [] { return absl::OkStatus(); });
+  if (!http.ok()) {
+    return StartFailed(http.status().code() == absl::StatusCode::kInvalidArgument ? kBadFlags
+                                                                                  : kFailed,
+                       http.status().message());
+  }
+  http_ = std::move(*http);
+  return kServing;
+}
+
+void CoordinatorServing::LogServing() const {
+  spdlog::info("coordinator serving on {}: world_size {}, heartbeat interval {}, timeout {}{}",
+               server_->address(), options_.world_size,
+               absl::FormatDuration(options_.heartbeat_interval),
+               absl::FormatDuration(options_.heartbeat_timeout),
+               http_ == nullptr ? std::string()
+                                : absl::StrCat("; metrics on http://", http_->address(), "/metrics"));
+}
+
+void CoordinatorServing::Stop() {
+  if (http_ != nullptr) http_->Stop();  // its collector reads the server
+  if (server_ != nullptr) server_->Shutdown(kShutdownGrace);
+  server_.reset();
+}
+
 }  // namespace
 
 int RunCoordinatorMain() {
@@ -63,53 +150,20 @@ int RunCoordinatorMain() {
   CoordinatorOptions options;
   if (absl::Status s = ReadOptions(&options); !s.ok()) {
     spdlog::error("{}; see 'ringsyncd --help'", std::string(s.message()));
-    return 2;
+    return kBadFlags;
   }
-
   // Before any thread starts, so that every thread inherits the blocked stop signals.
   const StopSignals stop_signals;
-
-  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(options);
-  if (!server.ok()) {
-    spdlog::error("{}", std::string(server.status().message()));
-    return 1;
+  CoordinatorServing serving(options);
+  if (const int failed = serving.Start(); failed != kServing) {
+    serving.Stop();
+    return failed;
   }
-  const std::string address = (*server)->address();
-
-  // /metrics, /healthz, /readyz (--http_listen): ready while the gRPC server serves.
-  prometheus::Registry registry;
-  metrics::AddBuildInfo(registry);
-  const metrics::ProcessCollector process_metrics;
-  const CoordinatorCollector coordinator_metrics(**server);
-  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
-      [&] { return metrics::TextPage({&registry, &process_metrics, &coordinator_metrics}); },
-      [] { return absl::OkStatus(); });
-  if (!http.ok()) {
-    spdlog::error("{}", std::string(http.status().message()));
-    (*server)->Shutdown(kShutdownGrace);
-    return http.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (absl::Status s = WritePortFile(port_file, address); !s.ok()) {
-      spdlog::error("{}", std::string(s.message()));
-      (*server)->Shutdown(kShutdownGrace);
-      return 1;
-    }
-  }
-  spdlog::info("coordinator serving on {}: world_size {}, heartbeat interval {}, timeout {}{}",
-               address, options.world_size, absl::FormatDuration(options.heartbeat_interval),
-               absl::FormatDuration(options.heartbeat_timeout),
-               *http == nullptr ? std::string()
-                                : absl::StrCat("; metrics on http://", (*http)->address(), "/metrics"));
-
   const int signal_number = stop_signals.Await();
   spdlog::info("received {}, shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
-  if (*http != nullptr) (*http)->Stop();  // its collector reads the server
-  (*server)->Shutdown(kShutdownGrace);
-  server->reset();
+  serving.Stop();
   spdlog::info("coordinator stopped");
-  return 0;
+  return kServing;
 }
 
 }  // namespace ringsync

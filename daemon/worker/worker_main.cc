@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -64,6 +66,11 @@ ABSL_FLAG(std::string, shm_dir, "/dev/shm",
 namespace ringsync {
 namespace {
 
+// Exit codes of RunWorkerMain (worker_main.h).
+constexpr int kServing = 0;  // served until a stop signal
+constexpr int kFailed = 1;
+constexpr int kBadFlags = 2;
+
 struct WorkerConfig {
   std::string worker_id;
   std::string socket_path;
@@ -102,6 +109,210 @@ std::string AdvertisedAddress(const std::string& bound) {
   return absl::StrCat(host, bound.substr(bound.rfind(':')));
 }
 
+// Logs why start-up failed; returns the exit code that says so.
+int StartFailed(int exit_code, absl::string_view why) {
+  spdlog::error("{}", why);
+  return exit_code;
+}
+
+// /readyz: ready when in a formed ring.
+absl::Status RingReadiness(const RingManager& ring) {
+  const RingStatus status = ring.Status();
+  if (status.ready) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("generation ", status.generation, ": ", status.detail));
+}
+
+void ReportHeartbeat(const RingManager& ring, const CollectiveExecutor& executor,
+                     v1::HeartbeatRequest* report) {
+  const RingStatus status = ring.Status();
+  const ExecutorCounters counters = executor.counters();
+  report->set_generation(status.generation);
+  report->set_ready(status.ready);
+  report->set_collectives_completed(counters.completed);
+  report->set_collectives_failed(counters.failed);
+  report->set_last_error(counters.last_error);
+}
+
+// The parts of the worker that WorkerServing serves and stops; RunWorker builds and owns them.
+struct WorkerParts {
+  const WorkerConfig& config;
+  PeerService& peer_service;
+  WorkerService& worker_service;
+  RingManager& ring;
+  CollectiveExecutor& executor;
+  std::function<std::string()> metrics_page;
+};
+
+// What the worker serves: the peer server (the ring's data path), the client server (the
+// training process's unix socket, an optional TCP port, health), the HTTP endpoint and
+// the coordinator session. Start brings them up in that order; Stop takes down whatever
+// Start brought up, in the one order that keeps every callback's target alive — after a
+// stop signal and after a failed start alike.
+class WorkerServing {
+ public:
+  explicit WorkerServing(WorkerParts parts) : parts_(std::move(parts)) {}
+
+  // kServing once everything is up and the port file is written; otherwise the exit
+  // code, with the reason logged.
+  int Start();
+  void Stop();
+
+ private:
+  int StartPeerServer();
+  int StartClientServer();
+  int StartHttpEndpoint();
+  int JoinCoordinator();
+  void LogServing() const;
+
+  WorkerParts parts_;
+  std::string advertised_;  // the peer address other workers dial
+  std::unique_ptr<grpc::Server> peer_server_;
+  std::unique_ptr<grpc::Server> client_server_;
+  std::unique_ptr<HttpEndpoint> http_;
+  std::unique_ptr<CoordinatorSession> session_;
+};
+
+int WorkerServing::Start() {
+  if (const int failed = StartPeerServer(); failed != kServing) return failed;
+  if (const int failed = StartClientServer(); failed != kServing) return failed;
+  if (const int failed = StartHttpEndpoint(); failed != kServing) return failed;
+  if (const int failed = JoinCoordinator(); failed != kServing) return failed;
+  LogServing();
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    if (absl::Status s = WritePortFile(port_file, advertised_); !s.ok()) {
+      return StartFailed(kFailed, s.message());
+    }
+  }
+  return kServing;
+}
+
+int WorkerServing::StartPeerServer() {
+  absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
+  if (!target.ok()) {
+    return StartFailed(kBadFlags, absl::StrCat("--peer_listen: ", target.status().message()));
+  }
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  ListeningPort port;
+  port.Add(builder, *target);
+  builder.RegisterService(&parts_.peer_service);
+  peer_server_ = builder.BuildAndStart();
+  absl::StatusOr<std::string> bound = port.BoundAddress();
+  if (peer_server_ == nullptr || !bound.ok()) {
+    return StartFailed(kFailed,
+                       absl::StrCat("cannot serve peers on ", absl::GetFlag(FLAGS_peer_listen)));
+  }
+  advertised_ = AdvertisedAddress(*bound);
+  return kServing;
+}
+
+int WorkerServing::StartClientServer() {
+  grpc::EnableDefaultHealthCheckService(true);
+  ::unlink(parts_.config.socket_path.c_str());  // a stale socket of a previous run
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  ListeningPort socket_port, tcp_port;
+  socket_port.Add(builder, absl::StrCat("unix:", parts_.config.socket_path));
+  const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
+  if (!client_listen.empty()) tcp_port.Add(builder, client_listen);
+  builder.RegisterService(&parts_.worker_service);
+  client_server_ = builder.BuildAndStart();
+  if (client_server_ == nullptr) {
+    return StartFailed(kFailed, absl::StrCat("cannot serve clients on ", parts_.config.socket_path));
+  }
+  return kServing;
+}
+
+int WorkerServing::StartHttpEndpoint() {
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
+      parts_.metrics_page, [&ring = parts_.ring] { return RingReadiness(ring); });
+  if (!http.ok()) {
+    return StartFailed(http.status().code() == absl::StatusCode::kInvalidArgument ? kBadFlags
+                                                                                  : kFailed,
+                       http.status().message());
+  }
+  http_ = std::move(*http);
+  return kServing;
+}
+
+int WorkerServing::JoinCoordinator() {
+  RingManager& ring = parts_.ring;
+  const CollectiveExecutor& executor = parts_.executor;
+  const std::string http_address = http_ == nullptr ? "" : AdvertisedAddress(http_->address());
+  CoordinatorSessionOptions options{parts_.config.coordinator, parts_.config.worker_id,
+                                    advertised_, http_address, absl::GetFlag(FLAGS_join_timeout),
+                                    [&ring] { return ring.Status().generation; }};
+  session_ = std::make_unique<CoordinatorSession>(
+      options, [&ring](const v1::RingView& view) { ring.OnView(view); },
+      [&ring, &executor](v1::HeartbeatRequest* report) { ReportHeartbeat(ring, executor, report); },
+      [&ring](absl::string_view why) { ring.Suspend(why); });
+  if (absl::Status s = session_->Start(); !s.ok()) return StartFailed(kFailed, s.message());
+  return kServing;
+}
+
+void WorkerServing::LogServing() const {
+  const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
+  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {}{}",
+               parts_.config.worker_id, parts_.config.socket_path,
+               client_listen.empty() ? "" : absl::StrCat(" and ", client_listen), advertised_,
+               http_ == nullptr ? ""
+                                : absl::StrCat("; metrics on http://", http_->address(), "/metrics"));
+}
+
+void WorkerServing::Stop() {
+  if (http_ != nullptr) http_->Stop();  // its callbacks read the ring
+  parts_.worker_service.Stop();
+  if (session_ != nullptr) session_->Stop();
+  parts_.ring.Shutdown();
+  if (client_server_ != nullptr) {
+    client_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  }
+  if (peer_server_ != nullptr) {
+    peer_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  }
+  // The socket file is this worker's only once its client server listened on it.
+  if (client_server_ != nullptr) ::unlink(parts_.config.socket_path.c_str());
+}
+
+WorkerServiceOptions ServiceOptions(const WorkerConfig& config, const Reducer& reducer) {
+  WorkerServiceOptions options;
+  options.worker_id = config.worker_id;
+  options.reduce_device = reducer.name();
+  options.shm_dir = absl::GetFlag(FLAGS_shm_dir);
+  options.default_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  return options;
+}
+
+// Wires the worker's parts together, serves until SIGINT or SIGTERM, then stops.
+int RunWorker(const WorkerConfig& config, Reducer& reducer) {
+  // Before any thread starts, so that every thread inherits the blocked stop signals.
+  const StopSignals stop_signals;
+  InboxRegistry registry(/*inbox_capacity=*/4);
+  PeerService peer_service(registry);
+  GrpcLinkFactory links(config.worker_id, registry);
+  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
+  prometheus::Registry metrics;
+  metrics::AddBuildInfo(metrics);
+  const metrics::ProcessCollector process_metrics;
+  WorkerMetrics worker_metrics(metrics, ring, reducer.name());
+  CollectiveExecutor executor(config.worker_id, ring, reducer,
+                              static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
+                              &worker_metrics);
+  WorkerService worker_service(ServiceOptions(config, reducer), ring, executor);
+
+  WorkerServing serving({config, peer_service, worker_service, ring, executor, [&] {
+                           return metrics::TextPage({&metrics, &process_metrics, &worker_metrics});
+                         }});
+  if (const int failed = serving.Start(); failed != kServing) {
+    serving.Stop();
+    return failed;
+  }
+  const int signal_number = stop_signals.Await();
+  spdlog::info("worker {}: signal {} received, shutting down", config.worker_id, signal_number);
+  serving.Stop();
+  return kServing;
+}
+
 }  // namespace
 
 int RunWorkerMain() {
@@ -109,135 +320,19 @@ int RunWorkerMain() {
   absl::StatusOr<WorkerConfig> config = ReadConfig();
   if (!config.ok()) {
     spdlog::error("{}; see 'ringsyncd --help'", config.status().message());
-    return 2;
+    return kBadFlags;
   }
   // Fail now, not at the first collective, when the reduction device is unusable.
   absl::StatusOr<ReducerChoice> choice = ChooseReducer(absl::GetFlag(FLAGS_reduce_device));
   if (!choice.ok()) {
     spdlog::error("--reduce_device={}: {}", absl::GetFlag(FLAGS_reduce_device),
                   choice.status().message());
-    return 2;
+    return kBadFlags;
   }
   std::unique_ptr<Reducer> reducer = std::move(choice->reducer);
   SetLogWorkerId(config->worker_id);
   spdlog::info("worker {}: reducing on {} ({})", config->worker_id, reducer->name(), choice->reason);
-  const StopSignals stop_signals;
-
-  // The peer server: the ring's data path.
-  InboxRegistry registry(/*inbox_capacity=*/4);
-  PeerService peer_service(registry);
-  grpc::ServerBuilder peer_builder;
-  ConfigureServerBuilder(peer_builder);
-  ListeningPort peer_port;
-  absl::StatusOr<std::string> peer_target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
-  if (!peer_target.ok()) {
-    spdlog::error("--peer_listen: {}", peer_target.status().message());
-    return 2;
-  }
-  peer_port.Add(peer_builder, *peer_target);
-  peer_builder.RegisterService(&peer_service);
-  std::unique_ptr<grpc::Server> peer_server = peer_builder.BuildAndStart();
-  absl::StatusOr<std::string> peer_address = peer_port.BoundAddress();
-  if (peer_server == nullptr || !peer_address.ok()) {
-    spdlog::error("cannot serve peers on {}", absl::GetFlag(FLAGS_peer_listen));
-    return 1;
-  }
-
-  GrpcLinkFactory links(config->worker_id, registry);
-  RingManager ring(config->worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
-  prometheus::Registry metrics;
-  metrics::AddBuildInfo(metrics);
-  const metrics::ProcessCollector process_metrics;
-  WorkerMetrics worker_metrics(metrics, ring, reducer->name());
-  CollectiveExecutor executor(config->worker_id, ring, *reducer,
-                              static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
-                              &worker_metrics);
-  WorkerServiceOptions service_options;
-  service_options.worker_id = config->worker_id;
-  service_options.reduce_device = reducer->name();
-  service_options.shm_dir = absl::GetFlag(FLAGS_shm_dir);
-  service_options.default_timeout = absl::GetFlag(FLAGS_collective_timeout);
-  WorkerService worker_service(service_options, ring, executor);
-
-  // The client server: the SDK's unix socket (and optional TCP port), plus health.
-  grpc::EnableDefaultHealthCheckService(true);
-  ::unlink(config->socket_path.c_str());  // a stale socket of a previous run
-  grpc::ServerBuilder client_builder;
-  ConfigureServerBuilder(client_builder);
-  ListeningPort socket_port, tcp_port;
-  socket_port.Add(client_builder, absl::StrCat("unix:", config->socket_path));
-  const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
-  if (!client_listen.empty()) tcp_port.Add(client_builder, client_listen);
-  client_builder.RegisterService(&worker_service);
-  std::unique_ptr<grpc::Server> client_server = client_builder.BuildAndStart();
-  if (client_server == nullptr) {
-    spdlog::error("cannot serve clients on {}", config->socket_path);
-    return 1;
-  }
-
-  // /metrics, /healthz, /readyz (--http_listen): ready when in a formed ring.
-  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
-      [&] { return metrics::TextPage({&metrics, &process_metrics, &worker_metrics}); },
-      [&ring] {
-        const RingStatus status = ring.Status();
-        if (status.ready) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat("generation ", status.generation, ": ",
-                                                   status.detail));
-      });
-  if (!http.ok()) {
-    spdlog::error("{}", http.status().message());
-    client_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    peer_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    ::unlink(config->socket_path.c_str());
-    return http.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  const std::string http_address = *http == nullptr ? "" : AdvertisedAddress((*http)->address());
-
-  const std::string advertised = AdvertisedAddress(*peer_address);
-  CoordinatorSessionOptions session_options{config->coordinator, config->worker_id, advertised,
-                                            http_address, absl::GetFlag(FLAGS_join_timeout),
-                                            [&ring] { return ring.Status().generation; }};
-  CoordinatorSession session(
-      session_options, [&ring](const v1::RingView& view) { ring.OnView(view); },
-      [&ring, &executor](v1::HeartbeatRequest* report) {
-        const RingStatus status = ring.Status();
-        const ExecutorCounters counters = executor.counters();
-        report->set_generation(status.generation);
-        report->set_ready(status.ready);
-        report->set_collectives_completed(counters.completed);
-        report->set_collectives_failed(counters.failed);
-        report->set_last_error(counters.last_error);
-      },
-      [&ring](absl::string_view why) { ring.Suspend(why); });
-  if (absl::Status s = session.Start(); !s.ok()) {
-    spdlog::error("{}", s.message());
-    client_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    peer_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    ::unlink(config->socket_path.c_str());
-    return 1;
-  }
-  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {}{}",
-               config->worker_id, config->socket_path,
-               client_listen.empty() ? "" : absl::StrCat(" and ", client_listen), advertised,
-               *http == nullptr ? ""
-                                : absl::StrCat("; metrics on http://", (*http)->address(), "/metrics"));
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (absl::Status s = WritePortFile(port_file, advertised); !s.ok()) {
-      spdlog::error("{}", s.message());
-      return 1;
-    }
-  }
-
-  const int signal_number = stop_signals.Await();
-  spdlog::info("worker {}: signal {} received, shutting down", config->worker_id, signal_number);
-  if (*http != nullptr) (*http)->Stop();  // its callbacks read the ring
-  worker_service.Stop();
-  session.Stop();
-  ring.Shutdown();
-  client_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  peer_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  ::unlink(config->socket_path.c_str());
-  return 0;
+  return RunWorker(*config, *reducer);
 }
 
 }  // namespace ringsync
