@@ -29,7 +29,7 @@ COPY . .
 # ringsyncctl is listed ahead of time: a target that does not exist yet is skipped.
 ARG BUILD_TYPE=RelWithDebInfo
 ARG CMAKE_FLAGS=""
-ARG RINGSYNC_TARGETS="ringsyncd ringsync-train-example ringsyncctl"
+ARG RINGSYNC_TARGETS="ringsyncd ringsync-train-example ringsyncctl ringsync-bench"
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE}" ${CMAKE_FLAGS} \
  && known=$(cmake --build build --target help | sed -n 's/^\([^:]*\): .*/\1/p') \
  && targets="" \
@@ -42,7 +42,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE}" ${CMAKE_FLAG
 # Install: the programs that exist, debug sections stripped (symbols kept, so a crash
 # backtrace still names functions); the health check beside them.
 RUN mkdir -p /opt/ringsync/bin \
- && for b in ringsyncd ringsync-train-example ringsyncctl; do \
+ && for b in ringsyncd ringsync-train-example ringsyncctl ringsync-bench; do \
       if [ -x "build/bin/$b" ]; then \
         objcopy --strip-debug "build/bin/$b" "/opt/ringsync/bin/$b"; \
       else \

@@ -2,7 +2,8 @@
 # Checks the deployment files without a Docker engine (CI has none); .ci/run calls it.
 #   deploy/docker-compose.yml  parses and validates with docker-compose (Debian: 1.29)
 #   deploy/prometheus.yml      valid for promtool, when promtool is installed
-#   deploy/healthcheck.sh      bash syntax
+#   deploy/docker-compose.local.yml  the same, with this override (engines without a registry)
+#   deploy/healthcheck.sh, deploy/container-engine.sh  bash syntax
 # Both tools come with deploy/install-deps.sh. Exit 0 and a last line "check-compose: OK"
 # when all pass.
 set -euo pipefail
@@ -22,6 +23,12 @@ if ! docker-compose -f "$compose_file" --profile monitoring config -q; then
   exit 1
 fi
 services=$(docker-compose -f "$compose_file" --profile monitoring config --services | tr '\n' ' ')
+# With the override for engines without a registry (deploy/container-engine.sh's podman).
+local_file=deploy/docker-compose.local.yml
+if ! docker-compose -f "$compose_file" -f "$local_file" --profile monitoring config -q; then
+  echo "check-compose: FAILED: $compose_file + $local_file do not validate" >&2
+  exit 1
+fi
 
 if command -v promtool >/dev/null; then
   promtool check config deploy/prometheus.yml >/dev/null ||
@@ -31,5 +38,6 @@ else
 fi
 
 bash -n deploy/healthcheck.sh
+bash -n deploy/container-engine.sh
 
-echo "check-compose: OK: $compose_file valid for docker-compose $(docker-compose version --short) (services: ${services% })"
+echo "check-compose: OK: $compose_file (+ $local_file) valid for docker-compose $(docker-compose version --short) (services: ${services% })"
