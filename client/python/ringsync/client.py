@@ -1,0 +1,102 @@
+"""ringsync.Client: the collectives, blocking and *_async, over the C++ SDK."""
+
+import os
+
+from ringsync import _ringsync
+
+
+def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None):
+    """Connects to the ringsync worker at `worker` ("unix:/path" or "host:port") and returns
+    a Client once the worker reports a formed ring (so rank and world_size are known).
+
+    `timeout` (seconds) bounds the wait for the worker and the ring. Raises
+    WorkerUnavailable when the worker cannot be reached or already serves another
+    process, TimeoutError when no ring formed in time.
+    """
+    return Client(_ringsync._connect(worker, float(timeout), name or f"python pid {os.getpid()}"))
+
+
+class Client:
+    """A training process's connection to its worker; a context manager that closes it.
+
+    Collectives take a numpy.ndarray or a CPU torch.Tensor, C-contiguous, of dtype
+    float32, float64, float16, bfloat16 (torch), int32, int64, int8 or uint8, and work in
+    place on its memory (no copy into Python objects). `name` labels the collective in
+    error messages and must be the same on every rank. `timeout` (seconds, None: the
+    worker's --collective_timeout) bounds the whole ring. The GIL is released while the
+    SDK works, so other Python threads run meanwhile.
+
+    Wrong inputs raise TypeError (not an array; a dtype ringsync has not got) or
+    ValueError (not contiguous, read-only, on a GPU, requires grad) before anything is sent.
+    """
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    @property
+    def rank(self):
+        return self._impl.rank
+
+    @property
+    def world_size(self):
+        return self._impl.world_size
+
+    @property
+    def generation(self):
+        return self._impl.generation
+
+    def allreduce_(self, tensor, name="allreduce", op=_ringsync.SUM, prescale=1.0,
+                   postscale=1.0, timeout=None):
+        """Reduces `tensor` across all ranks in place and returns it. `op`: SUM, AVG, MIN,
+        MAX, PROD; `prescale` multiplies every input and `postscale` the result (floating
+        dtypes only)."""
+        return self._impl.allreduce_async(tensor, name, op, prescale, postscale, timeout).wait()
+
+    def allreduce_async(self, tensor, name="allreduce", op=_ringsync.SUM, prescale=1.0,
+                        postscale=1.0, timeout=None):
+        """As allreduce_, but returns a Handle at once; leave `tensor` alone until
+        handle.wait() has returned it."""
+        return self._impl.allreduce_async(tensor, name, op, prescale, postscale, timeout)
+
+    def broadcast_(self, tensor, root, name="broadcast", timeout=None):
+        """Copies rank `root`'s `tensor` into every other rank's, in place; returns it."""
+        return self._impl.broadcast_async(tensor, root, name, timeout).wait()
+
+    def broadcast_async(self, tensor, root, name="broadcast", timeout=None):
+        return self._impl.broadcast_async(tensor, root, name, timeout)
+
+    def allgather(self, tensor, name="allgather", timeout=None):
+        """Returns a new array of tensor's kind and dtype holding every rank's `tensor` in
+        rank order, concatenated along the first dimension (shape (world_size * n, ...);
+        a 0-d input gives (world_size,))."""
+        return self._impl.allgather_async(tensor, name, timeout).wait()
+
+    def allgather_async(self, tensor, name="allgather", timeout=None):
+        return self._impl.allgather_async(tensor, name, timeout)
+
+    def barrier(self, name="barrier", timeout=None):
+        """Returns once every rank has entered the barrier."""
+        self._impl.barrier_async(name, timeout).wait()
+
+    def barrier_async(self, name="barrier", timeout=None):
+        return self._impl.barrier_async(name, timeout)
+
+    def close(self):
+        """Detaches from the worker (collectives still in flight are cancelled). Later
+        calls raise ValueError."""
+        self._impl.close()
+
+    @property
+    def closed(self):
+        return self._impl.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self):
+        if self.closed:
+            return "<ringsync.Client closed>"
+        return f"<ringsync.Client rank {self.rank} of {self.world_size}, generation {self.generation}>"

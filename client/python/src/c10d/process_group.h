@@ -1,0 +1,101 @@
+// RingsyncProcessGroup: torch.distributed's ProcessGroup over the ringsync SDK, so that
+// `dist.init_process_group("ringsync", ...)` and DDP run their collectives through this
+// process's ringsync worker (ringsync/torch/backend.py registers it).
+//
+// It has what the daemon has: allreduce (SUM, AVG, MIN, MAX, PRODUCT, and PREMUL_SUM with
+// a scalar factor), broadcast, allgather (and _allgather_base), barrier; one CPU tensor
+// per call, contiguous, of a dtype ringsync reduces. Every other op raises a RuntimeError
+// that names it. Each op returns at once with a CollectiveWork whose Work and Future
+// complete when the ring has finished (DDP's buckets and comm hooks rely on the future).
+//
+// Ranks: torch's rank and world size must be the ring's (the worker's rank follows the
+// sorted worker ids); a mismatch fails creation with both numbers.
+//
+// Thread-safety: ops may be called from any thread (DDP calls them from autograd's); the
+// SDK queues them in call order, which every rank must match, as for any c10d backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/python/src/c10d/serial_executor.h"
+#include "ringsync/client.h"
+
+namespace ringsync::python {
+
+class RingsyncProcessGroup final : public c10d::ProcessGroup {
+ public:
+  struct Options {
+    std::string worker;  // the SDK target, "unix:/run/ringsync/w0.sock"
+    absl::Duration connect_timeout = absl::Seconds(60);
+    // Per collective; zero means the worker's --collective_timeout.
+    absl::Duration collective_timeout = absl::ZeroDuration();
+  };
+
+  // Connects to the worker and checks that the ring's rank and size are torch's.
+  static absl::StatusOr<c10::intrusive_ptr<RingsyncProcessGroup>> Create(int rank, int size,
+                                                                        const Options& options);
+  RingsyncProcessGroup(int rank, int size, std::unique_ptr<Client> client, const Options& options);
+  ~RingsyncProcessGroup() override;
+
+  const std::string getBackendName() const override { return "ringsync"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Ops the daemon has not got: each raises a RuntimeError naming itself.
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>&, const c10d::AllreduceCoalescedOptions&) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&,
+                                        const c10d::ReduceOptions&) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
+                                                     std::vector<at::Tensor>&,
+                                                     const c10d::AllgatherOptions&) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>&,
+                                        std::vector<at::Tensor>&,
+                                        const c10d::GatherOptions&) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>&,
+                                         std::vector<std::vector<at::Tensor>>&,
+                                         const c10d::ScatterOptions&) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>&,
+                                                std::vector<std::vector<at::Tensor>>&,
+                                                const c10d::ReduceScatterOptions&) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor&, at::Tensor&,
+                                                      const c10d::ReduceScatterOptions&) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
+                                               std::vector<int64_t>&,
+                                               const c10d::AllToAllOptions&) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
+                                          const c10d::AllToAllOptions&) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>&, int, int) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>&, int, int) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override;
+
+ private:
+  // Wraps a started collective in a Work that the executor completes.
+  c10::intrusive_ptr<c10d::Work> Track(c10d::OpType type, const char* what,
+                                       std::vector<at::Tensor> outputs,
+                                       std::vector<at::Tensor> keep_alive, CollectiveHandle handle,
+                                       std::function<void()> on_success = {});
+  // An op's own timeout, else the group's.
+  absl::Duration TimeoutOf(std::chrono::milliseconds op_timeout) const;
+
+  Options options_;
+  std::unique_ptr<Client> client_;
+  SerialExecutor completions_;
+};
+
+}  // namespace ringsync::python

@@ -1,0 +1,34 @@
+// The Python exceptions of the ringsync package, and the one place that turns an
+// absl::Status from the SDK into one of them.
+//
+//   ringsync.Error (RuntimeError)         every failure the SDK or the ring reports;
+//                                         .code is the status code's name ("ABORTED")
+//     MismatchError                       ranks issued different collectives or specs
+//     TimeoutError (+ builtins.TimeoutError)   a deadline passed
+//     PeerLostError                       another rank's worker or training process went away
+//     MembershipChanged                   the ring re-formed under the collective
+//     WorkerUnavailable (+ ConnectionError)    this process's own worker is unreachable
+//     InvalidArgument (+ ValueError)      the SDK or the worker refused an argument
+//
+// Bad Python arguments (wrong type, non-contiguous, GPU, read-only) are plain TypeError
+// and ValueError, raised before anything reaches the SDK (tensor_arg.h).
+#pragma once
+
+#include "absl/status/status.h"
+#include "pybind11/pybind11.h"
+
+namespace ringsync::python {
+
+// Which exception class a failed status becomes. The phrases are the ones the ring and the
+// worker write (daemon/worker/failure_cause.cc classifies the same messages for metrics).
+enum class ErrorKind { kMismatch, kMembershipChanged, kPeerLost, kTimeout, kWorkerUnavailable,
+                       kInvalidArgument, kOther };
+ErrorKind ClassifyError(const absl::Status& status);
+
+// Creates the classes above as attributes of `module`. Call once, from the module's init.
+void DefineErrors(pybind11::module_& module);
+
+// Raises the exception for `status` (REQUIRES: !status.ok(), the GIL held).
+[[noreturn]] void ThrowStatus(const absl::Status& status);
+
+}  // namespace ringsync::python

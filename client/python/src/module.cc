@@ -1,0 +1,57 @@
+// ringsync._ringsync: the extension module under the `ringsync` Python package
+// (ringsync/__init__.py re-exports it and documents the package).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "client/python/src/errors.h"
+#include "client/python/src/py_client.h"
+#include "client/python/src/py_handle.h"
+#include "pybind11/pybind11.h"
+#include "pybind11/stl.h"
+
+namespace py = pybind11;
+using ringsync::ReduceOp;
+using ringsync::python::PyClient;
+using ringsync::python::PyHandle;
+
+PYBIND11_MODULE(_ringsync, m) {
+  m.doc() = "ringsync's C++ SDK for Python; import ringsync instead";
+  ringsync::python::DefineErrors(m);
+
+  py::enum_<ReduceOp>(m, "ReduceOp", "How all-reduce combines the ranks' values.")
+      .value("SUM", ReduceOp::kSum)
+      .value("AVG", ReduceOp::kAvg, "the sum divided by the world size (integers: truncated)")
+      .value("MIN", ReduceOp::kMin)
+      .value("MAX", ReduceOp::kMax)
+      .value("PROD", ReduceOp::kProd)
+      .export_values();
+
+  py::class_<PyHandle>(m, "Handle", "A collective in flight, from one of Client's *_async methods.")
+      .def("wait", &PyHandle::Wait, py::arg("timeout") = std::nullopt,
+           "Waits until the collective completes and returns its result (the tensor for "
+           "in-place collectives, the new tensor for allgather, None for barrier). Raises "
+           "ringsync.Error on failure, ringsync.TimeoutError when `timeout` (seconds) passes "
+           "first (the collective goes on; wait again).")
+      .def("done", &PyHandle::Done, "True once the collective has completed; never blocks.");
+
+  py::class_<PyClient>(m, "Client", "A training process's connection to its ringsync worker.")
+      .def_property_readonly("rank", &PyClient::rank, "this process's rank; -1 while no ring is formed")
+      .def_property_readonly("world_size", &PyClient::world_size)
+      .def_property_readonly("generation", &PyClient::generation,
+                             "the ring view's number; it grows when the ring re-forms")
+      .def_property_readonly("ready", &PyClient::ready)
+      .def_property_readonly("closed", &PyClient::closed)
+      .def("allreduce_async", &PyClient::AllReduceAsync, py::arg("tensor"),
+           py::arg("name") = "allreduce", py::arg("op") = ReduceOp::kSum,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt)
+      .def("broadcast_async", &PyClient::BroadcastAsync, py::arg("tensor"), py::arg("root"),
+           py::arg("name") = "broadcast", py::arg("timeout") = std::nullopt)
+      .def("allgather_async", &PyClient::AllGatherAsync, py::arg("tensor"),
+           py::arg("name") = "allgather", py::arg("timeout") = std::nullopt)
+      .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
+           py::arg("timeout") = std::nullopt)
+      .def("close", &PyClient::Close);
+
+  m.def("_connect", &PyClient::Connect, py::arg("worker"), py::arg("timeout"), py::arg("name"));
+}

@@ -1,0 +1,113 @@
+#include "client/python/src/py_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/python/src/errors.h"
+#include "client/python/src/tensor_arg.h"
+
+namespace py = pybind11;
+
+namespace ringsync::python {
+namespace {
+
+// None means the worker's --collective_timeout.
+absl::Duration TimeoutOf(std::optional<double> seconds) {
+  return seconds ? absl::Seconds(*seconds) : absl::ZeroDuration();
+}
+
+}  // namespace
+
+std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double timeout_seconds,
+                                            const std::string& name) {
+  ClientOptions options;
+  options.connect_timeout = absl::Seconds(timeout_seconds);
+  options.client_name = name;
+  absl::StatusOr<std::unique_ptr<Client>> client;
+  {
+    py::gil_scoped_release nogil;
+    client = Client::Connect(worker, options);
+  }
+  if (!client.ok()) ThrowStatus(client.status());
+  return std::unique_ptr<PyClient>(new PyClient(*std::move(client)));
+}
+
+std::shared_ptr<Client> PyClient::Get() const {
+  if (client_ == nullptr) {
+    PyErr_SetString(PyExc_ValueError, "this ringsync.Client is closed; connect a new one");
+    throw py::error_already_set();
+  }
+  return client_;
+}
+
+std::unique_ptr<PyHandle> PyClient::Start(absl::FunctionRef<CollectiveHandle(Client&)> start,
+                                          py::object result, py::object keep_alive) {
+  std::shared_ptr<Client> client = Get();
+  CollectiveHandle handle;
+  {
+    py::gil_scoped_release nogil;
+    handle = start(*client);
+  }
+  return std::make_unique<PyHandle>(std::move(handle), std::move(client), std::move(result),
+                                    std::move(keep_alive));
+}
+
+std::unique_ptr<PyHandle> PyClient::AllReduceAsync(py::handle tensor, const std::string& name,
+                                                   ReduceOp op, double prescale, double postscale,
+                                                   std::optional<double> timeout) {
+  TensorArg arg = ToTensorArg(tensor, "allreduce_", Access::kReadWrite);
+  AllReduceOptions options;
+  options.pre_scale = prescale;
+  options.post_scale = postscale;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) { return c.AllReduceAsync(name, arg.data, arg.count, arg.dtype, op, options); },
+      arg.owner, py::none());
+}
+
+std::unique_ptr<PyHandle> PyClient::BroadcastAsync(py::handle tensor, int root,
+                                                   const std::string& name,
+                                                   std::optional<double> timeout) {
+  TensorArg arg = ToTensorArg(tensor, "broadcast_", Access::kReadWrite);
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) { return c.BroadcastAsync(name, arg.data, arg.count, arg.dtype, root, options); },
+      arg.owner, py::none());
+}
+
+std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std::string& name,
+                                                   std::optional<double> timeout) {
+  TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
+  const int world_size = Get()->world_size();
+  if (world_size <= 0) {
+    ThrowStatus(absl::FailedPreconditionError(absl::StrCat(
+        "allgather '", name, "': the worker reports no formed ring, so the output's size is "
+        "unknown; retry once the ring has re-formed")));
+  }
+  TensorArg output = NewGatherOutput(input, world_size);
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) {
+        return c.AllGatherAsync(name, input.data, input.count, input.dtype, output.data,
+                                output.count, options);
+      },
+      output.owner, input.owner);
+}
+
+std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,
+                                                 std::optional<double> timeout) {
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(timeout);
+  return Start([&](Client& c) { return c.BarrierAsync(name, options); }, py::none(), py::none());
+}
+
+void PyClient::Close() {
+  std::shared_ptr<Client> client = std::move(client_);
+  py::gil_scoped_release nogil;
+  client.reset();  // waits for (or cancels) what is in flight, unless a handle still holds it
+}
+
+}  // namespace ringsync::python

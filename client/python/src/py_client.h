@@ -1,0 +1,60 @@
+// PyClient: ringsync.Client, the Python face of ringsync::Client.
+//
+// Every collective takes numpy arrays or CPU torch tensors in place (tensor_arg.h says
+// which) and hands their memory to the SDK without a copy into Python objects. The blocking
+// forms are the *_async forms followed by wait(), so both share one path. The GIL is
+// released whenever the SDK may block: while it starts a collective (it copies large
+// inputs into shared memory then) and while waiting for one.
+//
+// Thread-safety: methods may be called from several Python threads; as with the C++
+// Client, collectives run in the order calls reach the SDK, which every rank must match.
+// close() waits for the collectives in flight (or cancels them, see client.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "client/python/src/py_handle.h"
+#include "pybind11/pybind11.h"
+#include "ringsync/client.h"
+
+namespace ringsync::python {
+
+class PyClient {
+ public:
+  // Raises WorkerUnavailable / TimeoutError / ringsync.Error as the connection fails.
+  static std::unique_ptr<PyClient> Connect(const std::string& worker, double timeout_seconds,
+                                           const std::string& name);
+
+  int rank() const { return Get()->rank(); }
+  int world_size() const { return Get()->world_size(); }
+  uint64_t generation() const { return Get()->generation(); }
+  bool ready() const { return Get()->ready(); }
+  bool closed() const { return client_ == nullptr; }
+
+  std::unique_ptr<PyHandle> AllReduceAsync(pybind11::handle tensor, const std::string& name,
+                                           ReduceOp op, double prescale, double postscale,
+                                           std::optional<double> timeout);
+  std::unique_ptr<PyHandle> BroadcastAsync(pybind11::handle tensor, int root,
+                                           const std::string& name, std::optional<double> timeout);
+  std::unique_ptr<PyHandle> AllGatherAsync(pybind11::handle tensor, const std::string& name,
+                                           std::optional<double> timeout);
+  std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
+
+  // Detaches from the worker; later calls raise ValueError. Idempotent.
+  void Close();
+
+ private:
+  explicit PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {}
+  // Raises ValueError once closed.
+  std::shared_ptr<Client> Get() const;
+  // Starts a collective with the GIL released; the handle returns `result` from wait().
+  std::unique_ptr<PyHandle> Start(absl::FunctionRef<CollectiveHandle(Client&)> start,
+                                  pybind11::object result, pybind11::object keep_alive);
+
+  std::shared_ptr<Client> client_;
+};
+
+}  // namespace ringsync::python
