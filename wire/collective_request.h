@@ -8,10 +8,14 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/collective.h"
 #include "ringsync/v1/worker.pb.h"
 
 namespace ringsync {
+
+// The longest timeout a request may ask for (timeout_ms).
+inline constexpr absl::Duration kMaxRequestTimeout = absl::Hours(24);
 
 // The validated spec (ValidateSpec) of a request that came by the RPC for `rpc_kind`;
 // its sequence is 0 (the ring numbers collectives). InvalidArgument, starting with the

@@ -23,9 +23,10 @@ std::string DescribeCall(const CollectiveCall& call) {
 absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_size) {
   const CollectiveSpec& spec = call.spec;
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return Invalid(call, s.message());
-  if (call.timeout < absl::ZeroDuration() || call.timeout == absl::InfiniteDuration()) {
+  if (call.timeout < absl::ZeroDuration() || call.timeout > kMaxRequestTimeout) {
     return Invalid(call, absl::StrCat("timeout ", absl::FormatDuration(call.timeout),
-                                      " must be positive and finite (zero: the worker's default)"));
+                                      " must be between zero (the worker's default) and ",
+                                      absl::FormatDuration(kMaxRequestTimeout)));
   }
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
   if ((traits.has_root || traits.gathers) && world_size <= 0) {

@@ -96,6 +96,12 @@ TEST(CollectiveCallTest, RejectsBadArguments) {
   call = AllReduceCall();
   call.timeout = absl::Seconds(-1);
   ExpectInvalid(call, "timeout");
+  call.timeout = absl::Hours(25);
+  ExpectInvalid(call, "must be between zero (the worker's default) and 24h");
+
+  call = AllReduceCall();
+  call.spec.name = std::string(1025, 'n');
+  ExpectInvalid(call, "name is 1025 bytes long");
 
   call = AllReduceCall();
   call.spec.count = call.output_count = std::numeric_limits<size_t>::max() / 2;

@@ -39,6 +39,7 @@
 #include "wire/grpc_options.h"
 #include "grpcpp/grpcpp.h"
 #include "ringsync/v1/worker.grpc.pb.h"
+#include "wire/protocol_version.h"
 
 namespace ringsync::testing {
 
@@ -159,7 +160,7 @@ class FakeWorker final : public v1::Worker::Service {
     info_.set_generation(1);
     info_.set_ready(true);
     info_.set_reduce_device("cpu");
-    info_.set_protocol_version(v1::PROTOCOL_VERSION_1);
+    info_.set_protocol_version(kProtocolVersion);
   }
 
   ~FakeWorker() override {

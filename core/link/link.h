@@ -30,6 +30,7 @@ namespace ringsync {
 enum class FrameKind : uint8_t {
   kSegment = 1,  // a piece of a chunk
   kAbort = 2,    // a rank gave up on the collective; forwarded once around the ring
+  kAgree = 4,    // a rank's spec, passed around the ring before any data (RingExchange::Agree)
 };
 
 struct Frame {
@@ -39,7 +40,7 @@ struct Frame {
   uint64_t sequence = 0;    // the collective's sequence number
   uint32_t step = 0;        // global ring step
   uint32_t segment = 0;     // index within the step
-  uint32_t chunk = 0;
+  uint32_t chunk = 0;       // kAgree: the rank whose spec the frame carries
   uint64_t offset = 0;      // first element
   uint64_t count = 0;       // elements in the payload
   std::optional<CollectiveSpec> spec;  // on the first frame of each collective

@@ -10,9 +10,13 @@
 
 namespace ringsync {
 
-absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpec& spec,
-                           absl::Span<std::byte> buffer, const RingOptions& options,
-                           RingStats* stats) {
+namespace {
+
+// `input_first`: this rank's contribution sits in the first slot until agreement, and
+// moves to its own slot only then, so a failed agreement leaves the buffer as it was.
+absl::Status AllGather(const RingMember& me, Link& link, const CollectiveSpec& spec,
+                       absl::Span<std::byte> buffer, const RingOptions& options, RingStats* stats,
+                       bool input_first) {
   RingExchange exchange(me, link, spec, options);
   absl::Status valid = CheckBufferSize(me, spec, buffer.size(),
                                        spec.count * static_cast<size_t>(std::max(1, me.world_size)));
@@ -22,6 +26,14 @@ absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpe
   }
   if (!valid.ok()) return exchange.Reject(valid);
   if (me.world_size == 1) return absl::OkStatus();
+  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
+    exchange.ExportStats(stats);
+    return agreed;
+  }
+  const size_t slot = spec.count * DTypeSize(spec.dtype);
+  if (input_first && me.rank > 0 && slot > 0) {
+    std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);
+  }
 
   PipelinePlan plan;
   const int n = me.world_size;
@@ -33,16 +45,18 @@ absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpe
   return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, options, stats);
 }
 
+}  // namespace
+
+absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpec& spec,
+                           absl::Span<std::byte> buffer, const RingOptions& options,
+                           RingStats* stats) {
+  return AllGather(me, link, spec, buffer, options, stats, /*input_first=*/false);
+}
+
 absl::Status RingAllGatherFromFirstSlot(const RingMember& me, Link& link,
                                         const CollectiveSpec& spec, absl::Span<std::byte> buffer,
                                         const RingOptions& options, RingStats* stats) {
-  const size_t slot = spec.count * (IsValid(spec.dtype) ? DTypeSize(spec.dtype) : 0);
-  const size_t rank = static_cast<size_t>(std::max(0, me.rank));
-  // A buffer of the wrong size is RingAllGather's to refuse, on every rank alike.
-  if (slot > 0 && rank > 0 && buffer.size() == slot * static_cast<size_t>(me.world_size)) {
-    std::memmove(buffer.data() + slot * rank, buffer.data(), slot);
-  }
-  return RingAllGather(me, link, spec, buffer, options, stats);
+  return AllGather(me, link, spec, buffer, options, stats, /*input_first=*/true);
 }
 
 }  // namespace ringsync

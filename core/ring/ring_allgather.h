@@ -19,7 +19,8 @@ absl::Status RingAllGather(const RingMember& me, Link& link, const CollectiveSpe
                            RingStats* stats = nullptr);
 
 // As RingAllGather, but this rank's contribution arrives in the first slot of `buffer`,
-// as a client sends it (it knows its input, not its rank); it moves to slot `rank` first.
+// as a client sends it (it knows its input, not its rank); it moves to slot `rank` once
+// the ranks agree.
 absl::Status RingAllGatherFromFirstSlot(const RingMember& me, Link& link,
                                         const CollectiveSpec& spec, absl::Span<std::byte> buffer,
                                         const RingOptions& options, RingStats* stats = nullptr);

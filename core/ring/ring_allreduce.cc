@@ -66,6 +66,10 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
     return exchange.Reject(s);
   }
   RingStats local;
+  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
+    exchange.ExportStats(stats);
+    return agreed;
+  }
   ReduceStats pre;
   absl::Status result = reducer.PreScale(rspec, buffer.data(), spec.count, &pre);
   local.overflows += pre.overflows;

@@ -29,6 +29,10 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
   if (!valid.ok()) return exchange.Reject(valid);
   const int n = me.world_size;
   if (n == 1) return absl::OkStatus();
+  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
+    exchange.ExportStats(stats);
+    return agreed;
+  }
 
   // Hops from the root: the root is 0, the last rank of the chain n-1.
   const int distance = RingMod(me.rank - spec.root, n);

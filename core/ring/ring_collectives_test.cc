@@ -93,6 +93,50 @@ TEST(RingAllGather, TakesTheContributionFromTheFirstSlotAsAClientSendsIt) {
   }
 }
 
+TEST(RingBroadcast, RanksNamingDifferentRootsAllFailAtOnceQuotingBoth) {
+  const int n = 4;
+  std::vector<Bytes> buffers, inputs;
+  for (int r = 0; r < n; ++r) {
+    inputs.push_back(testing::RandomInput(DType::kFloat32, 100, r, 4));
+    buffers.push_back(inputs.back());
+  }
+  MemoryRing ring(n);
+  RingOptions options = SmallSegments();
+  options.timeout = absl::Seconds(30);
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    // Rank 1 thinks it is the root; the others that rank 0 is.
+    const CollectiveSpec spec = Spec(CollectiveKind::kBroadcast, DType::kFloat32, 100, r == 1);
+    return RingBroadcast({r, n, 0}, ring.link(r), spec, absl::MakeSpan(buffers[r]), options);
+  });
+  for (int r = 0; r < n; ++r) {
+    // Not the deadline: a mismatch, found before any data moved.
+    EXPECT_TRUE(absl::IsFailedPrecondition(statuses[r])) << "rank " << r << ": " << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("from root 1")) << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("from root 0")) << statuses[r];
+    EXPECT_TRUE(buffers[r] == inputs[r]) << "rank " << r << "'s buffer changed";
+  }
+}
+
+TEST(RingAllGather, AMismatchLeavesEveryBufferAsItWas) {
+  const int n = 3;
+  std::vector<Bytes> buffers, inputs;
+  for (int r = 0; r < n; ++r) {
+    inputs.push_back(testing::RandomInput(DType::kFloat32, n * 5, r, 4));
+    buffers.push_back(inputs.back());
+  }
+  MemoryRing ring(n);
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    CollectiveSpec spec = Spec(CollectiveKind::kAllGather, DType::kFloat32, 5);
+    if (r == 2) spec.name = "other";
+    return RingAllGatherFromFirstSlot({r, n, 0}, ring.link(r), spec, absl::MakeSpan(buffers[r]),
+                                      SmallSegments());
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(statuses[r])) << "rank " << r << ": " << statuses[r];
+    EXPECT_TRUE(buffers[r] == inputs[r]) << "rank " << r << "'s buffer changed";
+  }
+}
+
 TEST(RingBroadcast, EveryRankEndsWithTheRootsBufferForEveryRoot) {
   for (int n = 1; n <= 8; ++n) {
     for (int root = 0; root < n; ++root) {

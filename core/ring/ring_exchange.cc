@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/ring/schedule.h"
 
 namespace ringsync {
 
@@ -19,6 +20,63 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
   limit_.cancellation = &cancellation_;
 }
 
+absl::Status RingExchange::Agree() {
+  if (me_.world_size < 2) return absl::OkStatus();
+  std::optional<absl::Status> mismatch;
+  absl::Status result = AgreeSteps(mismatch);
+  if (!result.ok()) {
+    if (result.code() == absl::StatusCode::kCancelled) {
+      if (absl::Status why = ExternalCancelReason(); !why.ok()) result = why;
+    }
+    NotifyAbort(result);
+    return Annotate(result);
+  }
+  // Every rank saw every spec, so every rank finds a mismatch if there is one: no abort
+  // frame is needed, and each rank quotes the pair it saw.
+  if (mismatch.has_value()) return Annotate(*mismatch);
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::AgreeSteps(std::optional<absl::Status>& mismatch) {
+  const int n = me_.world_size;
+  Frame outgoing;
+  outgoing.kind = FrameKind::kAgree;
+  outgoing.sender_rank = me_.rank;
+  outgoing.generation = me_.generation;
+  outgoing.sequence = spec_.sequence;
+  outgoing.chunk = static_cast<uint32_t>(me_.rank);
+  outgoing.spec = spec_;
+  for (int step = 0; step + 1 < n; ++step) {
+    outgoing.step = static_cast<uint32_t>(step);
+    if (absl::Status s = link_.Send(outgoing, {}, limit_); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("sending agreement step ", step, " to rank ",
+                                                 me_.next(), ": ", s.message()));
+    }
+    ++stats_.frames_sent;
+    absl::StatusOr<ReceivedFrame> received =
+        ReceiveOwn(absl::StrCat("agreement step ", step));
+    if (!received.ok()) return received.status();
+    const Frame& frame = received->frame;
+    if (absl::Status s = CheckFrame(frame, FrameKind::kAgree); !s.ok()) return s;
+    const int origin = RingMod(me_.rank - 1 - step, n);
+    if (frame.step != static_cast<uint32_t>(step) || frame.chunk != static_cast<uint32_t>(origin) ||
+        !frame.spec.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "out-of-schedule agreement frame from rank ", me_.prev(), ": got step ", frame.step,
+          " for rank ", frame.chunk, frame.spec.has_value() ? "" : " without a spec",
+          ", expected step ", step, " for rank ", origin));
+    }
+    if (!mismatch.has_value()) {
+      if (absl::Status s = CheckAgreement(spec_, me_.rank, *frame.spec, origin); !s.ok()) {
+        mismatch = s;
+      }
+    }
+    outgoing.chunk = frame.chunk;
+    outgoing.spec = frame.spec;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const ElementRange& range,
                                        absl::Span<const std::byte> payload) {
   Frame frame;
@@ -31,19 +89,16 @@ absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const E
   frame.chunk = static_cast<uint32_t>(chunk);
   frame.offset = range.offset;
   frame.count = range.count;
-  if (!spec_sent_) frame.spec = spec_;
   if (absl::Status s = link_.Send(frame, payload, limit_); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("sending step ", step, " segment ", segment,
                                                " to rank ", me_.next(), ": ", s.message()));
   }
-  spec_sent_ = true;
   stats_.bytes_sent += payload.size();
   ++stats_.frames_sent;
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment, int chunk,
-                                                           const ElementRange& expected) {
+absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(const std::string& what) {
   while (true) {
     absl::StatusOr<ReceivedFrame> received = link_.Receive(limit_);
     if (absl::IsDeadlineExceeded(received.status()) && frames_received_ > 0) {
@@ -60,8 +115,8 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment
     }
     if (!received.ok()) {
       const absl::Status& s = received.status();
-      return absl::Status(s.code(), absl::StrCat("waiting for step ", step, " segment ", segment,
-                                                 " from rank ", me_.prev(), ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("waiting for ", what, " from rank ", me_.prev(),
+                                                 ": ", s.message()));
     }
     ++frames_received_;
     const Frame& frame = received->frame;
@@ -81,39 +136,45 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment
           "; every rank must issue the same collectives in the same order"));
     }
     if (frame.kind == FrameKind::kAbort) return TakeAbortFrame(frame);
-    if (absl::Status s = CheckSegment(*received, step, segment, chunk, expected); !s.ok()) {
-      return s;
-    }
-    stats_.bytes_received += received->payload.size();
     return received;
   }
 }
 
-absl::Status RingExchange::CheckSegment(const ReceivedFrame& received, int step, int segment,
-                                        int chunk, const ElementRange& expected) {
-  const Frame& f = received.frame;
+absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
   if (f.sequence > spec_.sequence) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ranks called different collectives: rank ", me_.prev(), " is already at collective #",
         f.sequence, " while this rank is at ", DescribeCollective(spec_),
         "; every rank must issue the same collectives in the same order"));
   }
-  if (f.kind != FrameKind::kSegment) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown frame kind ", static_cast<int>(f.kind), " from rank ", me_.prev()));
+  if (f.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat("frame of kind ", static_cast<int>(f.kind),
+                                                   " from rank ", me_.prev(), " where kind ",
+                                                   static_cast<int>(kind), " belongs"));
   }
   if (f.sender_rank != me_.prev()) {
     return absl::InvalidArgumentError(absl::StrCat("frame claims to come from rank ", f.sender_rank,
                                                    ", but this link leads to rank ", me_.prev()));
   }
-  if (!spec_checked_) {
-    if (!f.spec.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the first frame from rank ", me_.prev(), " lacks the collective description"));
-    }
-    if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, me_.prev()); !s.ok()) return s;
-    spec_checked_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment, int chunk,
+                                                           const ElementRange& expected) {
+  absl::StatusOr<ReceivedFrame> received =
+      ReceiveOwn(absl::StrCat("step ", step, " segment ", segment));
+  if (!received.ok()) return received;
+  if (absl::Status s = CheckSegment(*received, step, segment, chunk, expected); !s.ok()) {
+    return s;
   }
+  stats_.bytes_received += received->payload.size();
+  return received;
+}
+
+absl::Status RingExchange::CheckSegment(const ReceivedFrame& received, int step, int segment,
+                                        int chunk, const ElementRange& expected) {
+  const Frame& f = received.frame;
+  if (absl::Status s = CheckFrame(f, FrameKind::kSegment); !s.ok()) return s;
   if (f.step != static_cast<uint32_t>(step) || f.segment != static_cast<uint32_t>(segment) ||
       f.chunk != static_cast<uint32_t>(chunk) || f.offset != expected.offset ||
       f.count != expected.count) {

@@ -1,8 +1,16 @@
-// RingExchange: one rank's side of one collective on a Link. It stamps outgoing
-// frames, and checks every incoming one before the algorithm touches its payload:
-// generation, sequence, sender, step, segment, chunk, range and byte length must be
-// exactly what this rank's own schedule expects, and the first frame's CollectiveSpec
-// must equal this rank's. It also carries the abort protocol:
+// RingExchange: one rank's side of one collective on a Link. It runs the agreement on
+// the collective before any data moves, stamps outgoing frames, and checks every
+// incoming one before the algorithm touches its payload: generation, sequence, sender,
+// step, segment, chunk, range and byte length must be exactly what this rank's own
+// schedule expects.
+//
+//   Agreement. Before a byte of data moves, every rank's CollectiveSpec travels the
+//   ring once (Agree: N-1 steps of small frames, an all-gather of the specs). Each rank
+//   compares every other rank's spec with its own; as all ranks see the same N specs,
+//   they all decide alike — every rank goes on, or every rank fails quoting a mismatch,
+//   with no caller's buffer touched. Its cost is N-1 hops of one small frame.
+//
+// It also carries the abort protocol:
 //
 //   A rank that gives up sends an abort frame to its right neighbour; each rank that
 //   receives one forwards it once and fails with the originator's reason; the frame
@@ -18,6 +26,7 @@
 
 #include <atomic>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/collective.h"
@@ -44,14 +53,19 @@ class RingExchange {
     return options_.cancellation != nullptr ? options_.cancellation->reason() : absl::OkStatus();
   }
 
-  // Sends the segment `range` of `chunk` at `step`; the first frame this rank sends in
-  // the collective also carries the spec for the agreement check.
+  // The agreement above. OK when every rank's spec equals this rank's; otherwise
+  // FailedPrecondition quoting a mismatch, on every rank. Any other failure (a lost
+  // neighbour, the deadline) is told to the ring like a failure of the data phase. The
+  // returned status is annotated. Call it before touching the caller's buffer.
+  absl::Status Agree();
+
+  // Sends the segment `range` of `chunk` at `step`.
   absl::Status SendSegment(int step, int segment, int chunk, const ElementRange& range,
                            absl::Span<const std::byte> payload);
 
   // Receives the next frame of this collective and checks it is exactly the expected
-  // segment (the first one received must carry an equal spec). An abort frame from another rank returns Aborted with its reason; the
-  // frame is forwarded by the NotifyAbort call that follows.
+  // segment. An abort frame from another rank returns Aborted with its reason; the frame
+  // is forwarded by the NotifyAbort call that follows.
   absl::StatusOr<ReceivedFrame> ReceiveSegment(int step, int segment, int chunk,
                                                const ElementRange& expected);
 
@@ -81,6 +95,12 @@ class RingExchange {
   }
 
  private:
+  // The next frame of this collective (skipping leftovers of finished ones), checked for
+  // generation and sequence; an abort frame becomes Aborted. `what` names the awaited
+  // frame in errors ("step 2 segment 0").
+  absl::StatusOr<ReceivedFrame> ReceiveOwn(const std::string& what);
+  absl::Status CheckFrame(const Frame& frame, FrameKind kind) const;
+  absl::Status AgreeSteps(std::optional<absl::Status>& mismatch);
   absl::Status CheckSegment(const ReceivedFrame& received, int step, int segment, int chunk,
                             const ElementRange& expected);
   absl::Status TakeAbortFrame(const Frame& frame);
@@ -92,8 +112,6 @@ class RingExchange {
   const size_t element_size_;
   Cancellation cancellation_;
   WaitLimit limit_;
-  bool spec_sent_ = false;      // send side only
-  bool spec_checked_ = false;   // receive side only
   uint64_t frames_received_ = 0;  // receive side only
   // Set by the receiving thread, read by NotifyAbort after the sender is joined.
   bool ring_aborted_ = false;

@@ -67,6 +67,31 @@ TEST(RingFailure, RanksDisagreeingOnCountAllFailQuotingBothSides) {
   }
 }
 
+TEST(RingFailure, RanksAgreeBeforeAnyBufferIsTouchedSoAMismatchLeavesThemAsTheyWere) {
+  const int n = 4;
+  std::vector<CollectiveSpec> specs(n, Spec(1024));
+  for (CollectiveSpec& spec : specs) spec.pre_scale = 0.5;  // would change every buffer first
+  specs[3].count = 1000;
+  std::vector<Bytes> inputs, buffers;
+  for (int r = 0; r < n; ++r) {
+    inputs.push_back(testing::RandomInput(DType::kFloat32, specs[r].count, r, 1));
+    buffers.push_back(inputs.back());
+  }
+  MemoryRing ring(n);
+  RingOptions options;
+  options.timeout = kTimeout;
+  options.segment_bytes = 256;
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int rank) {
+    CpuReducer reducer;
+    return RingAllReduce(RingMember{rank, n, 3}, ring.link(rank), reducer, specs[rank],
+                         absl::MakeSpan(buffers[rank]), options);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(statuses[r])) << "rank " << r << ": " << statuses[r];
+    EXPECT_TRUE(buffers[r] == inputs[r]) << "rank " << r << "'s buffer changed";
+  }
+}
+
 TEST(RingFailure, RanksDisagreeingOnDtypeOrOpAllFail) {
   std::vector<CollectiveSpec> dtypes(3, Spec(64));
   dtypes[0].dtype = DType::kFloat16;

@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
+#include "wire/protocol_version.h"
 
 extern char** environ;
 
@@ -122,7 +123,7 @@ TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   v1::JoinRequest request;
-  request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  request.set_protocol_version(kProtocolVersion);
   request.set_worker_id("solo");
   request.set_peer_address("127.0.0.1:7501");
   v1::JoinResponse response;

@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
+#include "wire/protocol_version.h"
 
 namespace ringsync {
 namespace {
@@ -97,7 +98,7 @@ class CoordinatorServerTest : public ::testing::Test {
   }
 
   grpc::Status Join(const std::string& worker_id, v1::JoinResponse* response = nullptr,
-                    v1::ProtocolVersion version = v1::PROTOCOL_VERSION_1) {
+                    v1::ProtocolVersion version = kProtocolVersion) {
     v1::JoinRequest request;
     request.set_protocol_version(version);
     request.set_worker_id(worker_id);
@@ -172,7 +173,7 @@ TEST_F(CoordinatorServerTest, AProtocolMismatchIsRefusedSayingWhatHappenedAndWha
   EXPECT_THAT(status.error_message(),
               AllOf(HasSubstr("protocol version mismatch"), HasSubstr("worker 'w0'"),
                     HasSubstr("PROTOCOL_VERSION_UNSPECIFIED (0)"),
-                    HasSubstr("PROTOCOL_VERSION_1 (1)"),
+                    HasSubstr("PROTOCOL_VERSION_2 (2)"),
                     HasSubstr("run the same ringsyncd release")));
   status = Join("w0", nullptr, static_cast<v1::ProtocolVersion>(7));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);

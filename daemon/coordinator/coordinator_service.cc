@@ -11,6 +11,7 @@
 #include "wire/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
 #include "spdlog/spdlog.h"
+#include "wire/protocol_version.h"
 
 namespace ringsync {
 namespace {
@@ -208,11 +209,11 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
 grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const std::string& peer,
                                         v1::JoinResponse* response) {
   const std::string shown_id = SanitizeText(request.worker_id(), kMaxWorkerIdBytes);
-  if (request.protocol_version() != v1::PROTOCOL_VERSION_1) {
+  if (request.protocol_version() != kProtocolVersion) {
     const std::string message = absl::StrCat(
         "protocol version mismatch: worker '", shown_id, "' speaks ringsync protocol ",
         ProtocolName(request.protocol_version()), " but this coordinator speaks ",
-        ProtocolName(v1::PROTOCOL_VERSION_1),
+        ProtocolName(kProtocolVersion),
         "; run the same ringsyncd release on the coordinator and every worker");
     spdlog::warn("refused Join from {}: {}", peer, message);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, message);

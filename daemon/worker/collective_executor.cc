@@ -155,7 +155,7 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
       ring_.AwaitReady(WaitLimit{job.deadline, &job.client_gone});
   absl::Status result;
   if (!epoch.ok()) {
-    result = NoRing(job, epoch.status());
+    result = job.refusal.ok() ? NoRing(job, epoch.status()) : job.refusal;
   } else {
     job.generation = (*epoch)->me.generation;
     result = RunOnRing(job, **epoch);
@@ -194,6 +194,13 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   options.segment_bytes = segment_bytes_;
   options.timeout = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
   options.cancellation = &cancel;
+  if (!job.refusal.ok()) {
+    // The request was refused: tell the ring, so every rank fails this collective now.
+    RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
+    return exchange.Reject(absl::Status(
+        job.refusal.code(), absl::StrCat("worker ", worker_id_, " refused its client's request: ",
+                                         job.refusal.message())));
+  }
   using RingAlgorithm = absl::Status (*)(const RingMember&, Link&, Reducer&, const CollectiveSpec&,
                                          absl::Span<std::byte>, const RingOptions&, RingStats*);
   // One entry per kind: a barrier is an all-reduce of nothing.

@@ -177,6 +177,35 @@ TEST(CollectiveExecutor, AClientThatGoesAwayAbortsTheCollectiveOnEveryRankNaming
   }
 }
 
+TEST(CollectiveExecutor, ARefusedRequestFailsItsCollectiveOnEveryRankAtOnceAndTheNextOneRuns) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> refused, next;
+  for (int r = 0; r < 3; ++r) {
+    refused.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
+    refused.back()->deadline = absl::Now() + absl::Seconds(60);  // far: failing must not wait
+    next.push_back(Job(CollectiveKind::kAllReduce, "grad2", 2, {1, 2}));
+  }
+  refused[1]->refusal =
+      absl::InvalidArgumentError("invalid inline_data: 5 bytes for 2 x float32 (8 expected)");
+  for (int r = 0; r < 3; ++r) {
+    ring.executor(r).Submit(refused[r]);
+    ring.executor(r).Submit(next[r]);
+  }
+  AwaitAll(next);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    EXPECT_FALSE(refused[r]->status.ok());
+    EXPECT_THAT(std::string(refused[r]->status.message()),
+                HasSubstr("worker w1 refused its client's request: invalid inline_data"))
+        << refused[r]->status;
+    EXPECT_THAT(std::string(refused[r]->status.message()), HasSubstr("collective #1 'grad'"));
+    EXPECT_TRUE(next[r]->status.ok()) << "the refusal consumed its turn: " << next[r]->status;
+    EXPECT_EQ(next[r]->spec.sequence, 2u);
+    EXPECT_EQ(Floats(*next[r]), (std::vector<float>{3, 6}));
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(refused[1]->status)) << "the refusing rank keeps the code";
+}
+
 TEST(CollectiveExecutor, ALostFrameFailsTheCollectiveAtItsDeadlineNotLater) {
   ExecutorRing ring(2);
   ring.link(0).Script(0, LinkFault::Drop());  // rank 0's first frame never arrives

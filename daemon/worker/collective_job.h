@@ -27,6 +27,10 @@ struct CollectiveJob {
   // The data: either bytes owned here (inline) or the client's shared-memory region.
   // For an all-gather the input is the first spec.count elements of a buffer that
   // ResultBuffer sizes for the ring (a shared region must be that size already).
+  // Not OK: the worker refused the request (RefusedJob); the job only takes its turn,
+  // to fail the collective on every rank.
+  absl::Status refusal;
+
   bool is_shared = false;
   std::vector<std::byte> inline_data;
   SharedTensor shared;

@@ -79,4 +79,25 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
   return job;
 }
 
+std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
+                                          const v1::CollectiveRequest& request,
+                                          const absl::Status& why, const JobRequestLimits& limits,
+                                          absl::Time now) {
+  if (request.client_sequence() == 0) return nullptr;
+  auto job = std::make_shared<CollectiveJob>();
+  job->refusal = why;
+  job->spec.kind = rpc_kind;
+  // Only for messages: a name too long to be valid is shown cut.
+  constexpr size_t kShownName = 64;
+  const std::string& name = request.spec().name();
+  job->spec.name = name.size() <= kMaxCollectiveNameBytes ? name : name.substr(0, kShownName) + "...";
+  job->spec.dtype = DType::kUInt8;
+  job->client_sequence = request.client_sequence();
+  const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());
+  job->deadline = now + (timeout > absl::ZeroDuration() && timeout <= limits.max_timeout
+                             ? timeout
+                             : limits.default_timeout);
+  return job;
+}
+
 }  // namespace ringsync

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "core/collective.h"
 #include "daemon/worker/collective_job.h"
+#include "wire/collective_request.h"
 #include "ringsync/v1/worker.pb.h"
 
 namespace ringsync {
@@ -18,7 +19,7 @@ namespace ringsync {
 struct JobRequestLimits {
   std::string shm_dir = "/dev/shm";  // where shared tensors may live
   absl::Duration default_timeout = absl::Seconds(60);  // for timeout_ms 0
-  absl::Duration max_timeout = absl::Hours(24);
+  absl::Duration max_timeout = kMaxRequestTimeout;
 };
 
 // InvalidArgument ("invalid <field>: why") for a bad request; SharedTensor::Map's error
@@ -27,5 +28,15 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
                                                               const v1::CollectiveRequest& request,
                                                               const JobRequestLimits& limits,
                                                               absl::Time now);
+
+// The job that stands for a request JobFromRequest refused (`why`), so that the refusal
+// takes the request's turn: it consumes the client's sequence number and the ring's,
+// and fails that collective on every rank at once naming this rank and the reason,
+// instead of leaving the ring and the client's next requests waiting. Null when the
+// request has no usable client_sequence (then the RPC alone can be refused).
+std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
+                                          const v1::CollectiveRequest& request,
+                                          const absl::Status& why, const JobRequestLimits& limits,
+                                          absl::Time now);
 
 }  // namespace ringsync

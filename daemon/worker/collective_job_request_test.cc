@@ -112,6 +112,26 @@ TEST(JobFromRequest, NamesTheFieldOfEveryBadRequest) {
             "invalid shared: a barrier carries no data");
 }
 
+TEST(RefusedJob, HoldsTheRequestsTurnAndItsReason) {
+  v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, 4));
+  request.mutable_spec()->set_name(std::string(2000, 'n'));
+  request.set_client_sequence(9);
+  const absl::Status why = absl::InvalidArgumentError("invalid spec: name is 2000 bytes long");
+  JobRequestLimits limits;
+  limits.default_timeout = absl::Seconds(7);
+  std::shared_ptr<CollectiveJob> job =
+      RefusedJob(CollectiveKind::kAllReduce, request, why, limits, kNow);
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->refusal, why);
+  EXPECT_EQ(job->client_sequence, 9u);
+  EXPECT_EQ(job->deadline, kNow + absl::Seconds(7));
+  EXPECT_EQ(job->spec.name, std::string(64, 'n') + "...") << "shown cut in messages";
+
+  request.set_client_sequence(0);
+  EXPECT_EQ(RefusedJob(CollectiveKind::kAllReduce, request, why, limits, kNow), nullptr)
+      << "without a turn to take, only the RPC is refused";
+}
+
 TEST(JobFromRequest, MapsASharedRegionOnlyFromTheAllowedFolder) {
   std::string pattern = "/dev/shm/ringsync-job-test-XXXXXX";
   const std::string dir = mkdtemp(pattern.data());

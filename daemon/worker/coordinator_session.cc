@@ -4,6 +4,7 @@
 #include "wire/grpc_options.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
+#include "wire/protocol_version.h"
 
 namespace ringsync {
 namespace {
@@ -34,7 +35,7 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
   absl::Status last = absl::DeadlineExceededError("no attempt");
   while (absl::Now() < deadline) {
     v1::JoinRequest request;
-    request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+    request.set_protocol_version(kProtocolVersion);
     request.set_worker_id(options_.worker_id);
     request.set_peer_address(options_.peer_address);
     request.set_http_address(options_.http_address);

@@ -11,6 +11,7 @@
 #include "wire/grpc_status.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
+#include "wire/protocol_version.h"
 
 namespace ringsync {
 namespace {
@@ -89,7 +90,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_generation(status.generation);
   info->set_ready(status.ready);
   info->set_reduce_device(options_.reduce_device);
-  info->set_protocol_version(v1::PROTOCOL_VERSION_1);
+  info->set_protocol_version(kProtocolVersion);
 }
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
@@ -102,11 +103,17 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
                                                        grpc::CallbackServerContext* context,
                                                        const v1::CollectiveRequest& request,
                                                        v1::CollectiveResponse* response) {
-  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
-      JobFromRequest(kind, request, limits_, absl::Now());
+  const absl::Time now = absl::Now();
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job = JobFromRequest(kind, request, limits_, now);
   if (!job.ok()) {
+    // The refusal takes the request's turn on the ring, failing it on every rank at once.
+    job = RefusedJob(kind, request, job.status(), limits_, now);
+  }
+  if (*job == nullptr) {
     grpc::ServerUnaryReactor* refused = context->DefaultReactor();
-    refused->Finish(FromThisWorker(context, job.status()));
+    refused->Finish(FromThisWorker(
+        context, absl::InvalidArgumentError("invalid client_sequence: must count 1, 2, 3, ... "
+                                            "per attached client")));
     return refused;
   }
   // Owned by gRPC from here until its OnDone; the job may finish it before this returns

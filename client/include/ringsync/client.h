@@ -66,6 +66,7 @@ struct ClientOptions {
 struct CollectiveOptions {
   // How long the ring may take for this collective; zero means the worker's default.
   // Enforced by the worker, which fails the collective on every rank when it expires.
+  // At most 24 hours.
   absl::Duration timeout = absl::ZeroDuration();
 };
 

@@ -40,7 +40,11 @@ void AppendVarint(std::string& out, uint64_t value) {
 
 v1::PeerFrame HeaderOf(const Frame& frame) {
   v1::PeerFrame header;
-  header.set_kind(frame.kind == FrameKind::kAbort ? v1::FRAME_KIND_ABORT : v1::FRAME_KIND_SEGMENT);
+  switch (frame.kind) {
+    case FrameKind::kSegment: header.set_kind(v1::FRAME_KIND_SEGMENT); break;
+    case FrameKind::kAbort: header.set_kind(v1::FRAME_KIND_ABORT); break;
+    case FrameKind::kAgree: header.set_kind(v1::FRAME_KIND_AGREE); break;
+  }
   header.set_sender_rank(frame.sender_rank);
   header.set_generation(frame.generation);
   header.set_sequence(frame.sequence);
@@ -166,6 +170,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
   switch (header.kind()) {
     case v1::FRAME_KIND_SEGMENT: frame.kind = FrameKind::kSegment; break;
     case v1::FRAME_KIND_ABORT: frame.kind = FrameKind::kAbort; break;
+    case v1::FRAME_KIND_AGREE: frame.kind = FrameKind::kAgree; break;
     default: return Malformed(absl::StrCat("unknown frame kind ", header.kind()));
   }
   frame.sender_rank = header.sender_rank();

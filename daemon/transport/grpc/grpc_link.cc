@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
 
 absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,
                             const WaitLimit& limit) {
-  const bool segment = frame.kind == FrameKind::kSegment;
+  const bool segment = frame.kind != FrameKind::kAbort;  // part of the collective's stream
   // Once a segment of a collective failed to go out, a later one would leave a gap.
   if (segment && frame.sequence == failed_sequence_) {
     return absl::UnavailableError(absl::StrCat(
@@ -42,7 +42,7 @@ absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payl
 
 absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
                                     const WaitLimit& limit) {
-  const bool segment = frame.kind == FrameKind::kSegment;
+  const bool segment = frame.kind != FrameKind::kAbort;  // part of the collective's stream
   if (outbound_->broken()) {
     // Frames the broken stream carried may be lost (a cancelled HTTP/2 stream drops what
     // its receiver has not read), so the collective it was carrying must not continue on
