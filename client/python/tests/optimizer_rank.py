@@ -1,0 +1,65 @@
+"""One rank of a Horovod-style training program over ringsync.torch: checks that
+broadcast_parameters and broadcast_optimizer_state make every rank root's, and that
+DistributedOptimizer applies exactly the average of the ranks' gradients. Run by
+test_optimizer.py, one process per rank."""
+
+import argparse
+import os
+
+import torch
+import torch.nn.functional as F
+
+import ringsync
+import ringsync.torch as rst
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--rank", type=int)
+parser.add_argument("--world-size", type=int)
+args = parser.parse_args()
+rank, n = args.rank, args.world_size
+
+rs = rst.init(os.environ["RINGSYNC_WORKER"])
+assert rs.rank == rank and rs.world_size == n
+
+torch.manual_seed(rank)  # every rank starts elsewhere
+model = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+inner = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+rst.broadcast_parameters(model.state_dict(), root=0)
+torch.manual_seed(0)
+root_model = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+for p, q in zip(model.parameters(), root_model.parameters()):
+    assert torch.equal(p, q), "broadcast_parameters did not copy root's parameters"
+
+# Small buckets: several all-reduces per step, started from backward's hooks.
+optimizer = rst.DistributedOptimizer(inner, model.named_parameters(), bucket_bytes=256)
+assert isinstance(optimizer, torch.optim.SGD)
+assert len(optimizer._buckets) > 1
+
+x, y = torch.randn(8, 10) + rank, torch.randint(0, 4, (8,))
+for step in range(3):
+    optimizer.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    local = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    everyone = rs.allgather(local.clone())          # every rank's own gradient
+    optimizer.synchronize()
+    reduced = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    want = everyone.view(n, -1).sum(0) / n
+    assert torch.allclose(reduced, want, rtol=1e-6, atol=1e-7), (reduced - want).abs().max()
+    optimizer.step()
+
+# Momentum buffers differ per rank only if gradients did; make rank 1's differ on purpose.
+if rank == 1:
+    for state in optimizer.state.values():
+        state["momentum_buffer"].fill_(42.0)
+    optimizer.param_groups[0]["lr"] = 0.5
+rst.broadcast_optimizer_state(optimizer, root=0)
+assert optimizer.param_groups[0]["lr"] == 0.1
+buffers = torch.cat([s["momentum_buffer"].reshape(-1) for s in optimizer.state.values()])
+everyone = rs.allgather(buffers.clone()).view(n, -1)
+assert all(torch.equal(everyone[r], everyone[0]) for r in range(n)), "optimizer state differs"
+
+flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+everyone = rs.allgather(flat.clone()).view(n, -1)
+assert all(torch.equal(everyone[r], everyone[0]) for r in range(n)), "parameters differ"
+rst.shutdown()
+print(f"rank {rank}: OK")

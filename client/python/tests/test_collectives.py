@@ -1,0 +1,128 @@
+"""Every collective on numpy arrays and CPU torch tensors, every dtype x op, against the
+same reduction computed here. The inputs are small integers, so that every dtype holds
+every partial result exactly and the expected values are exact (the numerics of rounding
+are the reducers' tests' business)."""
+
+import numpy as np
+import pytest
+import torch
+
+import ringsync
+from conftest import WORLD_SIZE, run_ranks
+
+TORCH_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
+                torch.int64, torch.int8, torch.uint8]
+NUMPY_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.int8, np.uint8]
+OPS = [ringsync.SUM, ringsync.AVG, ringsync.MIN, ringsync.MAX, ringsync.PROD]
+COUNT = 1000
+
+
+def rank_values(rank, op, unsigned):
+    """Rank `rank`'s input as int64: values in [-3, 4] ([0, 7] unsigned); for PROD only
+    -1, 1, 2 (1, 2 unsigned) so that products of four ranks stay small powers of two."""
+    i = np.arange(COUNT)
+    if op == ringsync.PROD:
+        choices = np.array([1, 2]) if unsigned else np.array([-1, 1, 2])
+        return choices[(i + rank) % len(choices)]
+    return (i * 3 + rank * 5) % 8 - (0 if unsigned else 3)
+
+
+def expected(op, is_float, unsigned):
+    inputs = np.stack([rank_values(r, op, unsigned) for r in range(WORLD_SIZE)])
+    if op == ringsync.SUM:
+        return inputs.sum(0)
+    if op == ringsync.AVG:
+        total = inputs.sum(0)
+        return total / WORLD_SIZE if is_float else np.fix(total / WORLD_SIZE)  # truncates
+    if op == ringsync.MIN:
+        return inputs.min(0)
+    if op == ringsync.MAX:
+        return inputs.max(0)
+    return inputs.prod(0)
+
+
+def check_allreduce(clients, make, to_numpy, is_float, unsigned, op):
+    def rank(client):
+        t = make(rank_values(client.rank, op, unsigned))
+        returned = client.allreduce_(t, "test", op=op)
+        assert returned is t  # in place
+        return to_numpy(t)
+
+    want = expected(op, is_float, unsigned)
+    for got in run_ranks(clients, rank):
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+@pytest.mark.parametrize("dtype", TORCH_DTYPES, ids=str)
+def test_allreduce_torch_every_dtype_and_op(clients, dtype, op):
+    check_allreduce(clients, lambda v: torch.tensor(v).to(dtype), lambda t: t.double().numpy(),
+                    dtype.is_floating_point, dtype == torch.uint8, op)
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_allreduce_numpy_every_dtype_and_op(clients, dtype, op):
+    check_allreduce(clients, lambda v: v.astype(dtype), lambda a: a,
+                    np.dtype(dtype).kind == "f", np.dtype(dtype).kind == "u", op)
+
+
+def test_allreduce_scales_inputs_and_result(clients):
+    def rank(client):
+        t = torch.full((8,), float(client.rank + 1))
+        return client.allreduce_(t, "scaled", prescale=0.5, postscale=4.0)
+    for got in run_ranks(clients, rank):
+        assert torch.equal(got, torch.full((8,), 0.5 * (1 + 2 + 3 + 4) * 4.0))
+
+
+def test_allreduce_large_tensor_through_shared_memory(clients):
+    n = 3 << 20  # 12 MiB of float32: above the SDK's 1 MiB shared-memory threshold
+    def rank(client):
+        return client.allreduce_(np.full(n, client.rank, np.float32), "large")
+    for got in run_ranks(clients, rank):
+        assert got.shape == (n,) and (got == sum(range(WORLD_SIZE))).all()
+
+
+def test_allreduce_keeps_shape_of_multidimensional_tensor(clients):
+    def rank(client):
+        return client.allreduce_(torch.ones(3, 4, 5), "3d")
+    for got in run_ranks(clients, rank):
+        assert got.shape == (3, 4, 5) and (got == WORLD_SIZE).all()
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_broadcast_copies_root_into_every_rank(clients, kind):
+    def rank(client):
+        values = np.arange(100, dtype=np.float64) * (client.rank + 1)
+        t = values if kind == "numpy" else torch.from_numpy(values)
+        assert client.broadcast_(t, root=2) is t
+        return np.asarray(t)
+    for got in run_ranks(clients, rank):
+        np.testing.assert_array_equal(got, np.arange(100) * 3.0)
+
+
+def test_allgather_concatenates_every_rank_in_rank_order(clients):
+    def rank(client):
+        mine = torch.full((2, 3), client.rank, dtype=torch.bfloat16)
+        return client.allgather(mine), client.allgather(np.array(client.rank, np.int32))
+    for gathered, scalars in run_ranks(clients, rank):
+        assert gathered.dtype == torch.bfloat16 and gathered.shape == (2 * WORLD_SIZE, 3)
+        assert torch.equal(gathered, torch.arange(WORLD_SIZE).repeat_interleave(2)[:, None]
+                           .expand(-1, 3).to(torch.bfloat16))
+        assert isinstance(scalars, np.ndarray) and scalars.shape == (WORLD_SIZE,)
+        np.testing.assert_array_equal(scalars, np.arange(WORLD_SIZE))
+
+
+def test_barrier_and_empty_tensor(clients):
+    def rank(client):
+        client.barrier()
+        return client.allreduce_(np.zeros(0, np.float32), "empty")
+    for got in run_ranks(clients, rank):
+        assert got.shape == (0,)
+
+
+def test_client_reports_its_ring(clients):
+    assert [c.rank for c in clients] == list(range(WORLD_SIZE))
+    assert {c.world_size for c in clients} == {WORLD_SIZE}
+    assert len({c.generation for c in clients}) == 1
+    assert "rank 0 of 4" in repr(clients[0])

@@ -1,0 +1,130 @@
+"""What the SDK refuses, and how failures reach Python: as exceptions typed by cause,
+with the daemon's message, leaving the caller's array as it was."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+import ringsync
+from conftest import WORLD_SIZE, run_ranks
+from ringsync.local_cluster import LocalCluster
+
+
+@pytest.mark.parametrize("bad, error, says", [
+    ([1.0, 2.0], TypeError, "expected a numpy.ndarray or a torch.Tensor, got list"),
+    (np.zeros(4, np.complex64), TypeError, "numpy dtype complex64 is not one ringsync reduces"),
+    (np.zeros(4, np.uint16), TypeError, "uint16"),
+    (np.zeros(4, ">f4"), TypeError, "native byte order"),
+    (torch.zeros(4, dtype=torch.bool), TypeError, "torch dtype torch.bool"),
+    (np.zeros((4, 4), np.float32)[:, 0], ValueError, "not C-contiguous"),
+    (torch.zeros(4, 4).t(), ValueError, "t.contiguous()"),
+    (torch.zeros(4, requires_grad=True), ValueError, "torch.no_grad()"),
+    (torch.zeros(4, device="meta"), ValueError, "is on meta; ringsync reduces host memory"),
+], ids=["list", "complex", "uint16", "big-endian", "bool", "strided-numpy", "transposed-torch",
+        "requires-grad", "not-on-cpu"])
+def test_bad_inputs_are_refused_before_anything_is_sent(clients, bad, error, says):
+    with pytest.raises(error, match=says.replace("(", r"\(").replace(")", r"\)")):
+        clients[0].allreduce_(bad, "bad")
+    # Nothing reached the ring: a collective on every rank still lines up.
+    run_ranks(clients, lambda c: c.allreduce_(np.ones(1, np.float32), "after"))
+
+
+def test_read_only_array_is_refused_for_in_place_but_fine_as_allgather_input(clients):
+    a = np.ones(4, np.float32)
+    a.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        clients[0].allreduce_(a, "ro")
+    def rank(client):
+        mine = np.full(4, client.rank, np.float32)
+        mine.setflags(write=False)
+        return client.allgather(mine)
+    for got in run_ranks(clients, rank):
+        np.testing.assert_array_equal(got, np.repeat(np.arange(WORLD_SIZE), 4))
+
+
+def test_requires_grad_tensor_is_accepted_under_no_grad(clients):
+    def rank(client):
+        w = torch.ones(3, requires_grad=True)
+        with torch.no_grad():
+            client.allreduce_(w, "w")
+        return w.detach()
+    for got in run_ranks(clients, rank):
+        assert torch.equal(got, torch.full((3,), float(WORLD_SIZE)))
+
+
+def test_mismatched_counts_raise_mismatch_error_on_every_rank_and_leave_arrays_alone(clients):
+    def rank(client):
+        a = np.full(10 + (client.rank == 1), 7.0, np.float32)
+        with pytest.raises(ringsync.MismatchError) as caught:
+            client.allreduce_(a, "grad/fc1")
+        assert (a == 7.0).all()
+        return caught.value
+    for error in run_ranks(clients, rank):
+        assert "every rank must pass the same count" in str(error)
+        assert "grad/fc1" in str(error) and error.code == "FAILED_PRECONDITION"
+        assert isinstance(error, ringsync.Error) and isinstance(error, RuntimeError)
+    # The ring goes on.
+    for got in run_ranks(clients, lambda c: c.allreduce_(np.ones(2, np.int64), "next")):
+        np.testing.assert_array_equal(got, [WORLD_SIZE, WORLD_SIZE])
+
+
+def test_root_outside_the_ring_is_invalid_argument(clients):
+    def rank(client):
+        with pytest.raises(ringsync.InvalidArgument, match="root 9 is not a rank") as caught:
+            client.broadcast_(np.ones(3), root=9)
+        assert isinstance(caught.value, ValueError)
+    run_ranks(clients, rank)
+
+
+def test_integer_prescale_is_invalid_argument(clients):
+    def rank(client):
+        with pytest.raises(ringsync.InvalidArgument):
+            client.allreduce_(np.ones(3, np.int32), "scaled-int", prescale=2.0)
+    run_ranks(clients, rank)
+
+
+def test_unreachable_worker_is_worker_unavailable(tmp_path):
+    with pytest.raises(ringsync.WorkerUnavailable, match="could not reach") as caught:
+        ringsync.connect(f"unix:{tmp_path}/no-worker.sock", timeout=1)
+    assert isinstance(caught.value, ConnectionError) and caught.value.code == "UNAVAILABLE"
+
+
+def test_second_process_on_a_worker_is_refused(clients, cluster):
+    with pytest.raises(ringsync.WorkerUnavailable, match="another training process"):
+        ringsync.connect(cluster.targets[0], timeout=5)
+
+
+def test_closed_client_raises_value_error():
+    with LocalCluster(world_size=1) as one:
+        with ringsync.connect(one.targets[0], timeout=30) as client:
+            client.allreduce_(np.ones(1), "alone")
+        assert client.closed
+        with pytest.raises(ValueError, match="closed"):
+            client.allreduce_(np.ones(1), "after close")
+
+
+def test_rank_that_never_comes_gives_timeout_error_to_the_others():
+    with LocalCluster(world_size=2) as two:
+        clients = [ringsync.connect(t, timeout=30) for t in two.targets]
+        a = np.ones(4, np.float32)
+        with pytest.raises(ringsync.TimeoutError) as caught:
+            clients[0].allreduce_(a, "lonely", timeout=1.0)
+        assert isinstance(caught.value, TimeoutError)
+        assert "lonely" in str(caught.value) and (a == 1).all()
+        for c in clients:
+            c.close()
+
+
+def test_dead_worker_gives_peer_lost_error():
+    with LocalCluster(world_size=2, coordinator_flags=["--heartbeat_timeout=2s"]) as two:
+        clients = [ringsync.connect(t, timeout=30) for t in two.targets]
+        run_ranks(clients, lambda c: c.barrier())
+        os.kill(two.worker_pids[1], signal.SIGKILL)
+        with pytest.raises((ringsync.PeerLostError, ringsync.MembershipChanged)) as caught:
+            clients[0].allreduce_(np.ones(4, np.float32), "after kill", timeout=20)
+        assert "rank 1" in str(caught.value) or "w1" in str(caught.value)
+        for c in clients:
+            c.close()
