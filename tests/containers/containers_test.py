@@ -362,7 +362,7 @@ class Monitoring(ProjectTest):
         self.up(*DAEMONS, "prometheus", profile="monitoring")
         self.assert_daemons_healthy()
         url = (f"http://127.0.0.1:{p.env['PROMETHEUS_PORT']}/api/v1/query?query=" +
-               urllib.parse.quote("up or ringsync_ring_ready"))
+               urllib.parse.quote('{__name__=~"up|ringsync_ring_ready"}'))
         deadline = time.monotonic() + 120
         while True:
             try:
