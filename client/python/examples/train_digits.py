@@ -157,16 +157,14 @@ def launch(args):
     modes = MODES if args.mode == "all" else (args.mode,)
     outcome, problems = {}, []
     with tempfile.TemporaryDirectory(prefix="train-digits-") as workdir:
-        cluster = None
-        if any(m != "ddp-gloo" for m in modes):
-            cluster = LocalCluster(world_size=args.world_size).start()
-        try:
-            for mode in modes:
-                print(f"{mode}: {args.world_size} ranks, {args.epochs} epochs", flush=True)
-                outcome[mode] = run_mode(mode, args, cluster.targets if cluster else None, workdir)
-        finally:
-            if cluster:
-                cluster.stop()
+        for mode in modes:
+            print(f"{mode}: {args.world_size} ranks, {args.epochs} epochs", flush=True)
+            if mode == "ddp-gloo":
+                outcome[mode] = run_mode(mode, args, None, workdir)
+                continue
+            # A cluster of its own per mode: each mode's job starts on fresh workers.
+            with LocalCluster(world_size=args.world_size) as cluster:
+                outcome[mode] = run_mode(mode, args, cluster.targets, workdir)
 
     print("\nmode           final loss  accuracy  step time   identical on all ranks")
     for mode, (ranks, _) in outcome.items():
