@@ -14,6 +14,9 @@
 namespace ringsync::internal {
 namespace {
 
+// How long a closing Client waits for its worker to take its goodbye.
+constexpr absl::Duration kGoodbyeTimeout = absl::Seconds(1);
+
 std::string DescribeInfo(const v1::WorkerInfo& info) {
   return absl::StrCat("worker '", info.worker_id(), "', rank ", info.rank(), ", world size ",
                       info.world_size(), ", generation ", info.generation(),
@@ -60,6 +63,7 @@ ClientCore::~ClientCore() {
     }
     mu_.Await(absl::Condition(this, &ClientCore::NothingInFlight));
   }
+  SayGoodbye();
   attach_context_.TryCancel();
   if (attach_thread_.joinable()) attach_thread_.join();
 }
@@ -139,7 +143,10 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
     world_size = info_.world_size();
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
-  if (!bytes.ok()) return PendingCollective::Completed(bytes.status());
+  if (!bytes.ok()) {
+    if (absl::IsInvalidArgument(bytes.status())) TellRingOfRefusal(call, bytes.status());
+    return PendingCollective::Completed(bytes.status());
+  }
   // (A collective without data names none either way: PrepareData.)
   const bool use_shared_memory =
       target_.is_unix() && bytes->output >= options_.shared_memory_threshold_bytes;
@@ -148,6 +155,24 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
   pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
   StartRpc(pending);
   return PendingCollective::MakeHandle(std::move(pending));
+}
+
+void ClientCore::SayGoodbye() {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kGoodbyeTimeout));
+  v1::DetachResponse response;
+  // Best effort: a worker that is gone, or of an older version, needs no goodbye.
+  stub_->Detach(&context, v1::DetachRequest(), &response).ok();
+}
+
+void ClientCore::TellRingOfRefusal(CollectiveCall call, const absl::Status& why) {
+  call.input = nullptr;
+  call.output = nullptr;
+  call.output_count = 0;
+  auto pending = std::make_shared<PendingCollective>(std::move(call), CallBytes{});
+  EncodeRequest(pending->call(), pending->request());
+  pending->request()->set_refused_by_client(std::string(why.message()));
+  StartRpc(pending);  // its outcome is the ring's; the caller has its answer already
 }
 
 void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {

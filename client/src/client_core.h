@@ -53,6 +53,13 @@ class ClientCore {
   bool ReadyOrDetached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NothingInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartRpc(const std::shared_ptr<PendingCollective>& pending);
+  // The caller's call was refused here (`why`); the ring still expects this rank's
+  // collective. A request without data that says so takes its turn, so that the worker
+  // fails the collective on every rank at once rather than at their deadlines.
+  void TellRingOfRefusal(CollectiveCall call, const absl::Status& why);
+  // Tells the worker this training process is done (Worker.Detach), so that it holds
+  // the ring's next collectives for the next one rather than failing them.
+  void SayGoodbye();
   void OnRpcDone(PendingCollective& pending, const grpc::Status& status);
   // Takes `pending` off the in-flight list once gRPC has dropped the RPC's callback.
   void Forget(std::shared_ptr<PendingCollective> pending);

@@ -2,6 +2,7 @@
 // copy-back and error paths. The real worker is exercised by the end-to-end tests.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -273,7 +274,8 @@ TEST_F(ClientTest, SequenceFollowsIssueOrderWithManyInFlight) {
     worker_.DelayCollective(absl::StrCat("t", i + 1), absl::Milliseconds(5 * (kCollectives - i)));
     handles.push_back(client->AllReduceAsync(absl::StrCat("t", i + 1), absl::MakeSpan(buffers[i]),
                                              ReduceOp::kSum));
-    // A call that fails validation must not use up a sequence number.
+    // A call that fails validation takes its turn too, as a refusal (so that the ring
+    // fails that collective at once on every rank).
     EXPECT_TRUE(absl::IsInvalidArgument(
         client->AllReduceAsync("", absl::MakeSpan(buffers[i]), ReduceOp::kSum).Wait()));
   }
@@ -281,10 +283,19 @@ TEST_F(ClientTest, SequenceFollowsIssueOrderWithManyInFlight) {
     ASSERT_TRUE(handles[i].Wait().ok()) << i;
     EXPECT_EQ(buffers[i], Doubled(Iota(i % 2 == 0 ? 3 : 2000))) << i;
   }
+  for (int attempt = 0; worker_.seen().size() < 2 * kCollectives && attempt < 500; ++attempt) {
+    absl::SleepFor(absl::Milliseconds(10));  // the refusals' answers are nobody's to wait for
+  }
   std::vector<SeenRequest> seen = worker_.seen();
-  ASSERT_EQ(seen.size(), size_t{kCollectives});
+  ASSERT_EQ(seen.size(), size_t{2 * kCollectives});
   for (const SeenRequest& s : seen) {
-    EXPECT_EQ(s.request.spec().name(), absl::StrCat("t", s.request.client_sequence()));
+    const uint64_t sequence = s.request.client_sequence();
+    if (sequence % 2 == 1) {
+      EXPECT_EQ(s.request.spec().name(), absl::StrCat("t", (sequence + 1) / 2));
+      EXPECT_TRUE(s.request.refused_by_client().empty());
+    } else {
+      EXPECT_THAT(s.request.refused_by_client(), HasSubstr("name is empty")) << sequence;
+    }
   }
 }
 
@@ -331,7 +342,7 @@ TEST_F(ClientTest, DeadlineExceededSaysWhatToTry) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("raise its timeout"));
 }
 
-TEST_F(ClientTest, InvalidArgumentsNeverReachTheWorker) {
+TEST_F(ClientTest, InvalidArgumentsReachTheWorkerOnlyAsRefusalsThatTakeTheirTurn) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
   std::vector<float> grad = Iota(4);
@@ -350,11 +361,26 @@ TEST_F(ClientTest, InvalidArgumentsNeverReachTheWorker) {
   EXPECT_TRUE(absl::IsInvalidArgument(shape)) << shape;
   EXPECT_THAT(std::string(shape.message()), HasSubstr("needs 8 (world size 2 x 4 per rank)"));
   EXPECT_EQ(grad, Iota(4));
-  EXPECT_TRUE(worker_.seen().empty());
 
   ASSERT_TRUE(client->AllReduce("first", absl::MakeSpan(grad), ReduceOp::kSum).ok());
-  ASSERT_EQ(worker_.seen().size(), 1u);
-  EXPECT_EQ(worker_.seen()[0].request.client_sequence(), 1u);
+  // Each refusal went out before the next call: numbered 1..6, without data, saying why.
+  for (int attempt = 0; worker_.seen().size() < 7 && attempt < 500; ++attempt) {
+    absl::SleepFor(absl::Milliseconds(10));  // the refusals' answers are nobody's to wait for
+  }
+  std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), 7u);
+  std::sort(seen.begin(), seen.end(), [](const SeenRequest& a, const SeenRequest& b) {
+    return a.request.client_sequence() < b.request.client_sequence();
+  });
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(seen[i].request.client_sequence(), i + 1);
+    EXPECT_FALSE(seen[i].request.refused_by_client().empty()) << i;
+    EXPECT_FALSE(seen[i].was_inline) << "a refusal carries no data";
+    EXPECT_FALSE(seen[i].request.has_shared());
+  }
+  EXPECT_THAT(seen[5].request.refused_by_client(), HasSubstr("needs 8 (world size 2 x 4"));
+  EXPECT_EQ(seen[6].request.client_sequence(), 7u);
+  EXPECT_TRUE(seen[6].request.refused_by_client().empty());
 }
 
 TEST_F(ClientTest, EveryElementTypeRoundTrips) {

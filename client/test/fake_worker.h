@@ -388,6 +388,10 @@ class FakeWorker final : public v1::Worker::Service {
       if (auto it = delays_.find(request->spec().name()); it != delays_.end()) delay = it->second;
       for (const std::string& name : truncated_) truncate |= name == request->spec().name();
     }
+    if (!request->refused_by_client().empty()) {
+      // As the worker does: the refusal only takes its turn, and fails.
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, request->refused_by_client());
+    }
     for (absl::Time until = absl::Now() + delay; absl::Now() < until;) {
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
       absl::SleepFor(absl::Milliseconds(2));

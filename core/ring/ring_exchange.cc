@@ -7,6 +7,18 @@
 #include "core/ring/schedule.h"
 
 namespace ringsync {
+namespace {
+
+std::string KindName(FrameKind kind) {
+  switch (kind) {
+    case FrameKind::kSegment: return "a data segment";
+    case FrameKind::kAbort: return "an abort";
+    case FrameKind::kAgree: return "an agreement frame";
+  }
+  return absl::StrCat("a frame of unknown kind ", static_cast<int>(kind));
+}
+
+}  // namespace
 
 RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpec& spec,
                            const RingOptions& options)
@@ -148,9 +160,9 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
         "; every rank must issue the same collectives in the same order"));
   }
   if (f.kind != kind) {
-    return absl::InvalidArgumentError(absl::StrCat("frame of kind ", static_cast<int>(f.kind),
-                                                   " from rank ", me_.prev(), " where kind ",
-                                                   static_cast<int>(kind), " belongs"));
+    return absl::InvalidArgumentError(absl::StrCat(KindName(f.kind), " from rank ", me_.prev(),
+                                                   " where ", KindName(kind),
+                                                   " belongs (a frame was lost or misplaced)"));
   }
   if (f.sender_rank != me_.prev()) {
     return absl::InvalidArgumentError(absl::StrCat("frame claims to come from rank ", f.sender_rank,

@@ -19,11 +19,11 @@ constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
 }  // namespace
 
 CollectiveExecutor::CollectiveExecutor(std::string worker_id, EpochSource& ring, Reducer& reducer,
-                                       size_t segment_bytes, WorkerMetrics* metrics)
+                                       ExecutorOptions options, WorkerMetrics* metrics)
     : worker_id_(std::move(worker_id)),
       ring_(ring),
       reducer_(reducer),
-      segment_bytes_(segment_bytes),
+      options_(options),
       metrics_(metrics),
       thread_([this](std::stop_token stop) { Loop(stop); }) {}
 
@@ -58,6 +58,8 @@ bool CollectiveExecutor::Attach() {
   absl::MutexLock lock(&mu_);
   if (attached_) return false;
   attached_ = true;
+  detached_at_.reset();
+  clean_detach_ = false;
   next_client_sequence_ = 1;
   aborted_before_attach_ = epoch != nullptr ? epoch->link->newest_aborted_sequence() : 0;
   return true;
@@ -73,9 +75,16 @@ void CollectiveExecutor::Detach(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     attached_ = false;
+    if (!clean_detach_) detached_at_ = absl::Now();
+    clean_detach_ = false;
     dropped.swap(queued_);
   }
   for (auto& [sequence, job] : dropped) job->Finish(why);
+}
+
+void CollectiveExecutor::ExpectCleanDetach() {
+  absl::MutexLock lock(&mu_);
+  if (attached_) clean_detach_ = true;
 }
 
 ExecutorCounters CollectiveExecutor::counters() const {
@@ -119,8 +128,36 @@ void CollectiveExecutor::Loop(std::stop_token stop) {
       Run(*job);
       continue;
     }
-    if (std::shared_ptr<RingEpoch> epoch = ring_.Ready()) DropLeftovers(*epoch, SkipThrough());
+    std::shared_ptr<RingEpoch> epoch = ring_.Ready();
+    if (epoch == nullptr) continue;
+    std::optional<Frame> waiting = DropLeftovers(*epoch, SkipThrough());
+    const std::optional<absl::Duration> gone_for = ClientGoneFor();
+    if (waiting.has_value() && gone_for.has_value() && *gone_for >= options_.reattach_grace) {
+      FailForAbsentClient(*epoch, *waiting, *gone_for);
+    }
   }
+}
+
+std::optional<absl::Duration> CollectiveExecutor::ClientGoneFor() const {
+  absl::MutexLock lock(&mu_);
+  if (attached_ || !detached_at_.has_value()) return std::nullopt;
+  return absl::Now() - *detached_at_;
+}
+
+void CollectiveExecutor::FailForAbsentClient(RingEpoch& epoch, const Frame& first,
+                                             absl::Duration gone_for) {
+  CollectiveSpec spec = first.spec.value_or(CollectiveSpec{});
+  spec.sequence = first.sequence;
+  epoch.next_sequence = first.sequence + 1;
+  RingOptions options;
+  options.timeout = absl::Seconds(1);  // only an abort frame goes out
+  RingExchange exchange(epoch.me, *epoch.link, spec, options);
+  const absl::Status failed = exchange.Reject(absl::FailedPreconditionError(absl::StrCat(
+      "worker ", worker_id_, " has no training process attached (its client left ",
+      absl::FormatDuration(absl::Trunc(gone_for, absl::Milliseconds(1))),
+      " ago); restart that rank's training process")));
+  last_ring_ = LastRing{epoch.me, epoch.next_sequence};
+  Record(spec, &epoch, RingStats{}, absl::ZeroDuration(), failed);
 }
 
 std::shared_ptr<CollectiveJob> CollectiveExecutor::NextJob(absl::Duration wait) {
@@ -191,15 +228,13 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   job.spec.sequence = epoch.next_sequence++;
   Cancellation cancel(&job.client_gone, &epoch.over);
   RingOptions options;
-  options.segment_bytes = segment_bytes_;
+  options.segment_bytes = options_.segment_bytes;
   options.timeout = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
   options.cancellation = &cancel;
   if (!job.refusal.ok()) {
     // The request was refused: tell the ring, so every rank fails this collective now.
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
-    return exchange.Reject(absl::Status(
-        job.refusal.code(), absl::StrCat("worker ", worker_id_, " refused its client's request: ",
-                                         job.refusal.message())));
+    return exchange.Reject(job.refusal);
   }
   using RingAlgorithm = absl::Status (*)(const RingMember&, Link&, Reducer&, const CollectiveSpec&,
                                          absl::Span<std::byte>, const RingOptions&, RingStats*);

@@ -3,10 +3,13 @@
 // an SDK may keep several in flight and every rank still runs them in the same order.
 //
 // A collective in progress when the client disconnects is aborted on every rank with a
-// reason naming this worker. While no client is attached the ring's collectives wait
-// (their deadline names this rank if none comes), so a restarted training process
-// simply carries on; a rank whose client missed collectives catches up with the ring's
-// sequence numbers at its next one.
+// reason naming this worker. A client that detached and has not come back within
+// ExecutorOptions::reattach_grace is gone: every collective the ring starts from then on
+// fails on every rank at once, "has no training process attached", instead of waiting
+// out its deadline. Within the grace (a restarting training process) the ring's
+// collectives wait, and before any client ever attached (a job still starting) too. A
+// rank whose client missed collectives catches up with the ring's sequence numbers at
+// its next one.
 //
 // Thread-safety: all public methods are safe from any thread.
 #pragma once
@@ -27,6 +30,13 @@
 
 namespace ringsync {
 
+struct ExecutorOptions {
+  size_t segment_bytes = size_t{1} << 20;  // RingOptions::segment_bytes
+  // How long after its client detached this worker still holds the ring's collectives
+  // for a new client, before it fails them.
+  absl::Duration reattach_grace = absl::Seconds(1);
+};
+
 struct ExecutorCounters {
   uint64_t completed = 0;
   uint64_t failed = 0;
@@ -38,7 +48,7 @@ class CollectiveExecutor {
   // `ring` (the daemon's RingManager) and `metrics` (optional), which hears of every
   // collective that finishes, must outlive this.
   CollectiveExecutor(std::string worker_id, EpochSource& ring, Reducer& reducer,
-                     size_t segment_bytes, WorkerMetrics* metrics = nullptr);
+                     ExecutorOptions options, WorkerMetrics* metrics = nullptr);
   ~CollectiveExecutor();  // stops the executor thread
 
   // Queues a job; it finishes (job->done) with its result. Jobs whose client_sequence was
@@ -49,6 +59,9 @@ class CollectiveExecutor {
   bool Attach();
   // The client went away: its queued jobs fail.
   void Detach(const absl::Status& why);
+  // The attached client said it is done: its Detach that follows is a clean one, after
+  // which the ring's collectives wait for a new client (no reattach grace applies).
+  void ExpectCleanDetach();
 
   ExecutorCounters counters() const;
 
@@ -72,6 +85,12 @@ class CollectiveExecutor {
   // before it attached (all of them while no client is attached). A collective aborted
   // later is still this client's to run, and fail with the ring's reason.
   uint64_t SkipThrough() const;
+  // How long the client that detached has been gone; nullopt while one is attached or
+  // before any was.
+  std::optional<absl::Duration> ClientGoneFor() const;
+  // Fails the collective the ring started (`first`, its first frame) on every rank:
+  // this worker's client is gone.
+  void FailForAbsentClient(RingEpoch& epoch, const Frame& first, absl::Duration gone_for);
   // Counts a finished collective (heartbeat counters, metrics) and logs a failure once,
   // with its cause.
   void Record(const CollectiveSpec& spec, const RingEpoch* epoch, const RingStats& stats,
@@ -80,7 +99,7 @@ class CollectiveExecutor {
   const std::string worker_id_;
   EpochSource& ring_;
   Reducer& reducer_;
-  const size_t segment_bytes_;
+  const ExecutorOptions options_;
   WorkerMetrics* const metrics_;
 
   mutable absl::Mutex mu_;
@@ -88,6 +107,8 @@ class CollectiveExecutor {
   uint64_t next_client_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t aborted_before_attach_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> detached_at_ ABSL_GUARDED_BY(mu_);  // set when a client vanished
+  bool clean_detach_ ABSL_GUARDED_BY(mu_) = false;
   ExecutorCounters counters_ ABSL_GUARDED_BY(mu_);
 
   // Where the newest collective ran; touched by the executor thread only.

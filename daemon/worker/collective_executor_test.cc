@@ -50,7 +50,8 @@ class ExecutorRing {
       epoch->link = std::move(link);
       sources_.push_back(std::make_unique<FixedEpochs>(epoch));
       executors_.push_back(std::make_unique<CollectiveExecutor>(
-          absl::StrCat("w", r), *sources_.back(), reducer_, /*segment_bytes=*/64));
+          absl::StrCat("w", r), *sources_.back(), reducer_,
+          ExecutorOptions{.segment_bytes = 64, .reattach_grace = absl::Milliseconds(100)}));
       EXPECT_TRUE(executors_.back()->Attach());
     }
   }
@@ -185,8 +186,9 @@ TEST(CollectiveExecutor, ARefusedRequestFailsItsCollectiveOnEveryRankAtOnceAndTh
     refused.back()->deadline = absl::Now() + absl::Seconds(60);  // far: failing must not wait
     next.push_back(Job(CollectiveKind::kAllReduce, "grad2", 2, {1, 2}));
   }
-  refused[1]->refusal =
-      absl::InvalidArgumentError("invalid inline_data: 5 bytes for 2 x float32 (8 expected)");
+  refused[1]->refusal = absl::InvalidArgumentError(
+      "worker w1 refused its client's request: invalid inline_data: 5 bytes for 2 x float32 (8 "
+      "expected)");
   for (int r = 0; r < 3; ++r) {
     ring.executor(r).Submit(refused[r]);
     ring.executor(r).Submit(next[r]);
@@ -204,6 +206,56 @@ TEST(CollectiveExecutor, ARefusedRequestFailsItsCollectiveOnEveryRankAtOnceAndTh
     EXPECT_EQ(Floats(*next[r]), (std::vector<float>{3, 6}));
   }
   EXPECT_TRUE(absl::IsInvalidArgument(refused[1]->status)) << "the refusing rank keeps the code";
+}
+
+TEST(CollectiveExecutor, ARankWhoseClientLeftFailsTheRingsNextCollectiveEverywhereAtOnce) {
+  ExecutorRing ring(3);
+  ring.executor(1).Detach(absl::AbortedError("the training process left"));
+  absl::SleepFor(absl::Milliseconds(150));  // past the re-attach grace
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r : {0, 2}) {
+    jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1}));
+    jobs.back()->deadline = absl::Now() + absl::Seconds(60);  // far: failing must not wait
+    ring.executor(r).Submit(jobs.back());
+  }
+  AwaitAll(jobs);
+  for (const auto& job : jobs) {
+    EXPECT_TRUE(absl::IsAborted(job->status)) << job->status;
+    EXPECT_THAT(std::string(job->status.message()),
+                HasSubstr("rank 1 gave up: worker w1 has no training process attached"))
+        << job->status;
+  }
+  EXPECT_EQ(ring.executor(1).counters().failed, 1u);
+
+  // A new client carries on with the ring's next collective.
+  ASSERT_TRUE(ring.executor(1).Attach());
+  jobs.clear();
+  for (int r = 0; r < 3; ++r) {
+    jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", r == 1 ? 1 : 2, {1}));
+    ring.executor(r).Submit(jobs.back());
+  }
+  AwaitAll(jobs);
+  for (const auto& job : jobs) {
+    EXPECT_TRUE(job->status.ok()) << job->status;
+    EXPECT_EQ(job->spec.sequence, 2u);
+  }
+}
+
+TEST(CollectiveExecutor, AfterAClientThatSaidGoodbyeTheRingsCollectivesWaitForTheNextOne) {
+  ExecutorRing ring(2);
+  ring.executor(1).ExpectCleanDetach();
+  ring.executor(1).Detach(absl::AbortedError("the training process finished"));
+  absl::SleepFor(absl::Milliseconds(150));  // past the re-attach grace, which does not apply
+  auto waiting = Job(CollectiveKind::kAllReduce, "job2", 1, {1});
+  ring.executor(0).Submit(waiting);
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_FALSE(waiting->done.HasBeenNotified()) << "held for rank 1's next training process";
+  ASSERT_TRUE(ring.executor(1).Attach());
+  auto joined = Job(CollectiveKind::kAllReduce, "job2", 1, {2});
+  ring.executor(1).Submit(joined);
+  AwaitAll({waiting, joined});
+  EXPECT_TRUE(waiting->status.ok()) << waiting->status;
+  EXPECT_EQ(Floats(*waiting), (std::vector<float>{3}));
 }
 
 TEST(CollectiveExecutor, ALostFrameFailsTheCollectiveAtItsDeadlineNotLater) {

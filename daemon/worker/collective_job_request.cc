@@ -60,6 +60,12 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
                                                               const v1::CollectiveRequest& request,
                                                               const JobRequestLimits& limits,
                                                               absl::Time now) {
+  if (!request.refused_by_client().empty()) {
+    constexpr size_t kMaxReason = 4096;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "its training process refused its own call: ",
+        absl::string_view(request.refused_by_client()).substr(0, kMaxReason)));
+  }
   absl::StatusOr<CollectiveSpec> spec = SpecOfRequest(rpc_kind, request);
   if (!spec.ok()) return Invalid("spec", spec.status().message());
   const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());

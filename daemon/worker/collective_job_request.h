@@ -22,8 +22,9 @@ struct JobRequestLimits {
   absl::Duration max_timeout = kMaxRequestTimeout;
 };
 
-// InvalidArgument ("invalid <field>: why") for a bad request; SharedTensor::Map's error
-// for a region that cannot be mapped. The deadline counts from `now`.
+// InvalidArgument ("invalid <field>: why") for a bad request, or one the client marked
+// refused_by_client; SharedTensor::Map's error for a region that cannot be mapped. The
+// deadline counts from `now`.
 absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
                                                               const v1::CollectiveRequest& request,
                                                               const JobRequestLimits& limits,

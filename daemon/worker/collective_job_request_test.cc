@@ -106,6 +106,12 @@ TEST(JobFromRequest, NamesTheFieldOfEveryBadRequest) {
               StartsWith("invalid spec: spec.kind is allreduce but the request came by the "
                          "broadcast RPC"));
 
+  request = Request(spec);
+  request.set_refused_by_client("collective 'grad/fc1' (...): name is 1025 bytes long");
+  EXPECT_EQ(Refusal(CollectiveKind::kAllReduce, request),
+            "its training process refused its own call: collective 'grad/fc1' (...): name is "
+            "1025 bytes long");
+
   request = Request(Floats(CollectiveKind::kBarrier, 0));
   request.mutable_shared()->set_path("/dev/shm/ringsync-1-x");
   EXPECT_EQ(Refusal(CollectiveKind::kBarrier, request),

@@ -60,6 +60,10 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20,
 ABSL_FLAG(std::string, reduce_device, "auto",
           "worker: where to reduce: auto (a CUDA GPU when one is usable, else the CPU), cpu, "
           "cuda or cuda:N. 'cuda' without a usable GPU fails at start-up.");
+ABSL_FLAG(absl::Duration, client_reattach_grace, absl::Seconds(1),
+          "worker: how long after its training process detached (exited, was killed) the "
+          "worker holds the ring's collectives for a restarted one; after that they fail on "
+          "every rank at once, naming this worker, instead of waiting out their deadline.");
 ABSL_FLAG(std::string, shm_dir, "/dev/shm",
           "worker: directory whose ringsync-* files clients may name as shared tensors.");
 
@@ -95,6 +99,9 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   config.coordinator = *coordinator;
   if (absl::GetFlag(FLAGS_segment_bytes) < 64 || absl::GetFlag(FLAGS_segment_bytes) > (64 << 20)) {
     return absl::InvalidArgumentError("--segment_bytes must be between 64 and 64 MiB");
+  }
+  if (absl::GetFlag(FLAGS_client_reattach_grace) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--client_reattach_grace must not be negative");
   }
   if (absl::GetFlag(FLAGS_collective_timeout) <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--collective_timeout must be positive");
@@ -295,9 +302,10 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   metrics::AddBuildInfo(metrics);
   const metrics::ProcessCollector process_metrics;
   WorkerMetrics worker_metrics(metrics, ring, reducer.name());
-  CollectiveExecutor executor(config.worker_id, ring, reducer,
-                              static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
-                              &worker_metrics);
+  const ExecutorOptions executor_options{
+      .segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
+      .reattach_grace = absl::GetFlag(FLAGS_client_reattach_grace)};
+  CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor);
 
   WorkerServing serving({config, peer_service, worker_service, ring, executor, [&] {

@@ -107,7 +107,10 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job = JobFromRequest(kind, request, limits_, now);
   if (!job.ok()) {
     // The refusal takes the request's turn on the ring, failing it on every rank at once.
-    job = RefusedJob(kind, request, job.status(), limits_, now);
+    const absl::Status why(job.status().code(),
+                           absl::StrCat("worker ", options_.worker_id,
+                                        " refused its client's request: ", job.status().message()));
+    job = RefusedJob(kind, request, why, limits_, now);
   }
   if (*job == nullptr) {
     grpc::ServerUnaryReactor* refused = context->DefaultReactor();
@@ -180,6 +183,12 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   spdlog::info("{}", why);
   executor_.Detach(absl::AbortedError(why));
   RemoveClientFiles(request->client_pid());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Detach(grpc::ServerContext*, const v1::DetachRequest*,
+                                   v1::DetachResponse*) {
+  executor_.ExpectCleanDetach();
   return grpc::Status::OK;
 }
 

@@ -54,6 +54,8 @@ class WorkerService final : public WorkerServiceBase {
                                     v1::CollectiveResponse* response) override;
   grpc::Status Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                       grpc::ServerWriter<v1::WorkerEvent>* writer) override;
+  grpc::Status Detach(grpc::ServerContext* context, const v1::DetachRequest* request,
+                      v1::DetachResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* RunCollective(CollectiveKind kind, grpc::CallbackServerContext* context,

@@ -62,6 +62,34 @@ TEST(Faults, RanksDisagreeingOnSizeAllFailWithinTheDeadline) {
   }));
 }
 
+TEST(Faults, ACallOneRankRefusesFailsEveryRankAtOnceAndTheNextCollectiveRuns) {
+  auto cluster = StartCluster(3, kWorkerFlags);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  std::vector<absl::Status> statuses = OnEveryRank(clients, [&](int r, Client& c) {
+    std::vector<float> grad(64, 1.0f);
+    // Rank 1's name is too long: its SDK refuses the call, and tells the ring.
+    const std::string name = r == 1 ? std::string(1025, 'g') : "grad/fc1";
+    return c.AllReduce(name, absl::MakeSpan(grad), ReduceOp::kSum);
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(statuses[1])) << statuses[1];
+  for (int r : {0, 2}) {
+    // At once, not at the 20 s deadline: the refusal took rank 1's turn on the ring.
+    EXPECT_TRUE(absl::IsAborted(statuses[r])) << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()),
+                HasSubstr("rank 1 gave up: worker w1 refused its client's request: its "
+                          "training process refused its own call"))
+        << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("name is 1025 bytes long"));
+  }
+  ExpectAllOk(OnEveryRank(clients, [&](int, Client& c) {
+    std::vector<float> grad(64, 1.0f);
+    absl::Status s = c.AllReduce("grad/fc1", absl::MakeSpan(grad), ReduceOp::kSum);
+    if (s.ok() && grad[0] != 3.0f) return absl::InternalError("wrong sum");
+    return s;
+  }));
+}
+
 TEST(Faults, RanksDisagreeingOnDtypeAllFail) {
   auto cluster = StartCluster(3, kWorkerFlags);
   ASSERT_NE(cluster, nullptr);
@@ -142,6 +170,34 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
   EXPECT_EQ((*second)->Wait(absl::Seconds(30)).value_or(-1), 0) << cluster->Log("replacement");
 }
 
+TEST(Faults, AKilledIdleTrainerFailsTheOthersNextCollectiveAtOnceNamingItsWorker) {
+  auto cluster = StartCluster(4, kWorkerFlags);
+  ASSERT_NE(cluster, nullptr);
+  std::vector<std::unique_ptr<Client>> clients = ConnectAll(*cluster, 3);
+  const std::vector<std::string> child = {TEST_CLIENT_PATH, "--worker=" + cluster->worker_target(3),
+                                          "--iterations=0", "--linger=60s"};
+  absl::StatusOr<ChildProcess*> victim = cluster->Spawn("victim", child);
+  ASSERT_TRUE(victim.ok());
+  ASSERT_TRUE(AwaitLogLine(*cluster, "victim", "lingering", absl::Seconds(30)))
+      << cluster->Log("victim");
+  (*victim)->Signal(SIGKILL);  // no goodbye
+  absl::SleepFor(absl::Milliseconds(1500));  // past the worker's 1 s re-attach grace
+  const absl::Time start = absl::Now();
+  for (const absl::Status& s : OnEveryRank(clients, [](int, Client& c) {
+         std::vector<float> v(100, 1.0f);
+         AllReduceOptions options;
+         options.timeout = absl::Seconds(20);
+         return c.AllReduce("step", absl::MakeSpan(v), ReduceOp::kSum, options);
+       })) {
+    EXPECT_TRUE(absl::IsAborted(s)) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("rank 3 gave up: worker w3 has no training process attached"))
+        << s;
+  }
+  std::printf("time to error after a killed trainer: %s\n",
+              absl::FormatDuration(absl::Now() - start).c_str());
+}
+
 TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
   auto cluster = StartCluster(4, kWorkerFlags, {"--heartbeat_timeout=3s"});
   ASSERT_NE(cluster, nullptr);
@@ -205,7 +261,8 @@ TEST(Recovery, ARankWhoseTrainerMissedACollectiveCatchesUpWithTheRing) {
   auto cluster = StartCluster(4, kWorkerFlags);
   ASSERT_NE(cluster, nullptr);
   auto clients = ConnectAll(*cluster);
-  // Rank 3's trainer goes away; the others run a collective without it and time out.
+  // Rank 3's trainer says goodbye and goes away; the others run a collective without it
+  // and time out (its worker holds the collective for a next trainer).
   clients[3].reset();
   std::vector<std::unique_ptr<Client>> three;
   for (int r = 0; r < 3; ++r) three.push_back(std::move(clients[r]));

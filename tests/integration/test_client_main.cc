@@ -1,17 +1,21 @@
 // ringsync-test-client: a stand-in training process for tests that must kill one.
 // Connects to a worker, prints "ready rank=R", then runs float32 SUM all-reduces of
-// --elements, printing "starting N" before each, until --iterations are done.
+// --elements, printing "starting N" before each, until --iterations are done; then stays
+// attached for --linger.
 #include <cstdio>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/time/clock.h"
 #include "ringsync/client.h"
 
 ABSL_FLAG(std::string, worker, "", "SDK target of the worker");
 ABSL_FLAG(int64_t, elements, 1 << 20, "float32 elements per all-reduce");
 ABSL_FLAG(int, iterations, 1, "all-reduces to run");
 ABSL_FLAG(std::string, name, "step", "collective name");
+ABSL_FLAG(absl::Duration, linger, absl::ZeroDuration(),
+          "stay attached this long after the last all-reduce (a test may kill it meanwhile)");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -33,5 +37,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!s.ok()) return 1;
   }
+  std::printf("lingering\n");
+  std::fflush(stdout);
+  absl::SleepFor(absl::GetFlag(FLAGS_linger));
   return 0;
 }
