@@ -4,22 +4,30 @@
 #   docker run --rm ringsync:dev --help
 #   docker run --rm -p 127.0.0.1:7400:7400 ringsync:dev coordinator --listen=0.0.0.0:7400 --world_size=4
 #   docker-compose -f deploy/docker-compose.yml up     # a whole cluster (deploy/README.md)
+# Without Docker: deploy/container-engine.sh sets up podman, whose Docker API builds this
+# file as it is (Docker's image format, so the HEALTHCHECK is kept; deploy/README.md).
 #
-# Two stages on the same Debian release as the developers' machines and CI, so the
-# image links against exactly the libraries the tests ran with:
-#   build    the project's own install script and CMake build (what CI does)
+# Stages on the same Debian release as the developers' machines and CI, so the image
+# links against exactly the libraries the tests ran with:
+#   deps     the project's own install script (what CI installs)
+#   build    the project's CMake build (what CI does)
 #   runtime  only the shared libraries the binaries need, a non-root user, health check
 # CUDA: debian:bookworm has no nvcc, so CMake's check_language(CUDA) finds none and the
 # build falls back to the CPU reducer on its own (--reduce_device=auto picks the CPU).
 
-############################################################################ build stage
-FROM debian:bookworm AS build
-
-# The dependency layer depends only on the install script, so editing sources reuses it.
-# (It installs the whole developer set, benchmark peers included: the stage is thrown away.)
+############################################################################# deps stage
+# The build cache is this stage: it depends only on the install script, so editing sources
+# reuses it (and the runtime stage's package layer) and recompiles only the programs. A
+# stage of its own so that it can be kept by name (`--target deps`; deploy/container-engine.sh
+# prune does) while older builds are removed. No ccache cache mount: RUN --mount needs
+# BuildKit, which docker-compose 1.29 and Debian's Docker do not use by default. (It
+# installs the whole developer set, benchmark peers included: it never ships.)
+FROM debian:bookworm AS deps
 COPY deploy/install-deps.sh /src/deploy/install-deps.sh
 RUN bash /src/deploy/install-deps.sh && rm -rf /var/lib/apt/lists/*
 
+############################################################################ build stage
+FROM deps AS build
 WORKDIR /src
 COPY . .
 
@@ -39,7 +47,8 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE}" ${CMAKE_FLAG
     done \
  && cmake --build build -j "$(nproc)" --target ${targets}
 
-# Install: the programs that exist, debug sections stripped (symbols kept, so a crash
+# Install: the programs that exist (ringsync-bench: the all-reduce benchmark, to measure a
+# deployed ring from a trainer's container), debug sections stripped (symbols kept, so a crash
 # backtrace still names functions); the health check beside them.
 RUN mkdir -p /opt/ringsync/bin \
  && for b in ringsyncd ringsync-train-example ringsyncctl ringsync-bench; do \

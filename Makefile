@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps configure build test test-tsan demo bench clean
+.PHONY: all deps configure build test test-tsan test-containers demo bench clean
 
 all: build
 
@@ -24,6 +24,11 @@ build: configure
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) --timeout 600
+
+# Only the container tests (also part of `make test`): the images built and the compose file
+# run by podman (deploy/container-engine.sh); root, else skipped with the reason.
+test-containers: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -L containers
 
 # The link, transport, ring and worker tests under ThreadSanitizer, in a build of their own.
 # Debian's gRPC and protobuf are not instrumented: their accesses are ignored, and the

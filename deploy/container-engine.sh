@@ -10,6 +10,7 @@
 #   eval "$(deploy/container-engine.sh env)"   # DOCKER_HOST for docker-compose
 #   deploy/container-engine.sh status   # what runs, by PID; images and compose leftovers
 #   deploy/container-engine.sh stop     # stops both processes `start` started, by PID
+#   deploy/container-engine.sh prune    # drops earlier builds' layers, keeps the build cache
 #
 # What `setup` changes on the machine (nothing else):
 #   * apt packages: podman runc debootstrap (with their recommends: netavark, aardvark-dns
@@ -229,6 +230,25 @@ cmd_status() {
   say "containers: $(podman ps -a -q | wc -l), networks besides podman's default: $(podman network ls -q | grep -vcx podman), volumes: $(podman volume ls -q | wc -l)"
 }
 
+# ------------------------------------------------------------------------------ prune
+# Image builds leave the layers of every earlier build behind (unnamed images: the build
+# stage of each source change, about 1 GB). Keeps the base image, the named images and the
+# Dockerfile's dependency stage, which `--target deps` names localhost/ringsync-deps:cache
+# (a cached build: seconds), and removes every unnamed image, so the next build still
+# reuses the dependency layer and the storage stays bounded.
+cmd_prune() {
+  need_root prune
+  local root before after
+  root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+  before=$(du -sm /var/lib/containers/storage 2>/dev/null | cut -f1)
+  podman build -q --target deps --format docker --pull=never --network=host \
+    -t localhost/ringsync-deps:cache "$root" >/dev/null ||
+    die "prune: could not name the dependency stage (podman build --target deps $root)"
+  podman image prune -f >/dev/null
+  after=$(du -sm /var/lib/containers/storage 2>/dev/null | cut -f1)
+  say "prune: kept $(podman images -q | sort -u | wc -l) named images (the dependency stage as localhost/ringsync-deps:cache); storage ${before} MB -> ${after} MB"
+}
+
 # ------------------------------------------------------------------------------ health ticker
 # Runs each running container's health check at its configured interval (default 30 s,
 # as Docker's). Stops when its parent `start` asks it (SIGTERM) — it holds no state.
@@ -263,6 +283,7 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
+  prune) cmd_prune ;;
   env) cmd_env ;;
   health-ticker) RUN_DIR="$2"; cmd_health_ticker ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
