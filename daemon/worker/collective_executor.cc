@@ -15,6 +15,8 @@ namespace {
 
 // How long the idle executor waits for a job before checking for a stop.
 constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
+// How long forwarding the abort of a collective this rank skips may take.
+constexpr absl::Duration kAbortForwardTimeout = absl::Seconds(2);
 
 }  // namespace
 
@@ -149,6 +151,7 @@ void CollectiveExecutor::FailForAbsentClient(RingEpoch& epoch, const Frame& firs
   CollectiveSpec spec = first.spec.value_or(CollectiveSpec{});
   spec.sequence = first.sequence;
   epoch.next_sequence = first.sequence + 1;
+  epoch.newest_run = first.sequence;
   RingOptions options;
   options.timeout = absl::Seconds(1);  // only an abort frame goes out
   RingExchange exchange(epoch.me, *epoch.link, spec, options);
@@ -226,6 +229,7 @@ absl::Status CollectiveExecutor::NoRing(const CollectiveJob& job, const absl::St
 absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch) {
   AlignWithRing(epoch);
   job.spec.sequence = epoch.next_sequence++;
+  epoch.newest_run = job.spec.sequence;
   Cancellation cancel(&job.client_gone, &epoch.over);
   RingOptions options;
   options.segment_bytes = options_.segment_bytes;
@@ -274,11 +278,21 @@ std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_
                (next->kind == FrameKind::kAbort ||
                 next->sequence <= link.newest_aborted_sequence())) {
       // The ring gave up a collective before this rank's client attached: it is over for
-      // everyone, and this client will not issue it.
+      // everyone, and this client will not issue it. Its abort goes on around the ring,
+      // as a rank running it would forward it, so every rank skips it alike.
       epoch.next_sequence = next->sequence + 1;
       link.MarkFinished(next->sequence);
     } else {
       return *next;  // a collective the ring is running
+    }
+    if (next->kind == FrameKind::kAbort && next->sequence > epoch.newest_run &&
+        next->abort_origin != epoch.me.rank) {
+      // The abort of a collective this rank skipped: it goes on around the ring, as a
+      // rank running it would forward it, so that every rank skips it alike.
+      Frame forward = *next;
+      forward.sender_rank = epoch.me.rank;
+      link.Send(forward, {}, WaitLimit{absl::Now() + kAbortForwardTimeout, &epoch.over})
+          .IgnoreError();  // best effort, as for any abort notice
     }
     link.Receive(now).IgnoreError();
   }

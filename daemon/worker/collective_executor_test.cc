@@ -258,6 +258,41 @@ TEST(CollectiveExecutor, AfterAClientThatSaidGoodbyeTheRingsCollectivesWaitForTh
   EXPECT_EQ(Floats(*waiting), (std::vector<float>{3}));
 }
 
+TEST(CollectiveExecutor, ANewJobRunsAfterOneRankOfThePreviousIssuedACollectiveTheOthersDidNot) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    jobs.push_back(Job(CollectiveKind::kAllReduce, "step", 1, {1}));
+    ring.executor(r).Submit(jobs.back());
+  }
+  AwaitAll(jobs);
+  // Rank 2's trainer issues one collective more, alone; it times out.
+  auto extra = Job(CollectiveKind::kAllReduce, "extra", 2, {1});
+  extra->deadline = absl::Now() + absl::Milliseconds(300);
+  ring.executor(2).Submit(extra);
+  AwaitAll({extra});
+  EXPECT_FALSE(extra->status.ok());
+  // The job ends; a new one starts on every rank.
+  for (int r = 0; r < 3; ++r) {
+    ring.executor(r).ExpectCleanDetach();
+    ring.executor(r).Detach(absl::AbortedError("job done"));
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(ring.executor(r).Attach());
+  for (int round = 0; round < 2; ++round) {
+    jobs.clear();
+    for (int r = 0; r < 3; ++r) {
+      jobs.push_back(Job(CollectiveKind::kAllReduce, "job2", round + 1, {1}));
+      ring.executor(r).Submit(jobs.back());
+    }
+    AwaitAll(jobs);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_TRUE(jobs[r]->status.ok()) << "round " << round << " rank " << r << ": "
+                                        << jobs[r]->status;
+    }
+  }
+}
+
 TEST(CollectiveExecutor, ALostFrameFailsTheCollectiveAtItsDeadlineNotLater) {
   ExecutorRing ring(2);
   ring.link(0).Script(0, LinkFault::Drop());  // rank 0's first frame never arrives

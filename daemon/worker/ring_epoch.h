@@ -23,8 +23,10 @@ struct RingEpoch {
   std::vector<std::string> peer_addresses;  // by rank: where each Peer service listens
   Cancellation over;                        // cancelled when the generation ends
   std::unique_ptr<Link> link;               // set once connected
-  // Next ring sequence number; touched only by the executor thread.
+  // Next ring sequence number, and the newest collective this rank ran (itself, not
+  // skipped); touched only by the executor thread.
   uint64_t next_sequence = 1;
+  uint64_t newest_run = 0;
 
   std::string Describe(int rank) const;  // "rank 2 (worker w2)"
 };
