@@ -221,6 +221,14 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
   absl::Status result = FromWorkerStatus(status, target_, reported_by_worker);
   {
     absl::MutexLock lock(&mu_);
+    if (!result.ok() && !reported_by_worker) {
+      // The worker's own failures name rank, generation and collective; a broken channel
+      // to the worker ("Socket closed") names none, so say them here.
+      result = absl::Status(result.code(),
+                            absl::StrCat("rank ", info_.rank(), " (generation ", info_.generation(),
+                                         ", ", DescribeCall(pending.call()),
+                                         "): ", result.message()));
+    }
     if (closing_ && absl::IsCancelled(result)) {
       result = absl::CancelledError(absl::StrCat(
           DescribeCall(pending.call()),

@@ -329,6 +329,19 @@ TEST_F(ClientTest, ShortResultIsAnErrorAndTheBufferIsUntouched) {
   EXPECT_EQ(grad, Iota(4));
 }
 
+TEST_F(ClientTest, ALostWorkerIsNamedWithRankGenerationAndCollective) {
+  worker_.FailCollective("grad", grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed"),
+                         /*as_channel=*/true);
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(4);
+  absl::Status status = client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("rank 0 (generation 1, collective 'grad' (allreduce 4 x float32 sum)): "
+                         "Socket closed (lost the worker at"));
+}
+
 TEST_F(ClientTest, DeadlineExceededSaysWhatToTry) {
   worker_.FailCollective("late", grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                               "collective #1 'late': rank 3 sent nothing for 30s"));

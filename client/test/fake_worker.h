@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -213,9 +214,12 @@ class FakeWorker final : public v1::Worker::Service {
 
   // Collectives named `name` fail with `status`, after scribbling 0xFF over any shared
   // region (so a test sees whether the SDK copied anything back).
-  void FailCollective(const std::string& name, grpc::Status status) {
+  // `as_channel`: the status is not marked as the worker's verdict, as when the channel to
+  // the worker broke ("Socket closed").
+  void FailCollective(const std::string& name, grpc::Status status, bool as_channel = false) {
     absl::MutexLock lock(&mu_);
     failures_[name] = std::move(status);
+    if (as_channel) channel_failures_.insert(name);
   }
   // Collectives named `name` take at least `delay` (less when cancelled).
   void DelayCollective(const std::string& name, absl::Duration delay) {
@@ -378,6 +382,7 @@ class FakeWorker final : public v1::Worker::Service {
     if (request->has_shared()) {
       seen.shared_file_existed = std::filesystem::exists(request->shared().path());
     }
+    bool marked = true;
     std::optional<grpc::Status> failure;
     absl::Duration delay;
     bool truncate = false;
@@ -385,8 +390,13 @@ class FakeWorker final : public v1::Worker::Service {
       absl::MutexLock lock(&mu_);
       seen_.push_back(seen);
       if (auto it = failures_.find(request->spec().name()); it != failures_.end()) failure = it->second;
+      marked = !channel_failures_.contains(request->spec().name());
       if (auto it = delays_.find(request->spec().name()); it != delays_.end()) delay = it->second;
       for (const std::string& name : truncated_) truncate |= name == request->spec().name();
+    }
+    if ((failure.has_value() && marked) || !request->refused_by_client().empty()) {
+      // As the worker marks its own verdicts (worker.proto).
+      context->AddTrailingMetadata("ringsync-status-origin", "worker");
     }
     if (!request->refused_by_client().empty()) {
       // As the worker does: the refusal only takes its turn, and fails.
@@ -461,6 +471,7 @@ class FakeWorker final : public v1::Worker::Service {
   std::string client_name_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> end_attach_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> channel_failures_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Duration> delays_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> truncated_ ABSL_GUARDED_BY(mu_);
   std::vector<SeenRequest> seen_ ABSL_GUARDED_BY(mu_);
