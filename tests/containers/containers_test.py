@@ -261,6 +261,12 @@ class ProjectTest(unittest.TestCase):
         return self.p
 
     def check_down(self):
+        # The daemons' last words (ctest shows them only when the test failed).
+        for service in DAEMONS:
+            try:
+                log(f"--- {service}: last log lines\n{self.p.logs(service, tail=15).rstrip()}")
+            except (AssertionError, subprocess.SubprocessError):
+                pass
         left = self.p.down()
         self.assertEqual(left, {}, "docker-compose down -v left these behind")
         log("down -v: no container, network, volume, shm mount or /dev/shm file left")
