@@ -26,6 +26,9 @@
 #     machine's apt sources copied in, so image builds install the same package versions
 #     as the machine. The Dockerfiles' `FROM debian:bookworm` finds it without a registry.
 #     Images stay in podman's storage (/var/lib/containers) as the build cache.
+#   * When containers run, netavark (podman's network backend) turns on net.ipv4.ip_forward
+#     and adds its iptables chains (NETAVARK-*); removing a network removes its rules, and
+#     the empty base chains stay.
 #
 # What `start` runs (both stopped by `stop`, by the PIDs it recorded):
 #   * `podman system service --time=0 unix://$RUN_DIR/podman.sock`: the Docker API.
