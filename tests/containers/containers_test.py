@@ -159,7 +159,10 @@ class Project:
         return (state.get("Health") or state.get("Healthcheck") or {}).get("Status", "none")
 
     def logs(self, service, tail=200):
-        return podman("logs", "--tail", str(tail), self.container(service))
+        """The container's output, stdout and stderr (the daemons log to stderr)."""
+        return subprocess.run(["podman", "logs", "--tail", str(tail), self.container(service)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=60).stdout
 
     def finished_at(self, service):
         """When the service's container exited, as time.time() would have said."""
