@@ -24,6 +24,9 @@ void SetCommon(grpc::ChannelArguments& args) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A name that does not resolve yet (a container or host still starting) is asked again
+  // within a second, not after gRPC's default 30 s.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
 }
 
 }  // namespace

@@ -1,11 +1,22 @@
 #include "daemon/worker/ring_manager.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/logging/log_context.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {
+namespace {
+
+// Retries of a ring connection that failed: the first wait, its growth up to the last,
+// and how often a wait looks whether the generation ended.
+constexpr absl::Duration kConnectRetryFirst = absl::Milliseconds(200);
+constexpr absl::Duration kConnectRetryMax = absl::Seconds(2);
+constexpr absl::Duration kConnectRetrySlice = absl::Milliseconds(50);
+
+}  // namespace
 
 RingManager::RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout)
     : worker_id_(std::move(worker_id)), links_(links), connect_timeout_(connect_timeout) {
@@ -84,25 +95,40 @@ void RingManager::OnView(const v1::RingView& view) {
 }
 
 void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
-  absl::StatusOr<std::unique_ptr<Link>> link =
-      links_.Connect(*epoch, WaitLimit{absl::Now() + connect_timeout_, &epoch->over});
-  absl::MutexLock lock(&mu_);
-  if (epoch_ != epoch) return;  // a newer view arrived meanwhile
-  RingStatus status = status_;
-  if (!link.ok()) {
-    spdlog::error("generation {}: could not connect the ring: {}", epoch->me.generation,
-                  link.status().message());
-    status.detail = absl::StrCat("could not connect the ring of generation ", epoch->me.generation,
-                                 ": ", link.status().message());
-    SetStatus(status);
-    return;
+  // A neighbour that does not answer in time (still starting, its name not resolvable
+  // yet, a connection lost on the way) is tried again until the generation ends: every
+  // member may be alive, so nothing else would ever re-form this ring.
+  absl::Duration backoff = kConnectRetryFirst;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<Link>> link =
+        links_.Connect(*epoch, WaitLimit{absl::Now() + connect_timeout_, &epoch->over});
+    {
+      absl::MutexLock lock(&mu_);
+      if (epoch_ != epoch || epoch->over.IsCancelled()) return;  // a newer view, or shutdown
+      if (link.ok()) {
+        epoch->link = *std::move(link);
+        if (suspended_) return;  // Resume() makes it ready
+        MarkReady();
+        spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
+                     epoch->me.rank, epoch->me.world_size);
+        return;
+      }
+      spdlog::error("generation {}: could not connect the ring (trying again in {}): {}",
+                    epoch->me.generation, absl::FormatDuration(backoff), link.status().message());
+      RingStatus status = status_;
+      status.detail = absl::StrCat("could not connect the ring of generation ",
+                                   epoch->me.generation, " (trying again): ",
+                                   link.status().message());
+      SetStatus(status);
+    }
+    for (const absl::Time until = absl::Now() + backoff; absl::Now() < until;) {
+      if (epoch->over.IsCancelled()) return;
+      absl::SleepFor(std::min(kConnectRetrySlice, until - absl::Now()));
+    }
+    backoff = std::min(backoff * 2, kConnectRetryMax);
   }
-  epoch->link = *std::move(link);
-  if (suspended_) return;  // Resume() makes it ready
-  MarkReady();
-  spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
-               epoch->me.rank, epoch->me.world_size);
 }
+
 
 bool RingManager::IsReady() const {
   return epoch_ != nullptr && epoch_->link != nullptr && !suspended_;

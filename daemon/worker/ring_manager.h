@@ -67,6 +67,8 @@ class RingManager final : public EpochSource {
   void Shutdown();
 
  private:
+  // Connects `epoch`'s link (on the connector thread), trying again after a failure
+  // until it succeeds or the generation ends.
   void Connect(std::shared_ptr<RingEpoch> epoch);
   void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resume(uint64_t coordinator_generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

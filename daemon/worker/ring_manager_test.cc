@@ -2,10 +2,13 @@
 // neighbour), views applied as the coordinator session applies them.
 #include "daemon/worker/ring_manager.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "core/link/faulty_link.h"
+#include "core/link/memory_link.h"
 #include "daemon/transport/grpc/testing/peer_test_server.h"
 #include "daemon/worker/grpc_link_factory.h"
 #include "gmock/gmock.h"
@@ -140,6 +143,44 @@ TEST_F(RingManagerTest, ACollectiveWaitingForADissolvedRingFailsAtOnceNamingTheL
 TEST_F(RingManagerTest, SuspendingWithoutARingChangesNothing) {
   ring_.Suspend("never joined");
   EXPECT_THAT(ring_.Status().detail, HasSubstr("waiting for the coordinator"));
+}
+
+// A LinkFactory whose first `failures` connections fail (as a neighbour that is still
+// starting does), then hands out an in-memory link to itself.
+class FlakyLinks final : public LinkFactory {
+ public:
+  explicit FlakyLinks(int failures) : failures_(failures) {}
+  absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch&, const WaitLimit&) override {
+    if (attempts_.fetch_add(1) < failures_) {
+      return absl::DeadlineExceededError("connecting the ring stream: no answer in time");
+    }
+    return std::make_unique<FaultyLink>(memory_.link(0));
+  }
+  void RetireBefore(uint64_t, const absl::Status&) override {}
+  void CloseAll(const absl::Status&) override {}
+  int attempts() const { return attempts_.load(); }
+
+ private:
+  const int failures_;
+  std::atomic<int> attempts_{0};
+  MemoryRing memory_{1};
+};
+
+TEST(RingManagerRetry, AConnectionThatFailsIsTriedAgainUntilTheRingForms) {
+  FlakyLinks links(/*failures=*/2);
+  RingManager ring("w0", links, kWait);
+  v1::RingView view;
+  view.set_generation(1);
+  v1::RingMember* me = view.add_members();
+  me->set_worker_id("w0");
+  me->set_peer_address("127.0.0.1:1");
+  ring.OnView(view);
+  absl::StatusOr<std::shared_ptr<RingEpoch>> epoch =
+      ring.AwaitReady(WaitLimit{absl::Now() + kWait, nullptr});
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  EXPECT_EQ(links.attempts(), 3);
+  EXPECT_TRUE(ring.Status().ready);
+  ring.Shutdown();
 }
 
 }  // namespace
