@@ -245,6 +245,9 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One line at a time, also into a pipe (a container's log), so that progress shows as
+  // it happens and the VERDICT line is never written in pieces.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   absl::SetProgramUsageMessage(
       "Data-parallel least-squares regression over ringsync; checks that every rank ends with\n"
       "bitwise identical parameters equal (to 1e-9 relative) to a single-process full-batch\n"

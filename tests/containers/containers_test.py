@@ -399,7 +399,8 @@ class Monitoring(ProjectTest):
                   if r.get("metric", {}).get("__name__") == "up"}
             ready = {r["metric"]["instance"]: r["value"][1] for r in result
                      if r.get("metric", {}).get("__name__") == "ringsync_ring_ready"}
-            if (set(up.values()) == {"1"} and len(up) == 5 and len(ready) == 4) or \
+            if (set(up.values()) == {"1"} and len(up) == 5 and
+                    set(ready.values()) == {"1"} and len(ready) == 4) or \
                     time.monotonic() > deadline:
                 break
             time.sleep(2)
@@ -427,7 +428,10 @@ class Faults(ProjectTest):
         for rank in (0, 1, 3):
             code = p.wait_exit(f"train{rank}", 60)
             elapsed = p.finished_at(f"train{rank}") - killed_at
-            last = p.logs(f"train{rank}", tail=1).strip()
+            # The VERDICT line, not merely the last one: the engine's log may hold a line
+            # written in two pieces as two.
+            tail = p.logs(f"train{rank}", tail=5).splitlines()
+            last = next((line for line in reversed(tail) if "VERDICT" in line), "\n".join(tail))
             log(f"train{rank}: exit {code} {elapsed:.1f}s after the kill: {last}")
             self.assertEqual(code, 1)
             self.assertLess(elapsed, FAILURE_BOUND_S, last)

@@ -1,16 +1,44 @@
 #include "daemon/transport/grpc/grpc_link.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace ringsync {
+namespace {
+
+// How long one attempt to open the stream to rank+1 may wait for its acceptance before
+// it is abandoned and made again on a new channel (new name resolution, new TCP
+// connection): a first attempt can hang on a neighbour that was not reachable yet
+// (a container whose network was still being attached) although the next would succeed.
+constexpr absl::Duration kOpenAttempt = absl::Seconds(2);
+
+absl::StatusOr<std::unique_ptr<OutboundStream>> OpenWithRetries(const RingNeighbours& neighbours,
+                                                                 const PeerHello& hello,
+                                                                 const WaitLimit& limit) {
+  while (true) {
+    WaitLimit attempt = limit;
+    attempt.deadline = std::min(limit.deadline, absl::Now() + kOpenAttempt);
+    absl::StatusOr<std::unique_ptr<OutboundStream>> outbound = OutboundStream::Open(
+        neighbours.next_target, hello, neighbours.next_description, attempt);
+    // Only an attempt that got no answer is worth making again; a refusal says why.
+    if (outbound.ok() || !absl::IsDeadlineExceeded(outbound.status()) ||
+        absl::Now() >= limit.deadline ||
+        (limit.cancellation != nullptr && limit.cancellation->IsCancelled())) {
+      return outbound;
+    }
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
                                                           const RingNeighbours& neighbours,
                                                           std::shared_ptr<PeerInbox> inbox,
                                                           const WaitLimit& limit) {
   const PeerHello hello{me.rank, me.generation, neighbours.worker_id};
-  absl::StatusOr<std::unique_ptr<OutboundStream>> outbound = OutboundStream::Open(
-      neighbours.next_target, hello, neighbours.next_description, limit);
+  absl::StatusOr<std::unique_ptr<OutboundStream>> outbound =
+      OpenWithRetries(neighbours, hello, limit);
   if (!outbound.ok()) return outbound.status();
   absl::StatusOr<int> sender = inbox->AwaitSender(limit);
   if (!sender.ok()) {
