@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/metrics/text_page.h"
 #include "wire/grpc_options.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -289,6 +291,28 @@ TEST_F(CoordinatorServerTest, LeaveDissolvesTheRingAtOnce) {
   ASSERT_TRUE(dissolved.has_value());
   EXPECT_EQ(dissolved->generation(), 2u);
   EXPECT_EQ(dissolved->dissolved_reason(), "worker w1 (rank 1) left: training finished");
+}
+
+TEST_F(CoordinatorServerTest, ItsMetricsPageFollowsTheMembership) {
+  Start(2);
+  CoordinatorCollector collector(*server_);
+  std::string page = metrics::TextPage({&collector});
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_workers_joined 0\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_world_size 2\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_ring_formed 0\n"));
+  EXPECT_THAT(page, HasSubstr("# TYPE ringsync_coordinator_heartbeat_age_seconds gauge"))
+      << "documented while no worker is live";
+
+  ASSERT_TRUE(Join("w0").ok());
+  ASSERT_TRUE(Join("w1").ok());
+  page = metrics::TextPage({&collector});
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_workers_joined 2\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_joins_total 2\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_ring_formed 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_generation 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_generations_published_total 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_heartbeat_age_seconds{worker_id=\"w0\"}"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_heartbeat_age_seconds{worker_id=\"w1\"}"));
 }
 
 TEST_F(CoordinatorServerTest, AWatchWithoutALiveSessionIsRefused) {
