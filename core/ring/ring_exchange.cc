@@ -66,7 +66,7 @@ absl::Status RingExchange::AgreeSteps(std::optional<absl::Status>& mismatch) {
     }
     ++stats_.frames_sent;
     absl::StatusOr<ReceivedFrame> received =
-        ReceiveOwn(absl::StrCat("agreement step ", step));
+        ReceiveOwn([step] { return absl::StrCat("agreement step ", step); });
     if (!received.ok()) return received.status();
     const Frame& frame = received->frame;
     if (absl::Status s = CheckFrame(frame, FrameKind::kAgree); !s.ok()) return s;
@@ -110,7 +110,7 @@ absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const E
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(const std::string& what) {
+absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::string()> what) {
   while (true) {
     absl::StatusOr<ReceivedFrame> received = link_.Receive(limit_);
     if (absl::IsDeadlineExceeded(received.status()) && frames_received_ > 0) {
@@ -127,8 +127,8 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(const std::string& what) 
     }
     if (!received.ok()) {
       const absl::Status& s = received.status();
-      return absl::Status(s.code(), absl::StrCat("waiting for ", what, " from rank ", me_.prev(),
-                                                 ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("waiting for ", what(), " from rank ",
+                                                 me_.prev(), ": ", s.message()));
     }
     ++frames_received_;
     const Frame& frame = received->frame;
@@ -174,7 +174,7 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
 absl::StatusOr<ReceivedFrame> RingExchange::ReceiveSegment(int step, int segment, int chunk,
                                                            const ElementRange& expected) {
   absl::StatusOr<ReceivedFrame> received =
-      ReceiveOwn(absl::StrCat("step ", step, " segment ", segment));
+      ReceiveOwn([step, segment] { return absl::StrCat("step ", step, " segment ", segment); });
   if (!received.ok()) return received;
   if (absl::Status s = CheckSegment(*received, step, segment, chunk, expected); !s.ok()) {
     return s;

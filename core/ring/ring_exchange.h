@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/collective.h"
 #include "core/link/link.h"
@@ -97,8 +98,9 @@ class RingExchange {
  private:
   // The next frame of this collective (skipping leftovers of finished ones), checked for
   // generation and sequence; an abort frame becomes Aborted. `what` names the awaited
-  // frame in errors ("step 2 segment 0").
-  absl::StatusOr<ReceivedFrame> ReceiveOwn(const std::string& what);
+  // frame in errors ("step 2 segment 0"); it is called only when there is an error to
+  // name, since this runs for every frame received.
+  absl::StatusOr<ReceivedFrame> ReceiveOwn(absl::FunctionRef<std::string()> what);
   absl::Status CheckFrame(const Frame& frame, FrameKind kind) const;
   absl::Status AgreeSteps(std::optional<absl::Status>& mismatch);
   absl::Status CheckSegment(const ReceivedFrame& received, int step, int segment, int chunk,
