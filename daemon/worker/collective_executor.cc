@@ -1,7 +1,5 @@
 #include "daemon/worker/collective_executor.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_allgather.h"
 #include "core/ring/ring_allreduce.h"
@@ -240,27 +238,17 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
     return exchange.Reject(job.refusal);
   }
-  using RingAlgorithm = absl::Status (*)(const RingMember&, Link&, Reducer&, const CollectiveSpec&,
-                                         absl::Span<std::byte>, const RingOptions&, RingStats*);
-  // One entry per kind: a barrier is an all-reduce of nothing.
-  static constexpr std::pair<CollectiveKind, RingAlgorithm> kAlgorithms[] = {
-      {CollectiveKind::kAllReduce, &RingAllReduce},
-      {CollectiveKind::kBarrier, &RingAllReduce},
-      {CollectiveKind::kBroadcast,
-       [](const RingMember& me, Link& link, Reducer&, const CollectiveSpec& spec,
-          absl::Span<std::byte> data, const RingOptions& options, RingStats* stats) {
-         return RingBroadcast(me, link, spec, data, options, stats);
-       }},
-      {CollectiveKind::kAllGather,
-       [](const RingMember& me, Link& link, Reducer&, const CollectiveSpec& spec,
-          absl::Span<std::byte> data, const RingOptions& options, RingStats* stats) {
-         return RingAllGatherFromFirstSlot(me, link, spec, data, options, stats);
-       }},
-  };
-  for (const auto& [kind, algorithm] : kAlgorithms) {
-    if (kind != job.spec.kind) continue;
-    return algorithm(epoch.me, *epoch.link, reducer_, job.spec,
-                     job.ResultBuffer(epoch.me.world_size), options, &job.stats);
+  const RingMember& me = epoch.me;
+  Link& link = *epoch.link;
+  const absl::Span<std::byte> data = job.ResultBuffer(me.world_size);
+  switch (job.spec.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier:  // an all-reduce of nothing
+      return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+    case CollectiveKind::kBroadcast:
+      return RingBroadcast(me, link, job.spec, data, options, &job.stats);
+    case CollectiveKind::kAllGather:
+      return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
   }
   return absl::InvalidArgumentError("unknown collective kind");
 }
@@ -278,8 +266,7 @@ std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_
                (next->kind == FrameKind::kAbort ||
                 next->sequence <= link.newest_aborted_sequence())) {
       // The ring gave up a collective before this rank's client attached: it is over for
-      // everyone, and this client will not issue it. Its abort goes on around the ring,
-      // as a rank running it would forward it, so every rank skips it alike.
+      // everyone, and this client will not issue it.
       epoch.next_sequence = next->sequence + 1;
       link.MarkFinished(next->sequence);
     } else {
