@@ -1,6 +1,7 @@
 #include "daemon/worker/collective_job_request.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "wire/collective_request.h"
@@ -12,11 +13,29 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("invalid ", field, ": ", why));
 }
 
+// The request's timeout_ms, when it is within the limits' bound.
+std::optional<absl::Duration> RequestedTimeout(const v1::CollectiveRequest& request,
+                                               const JobRequestLimits& limits) {
+  const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());
+  if (timeout < absl::ZeroDuration() || timeout > limits.max_timeout) return std::nullopt;
+  return timeout;
+}
+
+// When the job must be over: its requested timeout from `now`, or the worker's default
+// for 0 (or for a timeout out of bounds, which only a refused request may carry).
+absl::Time DeadlineOf(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
+                      absl::Time now) {
+  const absl::Duration timeout =
+      RequestedTimeout(request, limits).value_or(absl::ZeroDuration());
+  return now + (timeout > absl::ZeroDuration() ? timeout : limits.default_timeout);
+}
+
 // The data the request carries for `spec`: inline bytes, or a shared region. An
 // all-gather's region holds every rank's slot, so it may be larger than the input.
 absl::Status TakeData(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
                       CollectiveJob& job) {
   const CollectiveSpec& spec = job.spec;
+  const CollectiveKindTraits traits = TraitsOf(spec.kind);
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);  // no overflow: count <= 2^40
   switch (request.data_case()) {
     case v1::CollectiveRequest::kInlineData:
@@ -30,12 +49,12 @@ absl::Status TakeData(const v1::CollectiveRequest& request, const JobRequestLimi
       return absl::OkStatus();
     case v1::CollectiveRequest::kShared: {
       const v1::SharedTensor& shared = request.shared();
-      if (!TraitsOf(spec.kind).carries_data) {
+      if (!traits.carries_data) {
         return Invalid("shared", absl::StrCat("a ", CollectiveKindName(spec.kind),
                                               " carries no data"));
       }
-      const bool size_ok = TraitsOf(spec.kind).gathers ? shared.size_bytes() >= bytes
-                                                       : shared.size_bytes() == bytes;
+      const bool size_ok =
+          traits.gathers ? shared.size_bytes() >= bytes : shared.size_bytes() == bytes;
       if (!size_ok) {
         return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
                                                          spec.count, " x ", DTypeName(spec.dtype)));
@@ -68,8 +87,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
   }
   absl::StatusOr<CollectiveSpec> spec = SpecOfRequest(rpc_kind, request);
   if (!spec.ok()) return Invalid("spec", spec.status().message());
-  const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());
-  if (timeout < absl::ZeroDuration() || timeout > limits.max_timeout) {
+  if (!RequestedTimeout(request, limits).has_value()) {
     return Invalid("timeout_ms",
                    absl::StrCat("must be between 0 (the worker's default) and ",
                                 absl::FormatDuration(limits.max_timeout)));
@@ -80,7 +98,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
   auto job = std::make_shared<CollectiveJob>();
   job->spec = *std::move(spec);
   job->client_sequence = request.client_sequence();
-  job->deadline = now + (timeout > absl::ZeroDuration() ? timeout : limits.default_timeout);
+  job->deadline = DeadlineOf(request, limits, now);
   if (absl::Status data = TakeData(request, limits, *job); !data.ok()) return data;
   return job;
 }
@@ -99,10 +117,7 @@ std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
   job->spec.name = name.size() <= kMaxCollectiveNameBytes ? name : name.substr(0, kShownName) + "...";
   job->spec.dtype = DType::kUInt8;
   job->client_sequence = request.client_sequence();
-  const absl::Duration timeout = absl::Milliseconds(request.timeout_ms());
-  job->deadline = now + (timeout > absl::ZeroDuration() && timeout <= limits.max_timeout
-                             ? timeout
-                             : limits.default_timeout);
+  job->deadline = DeadlineOf(request, limits, now);
   return job;
 }
 

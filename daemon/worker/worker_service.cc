@@ -104,25 +104,26 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
                                                        const v1::CollectiveRequest& request,
                                                        v1::CollectiveResponse* response) {
   const absl::Time now = absl::Now();
-  absl::StatusOr<std::shared_ptr<CollectiveJob>> job = JobFromRequest(kind, request, limits_, now);
-  if (!job.ok()) {
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> made = JobFromRequest(kind, request, limits_, now);
+  std::shared_ptr<CollectiveJob> job;
+  if (made.ok()) {
+    job = *std::move(made);
+  } else {
     // The refusal takes the request's turn on the ring, failing it on every rank at once.
-    const absl::Status why(job.status().code(),
+    const absl::Status why(made.status().code(),
                            absl::StrCat("worker ", options_.worker_id,
-                                        " refused its client's request: ", job.status().message()));
+                                        " refused its client's request: ", made.status().message()));
     job = RefusedJob(kind, request, why, limits_, now);
-  }
-  if (*job == nullptr) {
-    grpc::ServerUnaryReactor* refused = context->DefaultReactor();
-    refused->Finish(FromThisWorker(
-        context, absl::InvalidArgumentError("invalid client_sequence: must count 1, 2, 3, ... "
-                                            "per attached client")));
-    return refused;
+    if (job == nullptr) {  // no turn to take: only this RPC fails
+      grpc::ServerUnaryReactor* refused = context->DefaultReactor();
+      refused->Finish(FromThisWorker(context, made.status()));
+      return refused;
+    }
   }
   // Owned by gRPC from here until its OnDone; the job may finish it before this returns
   // (the executor refuses it at once), which the callback API allows.
-  auto* reactor = new CollectiveReactor(context, response, *job, options_.worker_id);
-  executor_.Submit(*std::move(job));
+  auto* reactor = new CollectiveReactor(context, response, job, options_.worker_id);
+  executor_.Submit(std::move(job));
   return reactor;
 }
 
