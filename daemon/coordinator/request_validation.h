@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "daemon/logging/sanitized_text.h"  // SanitizeText, for the callers of these checks
 
 namespace ringsync {
 
@@ -16,8 +17,6 @@ namespace ringsync {
 inline constexpr size_t kMaxWorkerIdBytes = 64;
 // Longest accepted host:port (a DNS name is at most 253 bytes, plus ":65535").
 inline constexpr size_t kMaxAddressBytes = 260;
-// Free text (a worker's last error, a leave reason) is cut to this many bytes.
-inline constexpr size_t kMaxTextBytes = 1024;
 
 // 1..64 characters from [A-Za-z0-9._-], starting with a letter or digit.
 absl::Status ValidateWorkerId(absl::string_view worker_id);
@@ -28,9 +27,5 @@ absl::Status ValidateWorkerId(absl::string_view worker_id);
 // other machines cannot connect to them.
 absl::Status ValidateHostPort(absl::string_view field, absl::string_view address,
                               bool reachable);
-
-// Free text made safe to store and log on one line: control characters become spaces,
-// and text over `max_bytes` is cut at a UTF-8 character boundary and marked "...".
-std::string SanitizeText(absl::string_view text, size_t max_bytes = kMaxTextBytes);
 
 }  // namespace ringsync

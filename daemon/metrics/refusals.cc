@@ -1,37 +1,11 @@
 #include "daemon/metrics/refusals.h"
 
-#include "absl/strings/str_cat.h"
 #include <string_view>
 
-#include "absl/strings/str_format.h"
+#include "daemon/logging/sanitized_text.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync::metrics {
-
-std::string EscapeForLog(absl::string_view text, size_t max_bytes) {
-  const bool cut = text.size() > max_bytes;
-  if (cut) text = text.substr(0, max_bytes);
-  std::string out;
-  out.reserve(text.size() + 3);
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (byte < 0x20 || byte >= 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", byte);
-    } else {
-      out += c;
-    }
-  }
-  if (cut) out += "...";
-  return out;
-}
 
 Refusals::Refusals(prometheus::Registry& registry, absl::Duration log_interval,
                    std::function<absl::Time()> clock)
@@ -59,7 +33,7 @@ bool Refusals::Refuse(absl::string_view reason, absl::string_view detail) {
     suppressed = entry.not_logged;
     entry.not_logged = 0;
   }
-  const std::string shown = EscapeForLog(detail, kMaxDetailBytes);
+  const std::string shown = SanitizeText(detail, kMaxDetailBytes);
   if (suppressed == 0) {
     spdlog::warn("refused ({}): {}", std::string_view(reason.data(), reason.size()), shown);
   } else {

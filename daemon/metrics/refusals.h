@@ -6,7 +6,7 @@
 //
 // `reason` is a short snake_case label chosen by our code (never text from the network),
 // so the metric's label set stays bounded. `detail` may quote outside input; it is cut to
-// kMaxDetailBytes and its control characters are escaped before it reaches the log.
+// kMaxDetailBytes and made one line (SanitizeText) before it reaches the log.
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
@@ -27,10 +27,6 @@
 #include "prometheus/registry.h"
 
 namespace ringsync::metrics {
-
-// `text` with control characters, backslashes and non-ASCII bytes written as \n, \\, \xNN,
-// cut to `max_bytes` of input (with "..." appended when cut): safe in a one-line log.
-std::string EscapeForLog(absl::string_view text, size_t max_bytes);
 
 class Refusals {
  public:

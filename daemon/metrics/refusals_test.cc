@@ -11,15 +11,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(EscapeForLog, WritesControlCharactersAndNonAsciiAsEscapes) {
-  EXPECT_EQ(EscapeForLog("a\nb\\c\x01\xff", 64), "a\\nb\\\\c\\x01\\xff");
-}
-
-TEST(EscapeForLog, CutsLongTextAndSaysSo) {
-  EXPECT_EQ(EscapeForLog("abcdef", 3), "abc...");
-  EXPECT_EQ(EscapeForLog("abc", 3), "abc");
-}
-
 TEST(Refusals, CountsEveryRefusalButLogsOneLinePerReasonPerInterval) {
   prometheus::Registry registry;
   absl::Time now = absl::UnixEpoch();
