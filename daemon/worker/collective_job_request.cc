@@ -30,10 +30,10 @@ absl::Time DeadlineOf(const v1::CollectiveRequest& request, const JobRequestLimi
   return now + (timeout > absl::ZeroDuration() ? timeout : limits.default_timeout);
 }
 
-// The data the request carries for `spec`: inline bytes, or a shared region. An
-// all-gather's region holds every rank's slot, so it may be larger than the input.
-absl::Status TakeData(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
-                      CollectiveJob& job) {
+// The data the request carries for `spec`: inline bytes copied into the job, or a shared
+// region whose size is checked (mapped later, by MapShared). An all-gather's region holds
+// every rank's slot, so it may be larger than the input.
+absl::Status CheckData(const v1::CollectiveRequest& request, CollectiveJob& job) {
   const CollectiveSpec& spec = job.spec;
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);  // no overflow: count <= 2^40
@@ -59,11 +59,6 @@ absl::Status TakeData(const v1::CollectiveRequest& request, const JobRequestLimi
         return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
                                                          spec.count, " x ", DTypeName(spec.dtype)));
       }
-      absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
-          limits.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
-      if (!mapped.ok()) return mapped.status();
-      job.is_shared = true;
-      job.shared = *std::move(mapped);
       return absl::OkStatus();
     }
     case v1::CollectiveRequest::DATA_NOT_SET:
@@ -73,12 +68,22 @@ absl::Status TakeData(const v1::CollectiveRequest& request, const JobRequestLimi
   return Invalid("data", "unknown kind of data");
 }
 
+// Maps the shared region of a checked request into `job`.
+absl::Status MapShared(const v1::SharedTensor& shared, const JobRequestLimits& limits,
+                       CollectiveJob& job) {
+  absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
+      limits.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
+  if (!mapped.ok()) return mapped.status();
+  job.is_shared = true;
+  job.shared = *std::move(mapped);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
-                                                              const v1::CollectiveRequest& request,
-                                                              const JobRequestLimits& limits,
-                                                              absl::Time now) {
+absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
+    CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits,
+    absl::Time now) {
   if (!request.refused_by_client().empty()) {
     constexpr size_t kMaxReason = 4096;
     return absl::InvalidArgumentError(absl::StrCat(
@@ -99,7 +104,18 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
   job->spec = *std::move(spec);
   job->client_sequence = request.client_sequence();
   job->deadline = DeadlineOf(request, limits, now);
-  if (absl::Status data = TakeData(request, limits, *job); !data.ok()) return data;
+  if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
+                                                              const v1::CollectiveRequest& request,
+                                                              const JobRequestLimits& limits,
+                                                              absl::Time now) {
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      CheckedJobFromRequest(rpc_kind, request, limits, now);
+  if (!job.ok() || !request.has_shared()) return job;
+  if (absl::Status mapped = MapShared(request.shared(), limits, **job); !mapped.ok()) return mapped;
   return job;
 }
 

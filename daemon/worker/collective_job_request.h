@@ -30,6 +30,13 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
                                                               const JobRequestLimits& limits,
                                                               absl::Time now);
 
+// Every check of JobFromRequest that touches no file: the job with its inline data copied,
+// or with its shared region's size checked but not mapped (is_shared false). The seam the
+// request fuzzer (fuzz/) runs, so that it never opens a file a fuzzed request names.
+absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
+    CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits,
+    absl::Time now);
+
 // The job that stands for a request JobFromRequest refused (`why`), so that the refusal
 // takes the request's turn: it consumes the client's sequence number and the ring's,
 // and fails that collective on every rank at once naming this rank and the reason,

@@ -167,5 +167,24 @@ TEST(JobFromRequest, MapsASharedRegionOnlyFromTheAllowedFolder) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CheckedJobFromRequest, ChecksASharedRequestWithoutOpeningItsFile) {
+  v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, 4));
+  request.mutable_shared()->set_path("/dev/shm/ringsync-no-such-file-for-this-test");
+  request.mutable_shared()->set_size_bytes(16);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> checked =
+      CheckedJobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_FALSE((*checked)->is_shared);
+  EXPECT_TRUE((*checked)->bytes().empty());
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow).ok())
+      << "mapping is JobFromRequest's step";
+
+  request.mutable_shared()->set_size_bytes(8);
+  EXPECT_EQ(CheckedJobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow)
+                .status()
+                .message(),
+            "invalid shared.size_bytes: 8 bytes for 4 x float32");
+}
+
 }  // namespace
 }  // namespace ringsync
