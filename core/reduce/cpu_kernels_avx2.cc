@@ -20,6 +20,7 @@
 #include "core/reduce/cpu_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <limits>
@@ -268,11 +269,21 @@ void OverrideWithAvx2(KernelTable& t) {
 #endif
 
 namespace ringsync::cpu_kernels {
+namespace {
+
+// clang 14's __builtin_cpu_supports does not know "f16c" (a compile error in the fuzz
+// build): CPUID leaf 1 says it, for either compiler.
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
+}  // namespace
 
 const KernelTable* Avx2Kernels() {
   static const KernelTable* const table = []() -> const KernelTable* {
     __builtin_cpu_init();  // we may run before libgcc's constructor has
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c") ||
+    if (!__builtin_cpu_supports("avx2") || !HasF16c() ||
         !__builtin_cpu_supports("popcnt")) {
       return nullptr;
     }
