@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps configure build test test-tsan test-containers demo bench clean
+.PHONY: all deps configure build test test-asan test-tsan test-containers fuzz demo bench clean
 
 all: build
 
@@ -41,6 +41,24 @@ test-tsan: deps
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
 	set -e; for t in $(TSAN_TESTS); do \
 	  TSAN_OPTIONS="$(TSAN_OPTIONS_ALL)" build-tsan/bin/$$t --gtest_brief=1; done
+
+# libFuzzer over the peer frame decoder, the worker's and the coordinator's request checks
+# (fuzz/), in a clang build of their own with ASan and UBSan. Each target runs
+# FUZZ_SECONDS (FUZZ_RUNS=N: N inputs instead) from its seed corpus (fuzz/corpus/<target>)
+# plus what earlier runs found (build-fuzz/corpus); a crash leaves its input in
+# build-fuzz/artifacts and fails the target. Low priority: it shares the machine.
+FUZZ_TARGETS = frame_decoder_fuzzer worker_request_fuzzer coordinator_request_fuzzer
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
+fuzz: deps
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_CXX_COMPILER=clang++ \
+	  -DRINGSYNC_FUZZ=ON -DRINGSYNC_CUDA=OFF
+	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t build-fuzz/artifacts; \
+	  nice -n 19 build-fuzz/bin/$$t -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) \
+	    -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$$t- \
+	    build-fuzz/corpus/$$t fuzz/corpus/$$t; done
 
 demo: build
 	$(BUILD_DIR)/bin/ringsync-demo

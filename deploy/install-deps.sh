@@ -12,6 +12,8 @@ build_packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev
+  # make fuzz: clang with its libFuzzer, ASan and UBSan runtimes (libclang-rt-14-dev).
+  clang libclang-rt-14-dev
   # prometheus-cpp: the daemons' metrics (we link only its core library; the package
   # also brings its pull/push libraries and their civetweb and curl headers).
   prometheus-cpp-dev

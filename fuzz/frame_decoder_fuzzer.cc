@@ -1,0 +1,139 @@
+// Fuzzes DecodeMessage, the first code to read the bytes a peer sends on a ring stream.
+//
+// Input: one byte that says how the message is cut into gRPC slices (a payload split
+// across slices takes the decoder's gathering path), then the message itself.
+// Beyond "no crash, no sanitizer report", two properties:
+//  * the decoder agrees with protobuf: a message both accept has the same header fields
+//    and payload in both. (Each refuses some messages the other accepts: the decoder a
+//    second payload field, protobuf a varint tag or length longer than 5 bytes, which
+//    CodedInputStream cuts to 32 bits. The latter is harmless, as the sender may write
+//    any field value anyway.)
+//  * a decoded frame or hello, encoded again, decodes to the same thing.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/transport/grpc/frame_codec.h"
+#include "fuzz/fuzz_check.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "ringsync/v1/peer.pb.h"
+#include "wire/proto_convert.h"
+
+namespace ringsync {
+namespace {
+
+// `message` in 1 to 4 slices: `cuts` % 4 + 1 of them, the first `cuts` / 4 bytes long,
+// the rest of equal size.
+grpc::ByteBuffer Sliced(const uint8_t* message, size_t size, uint8_t cuts) {
+  const size_t pieces = cuts % 4 + 1;
+  std::vector<grpc::Slice> slices;
+  size_t at = 0;
+  if (pieces > 1) {
+    const size_t first = std::min<size_t>(size, cuts / 4);
+    slices.emplace_back(message, first);
+    at = first;
+  }
+  const size_t rest = pieces > 1 ? pieces - 1 : 1;
+  const size_t each = (size - at + rest - 1) / rest;
+  while (at < size) {
+    const size_t length = std::min(each, size - at);
+    slices.emplace_back(message + at, length);
+    at += length;
+  }
+  if (slices.empty()) slices.emplace_back();
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// A spec as its wire bytes: equal specs compare equal even when a scale is NaN (which
+// ValidateSpec allows where scales do not apply).
+std::string SpecBytes(const std::optional<CollectiveSpec>& spec) {
+  if (!spec.has_value()) return "none";
+  v1::CollectiveSpec proto;
+  ToProto(*spec, &proto);
+  return proto.SerializeAsString();
+}
+
+std::string Bytes(absl::Span<const std::byte> span) {
+  return std::string(reinterpret_cast<const char*>(span.data()), span.size());
+}
+
+void CheckAgreesWithProtobuf(const DecodedMessage& decoded, const uint8_t* message, size_t size) {
+  v1::PeerFrame parsed;
+  if (!parsed.ParseFromArray(message, static_cast<int>(size))) return;
+  if (decoded.is_hello) {
+    FUZZ_CHECK(parsed.kind() == v1::FRAME_KIND_HELLO);
+    FUZZ_CHECK(decoded.hello.sender_rank == parsed.sender_rank());
+    FUZZ_CHECK(decoded.hello.generation == parsed.generation());
+    FUZZ_CHECK(decoded.hello.worker_id == parsed.sender_worker_id());
+    return;
+  }
+  const Frame& frame = decoded.frame.frame;
+  FUZZ_CHECK(frame.sender_rank == parsed.sender_rank());
+  FUZZ_CHECK(frame.generation == parsed.generation());
+  FUZZ_CHECK(frame.sequence == parsed.sequence());
+  FUZZ_CHECK(frame.step == parsed.step());
+  FUZZ_CHECK(frame.segment == parsed.segment());
+  FUZZ_CHECK(frame.chunk == parsed.chunk());
+  FUZZ_CHECK(frame.offset == parsed.offset());
+  FUZZ_CHECK(frame.count == parsed.count());
+  FUZZ_CHECK(frame.abort_origin == parsed.abort_origin());
+  FUZZ_CHECK(frame.abort_reason == parsed.abort_reason());
+  FUZZ_CHECK(frame.spec.has_value() == parsed.has_spec());
+  FUZZ_CHECK(Bytes(decoded.frame.payload) == parsed.payload());
+}
+
+void CheckRoundTrip(const DecodedMessage& decoded) {
+  if (decoded.is_hello) {
+    absl::StatusOr<DecodedMessage> again = DecodeMessage(EncodeHello(decoded.hello));
+    FUZZ_CHECK(again.ok() && again->is_hello);
+    FUZZ_CHECK(again->hello.sender_rank == decoded.hello.sender_rank);
+    FUZZ_CHECK(again->hello.generation == decoded.hello.generation);
+    FUZZ_CHECK(again->hello.worker_id == decoded.hello.worker_id);
+    return;
+  }
+  const Frame& frame = decoded.frame.frame;
+  bool released = false;
+  absl::StatusOr<DecodedMessage> again;
+  {
+    grpc::ByteBuffer encoded = EncodeFrame(frame, decoded.frame.payload, [&] { released = true; });
+    again = DecodeMessage(encoded);
+  }
+  FUZZ_CHECK(again.ok() && !again->is_hello);
+  const Frame& copy = again->frame.frame;
+  FUZZ_CHECK(copy.kind == frame.kind);
+  FUZZ_CHECK(copy.sender_rank == frame.sender_rank);
+  FUZZ_CHECK(copy.generation == frame.generation);
+  FUZZ_CHECK(copy.sequence == frame.sequence);
+  FUZZ_CHECK(copy.step == frame.step);
+  FUZZ_CHECK(copy.segment == frame.segment);
+  FUZZ_CHECK(copy.chunk == frame.chunk);
+  FUZZ_CHECK(copy.offset == frame.offset);
+  FUZZ_CHECK(copy.count == frame.count);
+  FUZZ_CHECK(SpecBytes(copy.spec) == SpecBytes(frame.spec));
+  if (frame.kind == FrameKind::kAbort) {  // only abort frames carry these on the wire
+    FUZZ_CHECK(copy.abort_origin == frame.abort_origin);
+    FUZZ_CHECK(copy.abort_reason == frame.abort_reason);
+  }
+  FUZZ_CHECK(Bytes(again->frame.payload) == Bytes(decoded.frame.payload));
+  again = absl::UnknownError("dropped");  // the last reference to the encoded payload
+  FUZZ_CHECK(released || decoded.frame.payload.empty());
+}
+
+}  // namespace
+}  // namespace ringsync
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const uint8_t cuts = data[0];
+  const uint8_t* message = data + 1;
+  const size_t message_size = size - 1;
+  absl::StatusOr<ringsync::DecodedMessage> decoded =
+      ringsync::DecodeMessage(ringsync::Sliced(message, message_size, cuts));
+  if (!decoded.ok()) return 0;
+  ringsync::CheckAgreesWithProtobuf(*decoded, message, message_size);
+  ringsync::CheckRoundTrip(*decoded);
+  return 0;
+}
