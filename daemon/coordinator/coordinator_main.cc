@@ -18,6 +18,7 @@
 #include "daemon/logging/string_view_formatter.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
+#include "daemon/metrics/refusals.h"
 #include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
@@ -90,6 +91,7 @@ class CoordinatorServing {
   const CoordinatorOptions& options_;
   std::unique_ptr<CoordinatorServer> server_;
   prometheus::Registry metrics_;
+  metrics::Refusals refusals_{metrics_};
   std::optional<metrics::ProcessCollector> process_metrics_;
   std::optional<CoordinatorCollector> coordinator_metrics_;  // reads server_
   std::unique_ptr<HttpEndpoint> http_;
@@ -118,7 +120,7 @@ int CoordinatorServing::StartHttpEndpoint() {
       [this] {
         return metrics::TextPage({&metrics_, &*process_metrics_, &*coordinator_metrics_});
       },
-      [] { return absl::OkStatus(); });
+      [] { return absl::OkStatus(); }, &refusals_);
   if (!http.ok()) {
     return StartFailed(http.status().code() == absl::StatusCode::kInvalidArgument ? kBadFlags
                                                                                   : kFailed,

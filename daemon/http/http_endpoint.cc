@@ -2,24 +2,17 @@
 
 #include <sys/socket.h>
 
-#include <chrono>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/http/bounded_http_server.h"
+#include "daemon/metrics/refusals.h"
 #include "httplib.h"
 
 namespace ringsync {
 namespace {
 
-// Prometheus, a probe and an operator's curl at once; more wait for a free thread.
-constexpr size_t kThreads = 4;
-// One request per connection: a scrape every few seconds does not need keep-alive, and a
-// kept-alive idle connection would hold a thread (and Stop) for the keep-alive timeout.
-constexpr size_t kRequestsPerConnection = 1;
-// How long a connection that sends nothing may hold a thread.
-constexpr time_t kIdleSeconds = 2;
 constexpr char kPlainText[] = "text/plain; charset=utf-8";
 constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -49,7 +42,7 @@ absl::StatusOr<std::pair<std::string, int>> ParseHostPort(absl::string_view addr
   return std::make_pair(std::string(host), port);
 }
 
-HttpEndpoint::HttpEndpoint() : server_(std::make_unique<httplib::Server>()) {}
+HttpEndpoint::HttpEndpoint() = default;
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
@@ -60,12 +53,12 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOp
 
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   endpoint->options_ = std::move(options);
-  httplib::Server& server = *endpoint->server_;
-  server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  server.set_read_timeout(std::chrono::seconds(5));
-  server.set_write_timeout(std::chrono::seconds(5));
-  server.set_keep_alive_max_count(kRequestsPerConnection);
-  server.set_keep_alive_timeout(kIdleSeconds);
+  metrics::Refusals* refusals = endpoint->options_.refusals;
+  endpoint->server_ = std::make_unique<BoundedHttpServer>(
+      endpoint->options_.limits, [refusals](absl::string_view reason, absl::string_view detail) {
+        if (refusals != nullptr) refusals->Refuse(reason, detail);
+      });
+  BoundedHttpServer& server = *endpoint->server_;
   // httplib's default also sets SO_REUSEPORT, which would let a second daemon bind the
   // same port and take half of the scrapes. SO_REUSEADDR alone: restarts still bind at once.
   server.set_socket_options([](socket_t sock) {

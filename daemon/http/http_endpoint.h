@@ -6,6 +6,8 @@
 //   GET /readyz   200 "ok" when the daemon can do its job, else 503 and the reason
 //                 (worker: in a formed ring of the current generation; coordinator: serving)
 //
+// Slow or too many clients cannot starve a scrape: see BoundedHttpServer (HttpLimits).
+//
 // Thread-safety: all methods are safe from any thread. The callbacks run on the
 // endpoint's threads, possibly several at once.
 #pragma once
@@ -19,12 +21,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-
-namespace httplib {
-class Server;
-}
+#include "daemon/http/http_limits.h"
 
 namespace ringsync {
+namespace metrics {
+class Refusals;
+}
+class BoundedHttpServer;
 
 struct HttpEndpointOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free port. IPv6 as [::1]:9400.
@@ -32,6 +35,10 @@ struct HttpEndpointOptions {
   std::function<std::string()> metrics;
   // GET /readyz: OK answers 200 "ok", an error 503 with its message.
   std::function<absl::Status()> readiness;
+  HttpLimits limits;
+  // Counts and logs the connections refused (over the limit, too slow). Null: not
+  // counted (tests). REQUIRES: outlives the endpoint.
+  metrics::Refusals* refusals = nullptr;
 };
 
 // Splits "HOST:PORT" ("[::1]:9400" for IPv6) into host and port (0..65535).
@@ -58,7 +65,7 @@ class HttpEndpoint {
   HttpEndpoint();
 
   HttpEndpointOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<BoundedHttpServer> server_;
   std::string address_;
   std::thread thread_;
 };

@@ -14,6 +14,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
+HttpEndpointOptions OptionsFor(std::string listen) {
+  HttpEndpointOptions options;
+  options.listen = std::move(listen);
+  return options;
+}
+
 std::unique_ptr<HttpEndpoint> StartOrDie(HttpEndpointOptions options) {
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(std::move(options));
   EXPECT_TRUE(endpoint.ok()) << endpoint.status();
@@ -27,11 +33,12 @@ httplib::Client ClientOf(const HttpEndpoint& endpoint) {
 
 TEST(HttpEndpoint, ServesMetricsHealthzAndReadyz) {
   std::atomic<bool> ready{false};
-  auto endpoint = StartOrDie(HttpEndpointOptions{
-      "127.0.0.1:0", [] { return std::string("x_total 1\n"); },
-      [&ready] {
-        return ready ? absl::OkStatus() : absl::UnavailableError("the ring is not formed");
-      }});
+  HttpEndpointOptions options = OptionsFor("127.0.0.1:0");
+  options.metrics = [] { return std::string("x_total 1\n"); };
+  options.readiness = [&ready] {
+    return ready ? absl::OkStatus() : absl::UnavailableError("the ring is not formed");
+  };
+  auto endpoint = StartOrDie(std::move(options));
   ASSERT_NE(endpoint, nullptr);
   EXPECT_THAT(endpoint->address(), HasSubstr("127.0.0.1:"));
   httplib::Client client = ClientOf(*endpoint);
@@ -63,7 +70,7 @@ TEST(HttpEndpoint, ServesMetricsHealthzAndReadyz) {
 }
 
 TEST(HttpEndpoint, StopClosesThePortPromptlyEvenWithAKeptAliveConnection) {
-  auto endpoint = StartOrDie(HttpEndpointOptions{"127.0.0.1:0", nullptr, nullptr});
+  auto endpoint = StartOrDie(OptionsFor("127.0.0.1:0"));
   ASSERT_NE(endpoint, nullptr);
   httplib::Client client = ClientOf(*endpoint);
   client.set_keep_alive(true);
@@ -78,10 +85,10 @@ TEST(HttpEndpoint, StopClosesThePortPromptlyEvenWithAKeptAliveConnection) {
 }
 
 TEST(HttpEndpoint, ATakenPortIsUnavailableNamingTheFlag) {
-  auto first = StartOrDie(HttpEndpointOptions{"127.0.0.1:0", nullptr, nullptr});
+  auto first = StartOrDie(OptionsFor("127.0.0.1:0"));
   ASSERT_NE(first, nullptr);
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> second =
-      HttpEndpoint::Start(HttpEndpointOptions{first->address(), nullptr, nullptr});
+      HttpEndpoint::Start(OptionsFor(first->address()));
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(), HasSubstr("--http_listen"));
 }

@@ -12,11 +12,42 @@ ABSL_FLAG(std::string, http_listen, "",
 ABSL_FLAG(std::string, http_port_file, "",
           "If set, write the HTTP endpoint's bound HOST:PORT and a newline to this file "
           "(atomically), so scripts and tests can find a port chosen with --http_listen=HOST:0.");
+ABSL_FLAG(int, http_max_connections, ringsync::HttpLimits().max_connections,
+          "HTTP connections served at once (each holds a thread); one more is refused at once "
+          "with 503, counted in ringsync_refused_total{reason=\"http_connection_limit\"}. "
+          "1..1024.");
+ABSL_FLAG(absl::Duration, http_read_timeout, ringsync::HttpLimits().read_timeout,
+          "How long an HTTP client may take to send its whole request; a slower one is "
+          "disconnected (ringsync_refused_total{reason=\"http_read_timeout\"}), so slow "
+          "clients cannot hold the endpoint. e.g. 5s.");
 
 namespace ringsync {
+namespace {
+
+constexpr int kMaxHttpConnections = 1024;
+
+absl::StatusOr<HttpLimits> LimitsFromFlags() {
+  HttpLimits limits;
+  limits.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  limits.read_timeout = absl::GetFlag(FLAGS_http_read_timeout);
+  if (limits.max_connections < 1 || limits.max_connections > kMaxHttpConnections) {
+    return absl::InvalidArgumentError(absl::StrCat("--http_max_connections=",
+                                                   limits.max_connections, ": use 1..",
+                                                   kMaxHttpConnections, ", e.g. 16"));
+  }
+  if (limits.read_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_read_timeout=", absl::FormatDuration(limits.read_timeout),
+                     ": use a positive duration, e.g. 5s"));
+  }
+  return limits;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpointFromFlags(
-    std::function<std::string()> metrics, std::function<absl::Status()> readiness) {
+    std::function<std::string()> metrics, std::function<absl::Status()> readiness,
+    metrics::Refusals* refusals) {
   const std::string listen = absl::GetFlag(FLAGS_http_listen);
   const std::string port_file = absl::GetFlag(FLAGS_http_port_file);
   if (listen.empty()) {
@@ -25,8 +56,10 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpointFromFlags(
     }
     return std::unique_ptr<HttpEndpoint>();
   }
+  absl::StatusOr<HttpLimits> limits = LimitsFromFlags();
+  if (!limits.ok()) return limits.status();
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(
-      HttpEndpointOptions{listen, std::move(metrics), std::move(readiness)});
+      HttpEndpointOptions{listen, std::move(metrics), std::move(readiness), *limits, refusals});
   if (!endpoint.ok()) {
     return absl::Status(endpoint.status().code(),
                         absl::StrCat("--http_listen: ", endpoint.status().message()));

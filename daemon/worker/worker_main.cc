@@ -17,6 +17,7 @@
 #include "daemon/logging/string_view_formatter.h"
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
+#include "daemon/metrics/refusals.h"
 #include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
@@ -148,6 +149,7 @@ struct WorkerParts {
   RingManager& ring;
   CollectiveExecutor& executor;
   std::function<std::string()> metrics_page;
+  metrics::Refusals& refusals;
 };
 
 // What the worker serves: the peer server (the ring's data path), the client server (the
@@ -232,7 +234,8 @@ int WorkerServing::StartClientServer() {
 
 int WorkerServing::StartHttpEndpoint() {
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
-      parts_.metrics_page, [&ring = parts_.ring] { return RingReadiness(ring); });
+      parts_.metrics_page, [&ring = parts_.ring] { return RingReadiness(ring); },
+      &parts_.refusals);
   if (!http.ok()) {
     return StartFailed(http.status().code() == absl::StatusCode::kInvalidArgument ? kBadFlags
                                                                                   : kFailed,
@@ -300,6 +303,7 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
   prometheus::Registry metrics;
   metrics::AddBuildInfo(metrics);
+  metrics::Refusals refusals(metrics);
   const metrics::ProcessCollector process_metrics;
   WorkerMetrics worker_metrics(metrics, ring, reducer.name());
   const ExecutorOptions executor_options{
@@ -310,7 +314,8 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
 
   WorkerServing serving({config, peer_service, worker_service, ring, executor, [&] {
                            return metrics::TextPage({&metrics, &process_metrics, &worker_metrics});
-                         }});
+                         },
+                         refusals});
   if (const int failed = serving.Start(); failed != kServing) {
     serving.Stop();
     return failed;
