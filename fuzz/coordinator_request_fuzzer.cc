@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "daemon/coordinator/membership.h"
 #include "daemon/coordinator/request_validation.h"
+#include "daemon/logging/sanitized_text.h"
 #include "fuzz/fuzz_check.h"
 #include "ringsync/v1/coordinator.pb.h"
 
