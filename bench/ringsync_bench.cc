@@ -58,6 +58,10 @@ ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes
 ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing");
 ABSL_FLAG(int, check, 1, "1: check one result per size against exact expected values");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60), "wait for the worker and a formed ring");
+ABSL_FLAG(std::string, tls_ca, "", "with a host:port --worker: PEM CA for mutual TLS");
+ABSL_FLAG(std::string, tls_cert, "", "with a host:port --worker: PEM client certificate");
+ABSL_FLAG(std::string, tls_key, "", "with a host:port --worker: PEM key of --tls_cert");
+ABSL_FLAG(std::string, token_file, "", "with a host:port --worker: the cluster token file");
 
 #ifndef RINGSYNC_BENCH_BUILD
 #define RINGSYNC_BENCH_BUILD "unknown"
@@ -278,6 +282,10 @@ int Run() {
   ClientOptions options;
   options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   options.client_name = absl::StrCat("ringsync-bench pid ", ::getpid());
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.token_file = absl::GetFlag(FLAGS_token_file);
   absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(absl::GetFlag(FLAGS_worker), options);
   if (!connected.ok()) {
     std::fprintf(stderr, "ringsync-bench: %s\n", connected.status().ToString().c_str());

@@ -80,9 +80,11 @@ absl::StatusOr<std::string> NormalizeTarget(absl::string_view address) {
   return std::string(address);
 }
 
-void ListeningPort::Add(grpc::ServerBuilder& builder, const std::string& target) {
+void ListeningPort::Add(grpc::ServerBuilder& builder, const std::string& target,
+                        std::shared_ptr<grpc::ServerCredentials> credentials) {
   target_ = target;
-  builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &selected_port_);
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
+  builder.AddListeningPort(target, std::move(credentials), &selected_port_);
 }
 
 absl::StatusOr<std::string> ListeningPort::BoundAddress() const {

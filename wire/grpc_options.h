@@ -39,7 +39,9 @@ absl::StatusOr<std::string> NormalizeTarget(absl::string_view address);
 // the port the kernel chose when `address` asked for port 0.
 class ListeningPort {
  public:
-  void Add(grpc::ServerBuilder& builder, const std::string& target);
+  // `credentials`: how the port authenticates callers (plain when null).
+  void Add(grpc::ServerBuilder& builder, const std::string& target,
+           std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
   // Valid after BuildAndStart(); error when the port could not be bound.
   absl::StatusOr<std::string> BoundAddress() const;
 

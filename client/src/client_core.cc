@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
 #include "wire/grpc_options.h"
+#include "wire/security/transport_security.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -25,12 +26,12 @@ std::string DescribeInfo(const v1::WorkerInfo& info) {
 
 }  // namespace
 
-ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options)
+ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options,
+                       std::shared_ptr<grpc::Channel> channel)
     : target_(std::move(target)),
       options_(options),
       shared_memory_(std::make_shared<SharedMemoryPool>(options.shared_memory_dir)),
-      channel_(grpc::CreateCustomChannel(target_.grpc_target, grpc::InsecureChannelCredentials(),
-                                         ControlChannelArguments())),
+      channel_(std::move(channel)),
       stub_(v1::Worker::NewStub(channel_)) {}
 
 absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_view target,
@@ -43,11 +44,24 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
                                                    "; it must be positive"));
   }
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  std::unique_ptr<ClientCore> core(new ClientCore(*std::move(parsed), options));
+  TransportSecurityOptions security_options;
+  security_options.tls_ca = options.tls_ca;
+  security_options.tls_cert = options.tls_cert;
+  security_options.tls_key = options.tls_key;
+  security_options.token_file = options.token_file;
+  security_options.name_prefix = "ClientOptions::";
+  absl::StatusOr<TransportSecurity> security = TransportSecurity::Create(security_options);
+  if (!security.ok()) return security.status();
+  std::shared_ptr<grpc::Channel> channel =
+      security->CreateChannel(parsed->grpc_target, ControlChannelArguments());
+  std::unique_ptr<ClientCore> core(new ClientCore(*std::move(parsed), options, std::move(channel)));
   if (!core->channel_->WaitForConnected(absl::ToChronoTime(deadline))) {
     return absl::UnavailableError(absl::StrCat(
         "could not reach the ringsync worker at ", core->target_.grpc_target, " within ",
-        absl::FormatDuration(options.connect_timeout), ": is ", core->target_.WorkerHint(), "?"));
+        absl::FormatDuration(options.connect_timeout), ": is ", core->target_.WorkerHint(), "?",
+        security->tls() ? " (or the TLS handshake failed: the worker's certificate and "
+                          "ClientOptions::tls_cert must come from the CA in tls_ca)"
+                        : ""));
   }
   core->attach_thread_ = std::thread(&ClientCore::ReadEvents, core.get());
   if (absl::Status ready = core->AwaitReady(deadline); !ready.ok()) return ready;

@@ -43,7 +43,8 @@ class ClientCore {
   CollectiveHandle Start(CollectiveCall call);
 
  private:
-  ClientCore(WorkerTarget target, const ClientOptions& options);
+  ClientCore(WorkerTarget target, const ClientOptions& options,
+             std::shared_ptr<grpc::Channel> channel);
 
   // Body of the attach thread: reads WorkerEvents until the stream ends.
   void ReadEvents();

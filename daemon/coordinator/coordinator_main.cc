@@ -19,6 +19,7 @@
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/refusals.h"
+#include "daemon/security/security_flags.h"
 #include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
@@ -51,8 +52,12 @@ constexpr int kBadFlags = 2;
 // deadline if their clients have not closed them.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 
-absl::Status ReadOptions(CoordinatorOptions* options) {
+absl::Status ReadOptions(CoordinatorOptions* options, std::string* http_token) {
   if (absl::Status s = ValidateLogFlags(); !s.ok()) return s;
+  absl::StatusOr<DaemonSecurity> security = DaemonSecurityFromFlags(HttpEndpointRequested());
+  if (!security.ok()) return security.status();
+  options->security = std::move(security->transport);
+  *http_token = std::move(security->http_token);
   options->listen = absl::GetFlag(FLAGS_listen);
   options->world_size = absl::GetFlag(FLAGS_world_size);
   options->heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
@@ -77,7 +82,12 @@ int StartFailed(int exit_code, absl::string_view why) {
 // a stop signal and after a failed start alike.
 class CoordinatorServing {
  public:
-  explicit CoordinatorServing(const CoordinatorOptions& options) : options_(options) {}
+  CoordinatorServing(const CoordinatorOptions& options, std::string http_token)
+      : options_(options), http_token_(std::move(http_token)) {
+    options_.refusals = [this](absl::string_view reason, absl::string_view detail) {
+      refusals_.Refuse(reason, detail);
+    };
+  }
 
   // kServing once everything is up and the port file is written; otherwise the exit
   // code, with the reason logged.
@@ -88,7 +98,8 @@ class CoordinatorServing {
   int StartHttpEndpoint();
   void LogServing() const;
 
-  const CoordinatorOptions& options_;
+  CoordinatorOptions options_;
+  const std::string http_token_;
   std::unique_ptr<CoordinatorServer> server_;
   prometheus::Registry metrics_;
   metrics::Refusals refusals_{metrics_};
@@ -120,7 +131,7 @@ int CoordinatorServing::StartHttpEndpoint() {
       [this] {
         return metrics::TextPage({&metrics_, &*process_metrics_, &*coordinator_metrics_});
       },
-      [] { return absl::OkStatus(); }, &refusals_);
+      [] { return absl::OkStatus(); }, &refusals_, http_token_);
   if (!http.ok()) {
     return StartFailed(http.status().code() == absl::StatusCode::kInvalidArgument ? kBadFlags
                                                                                   : kFailed,
@@ -131,8 +142,8 @@ int CoordinatorServing::StartHttpEndpoint() {
 }
 
 void CoordinatorServing::LogServing() const {
-  spdlog::info("coordinator serving on {}: world_size {}, heartbeat interval {}, timeout {}{}",
-               server_->address(), options_.world_size,
+  spdlog::info("coordinator serving on {} ({}): world_size {}, heartbeat interval {}, timeout {}{}",
+               server_->address(), options_.security.Describe(), options_.world_size,
                absl::FormatDuration(options_.heartbeat_interval),
                absl::FormatDuration(options_.heartbeat_timeout),
                http_ == nullptr ? std::string()
@@ -150,13 +161,14 @@ void CoordinatorServing::Stop() {
 int RunCoordinatorMain() {
   InitLogging("coordinator");
   CoordinatorOptions options;
-  if (absl::Status s = ReadOptions(&options); !s.ok()) {
+  std::string http_token;
+  if (absl::Status s = ReadOptions(&options, &http_token); !s.ok()) {
     spdlog::error("{}; see 'ringsyncd --help'", std::string(s.message()));
     return kBadFlags;
   }
   // Before any thread starts, so that every thread inherits the blocked stop signals.
   const StopSignals stop_signals;
-  CoordinatorServing serving(options);
+  CoordinatorServing serving(options, std::move(http_token));
   if (const int failed = serving.Start(); failed != kServing) {
     serving.Stop();
     return failed;

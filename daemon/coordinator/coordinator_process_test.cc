@@ -38,14 +38,15 @@ std::string ReadFile(const std::string& path) {
 }
 
 // A coordinator_smoke process with stderr captured to a file; killed if still running
-// when the test ends.
+// when the test ends. `insecure`: add --insecure (these tests are about other flags).
 class CoordinatorProcess {
  public:
-  explicit CoordinatorProcess(std::vector<std::string> flags)
+  explicit CoordinatorProcess(std::vector<std::string> flags, bool insecure = true)
       : dir_(::testing::TempDir()),
         stderr_path_(absl::StrCat(dir_, "/coordinator_", getpid(), "_", ++counter_, ".err")) {
     std::vector<std::string> args = {COORDINATOR_SMOKE_PATH};
     args.insert(args.end(), flags.begin(), flags.end());
+    if (insecure) args.push_back("--insecure");
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -106,6 +107,28 @@ std::string WaitForPortFile(const std::string& path, absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   return "";
+}
+
+TEST(CoordinatorProcess, RefusesToStartWithoutAuthenticationNamingTheFlags) {
+  CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0"}, /*insecure=*/false);
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(10)), 2);
+  EXPECT_THAT(process.Stderr(),
+              HasSubstr("refusing to serve unauthenticated TCP: pass --tls_ca, --tls_cert and "
+                        "--tls_key (mutual TLS; deploy/make-certs.sh makes them), --token_file"));
+  EXPECT_THAT(process.Stderr(), HasSubstr("or --insecure"));
+}
+
+TEST(CoordinatorProcess, InsecureIsAWarningAtStartUp) {
+  const std::string port_file =
+      absl::StrCat(::testing::TempDir(), "/coordinator_insecure_", getpid(), ".port");
+  unlink(port_file.c_str());
+  CoordinatorProcess process(
+      {"--world_size=1", "--listen=127.0.0.1:0", absl::StrCat("--port_file=", port_file)});
+  ASSERT_TRUE(process.spawned());
+  ASSERT_THAT(WaitForPortFile(port_file, absl::Seconds(10)), HasSubstr("127.0.0.1:"));
+  EXPECT_THAT(process.Stderr(), HasSubstr("--insecure: serving TCP without authentication"));
+  EXPECT_THAT(process.Stderr(), HasSubstr("(no authentication)"));
 }
 
 TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {

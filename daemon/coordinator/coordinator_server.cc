@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   // start "fine" and take half of the joins. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ListeningPort port;
-  port.Add(builder, *target);
+  port.Add(builder, *target, options.security.ServerCredentials(options.refusals));
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr) {

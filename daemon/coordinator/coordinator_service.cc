@@ -12,6 +12,7 @@
 #include "daemon/coordinator/request_validation.h"
 #include "spdlog/spdlog.h"
 #include "wire/protocol_version.h"
+#include "wire/security/peer_identity.h"
 
 namespace ringsync {
 namespace {
@@ -202,13 +203,24 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
                                                    const v1::JoinRequest* request,
                                                    v1::JoinResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(DoJoin(*request, context->peer(), response));
+  reactor->Finish(DoJoin(*request, context->peer(), context->auth_context().get(), response));
   return reactor;
 }
 
 grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const std::string& peer,
+                                        const grpc::AuthContext* auth,
                                         v1::JoinResponse* response) {
   const std::string shown_id = SanitizeText(request.worker_id(), kMaxWorkerIdBytes);
+  // A rogue Join: a caller with a valid certificate for another name asks for this
+  // worker's rank (and so for its neighbours' gradients).
+  if (absl::Status s = CheckClaimedWorker(IdentityOf(auth), request.worker_id(),
+                                          options_.security.tls());
+      !s.ok()) {
+    if (options_.refusals) {
+      options_.refusals("join_identity_mismatch", absl::StrCat("Join from ", peer, ": ", s.message()));
+    }
+    return ToGrpc(s);
+  }
   if (request.protocol_version() != kProtocolVersion) {
     const std::string message = absl::StrCat(
         "protocol version mismatch: worker '", shown_id, "' speaks ringsync protocol ",

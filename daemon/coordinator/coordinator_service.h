@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/coordinator/membership.h"
+#include "wire/security/transport_security.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
 
 namespace ringsync {
@@ -29,6 +30,10 @@ struct CoordinatorOptions {
   int world_size = 1;                     // 1..Membership::kMaxWorldSize
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers in JoinResponse
+  // How --listen authenticates callers. With mutual TLS a Join for worker W is accepted
+  // only from a certificate that names W (wire/security/peer_identity.h).
+  TransportSecurity security;
+  RefusalReporter refusals;  // hears of refused callers; null: not reported
 };
 
 // InvalidArgument naming the flag when an option is out of range.
@@ -70,7 +75,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   class WatchReactor;
 
   grpc::Status DoJoin(const v1::JoinRequest& request, const std::string& peer,
-                      v1::JoinResponse* response);
+                      const grpc::AuthContext* auth, v1::JoinResponse* response);
   grpc::Status DoHeartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response);
   grpc::Status DoLeave(const v1::LeaveRequest& request, const std::string& peer);
   void DoGetClusterStatus(v1::ClusterStatus* response);

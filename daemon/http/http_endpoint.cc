@@ -9,6 +9,7 @@
 #include "daemon/http/bounded_http_server.h"
 #include "daemon/metrics/refusals.h"
 #include "httplib.h"
+#include "wire/security/cluster_token.h"
 
 namespace ringsync {
 namespace {
@@ -67,6 +68,27 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOp
   });
 
   HttpEndpoint* self = endpoint.get();
+  server.set_pre_routing_handler([self](const httplib::Request& request,
+                                        httplib::Response& response) {
+    const std::string& token = self->options_.bearer_token;
+    if (token.empty() || BearerMatches(request.get_header_value("Authorization"), token)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (self->options_.refusals != nullptr) {
+      self->options_.refusals->Refuse(
+          "http_unauthorized",
+          absl::StrCat(request.method, " ", request.path, " from ", request.remote_addr,
+                       request.has_header("Authorization") ? " with a wrong bearer token"
+                                                           : " without a bearer token"));
+    }
+    response.status = 401;
+    response.set_header("WWW-Authenticate", "Bearer");
+    response.set_content(
+        "this endpoint requires 'Authorization: Bearer TOKEN' with the daemon's "
+        "--http_token_file (or --token_file) token\n",
+        kPlainText);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server.Get("/metrics", [self](const httplib::Request&, httplib::Response& response) {
     response.set_content(self->options_.metrics ? self->options_.metrics() : std::string(),
                          kMetricsContentType);

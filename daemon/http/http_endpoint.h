@@ -7,6 +7,8 @@
 //                 (worker: in a formed ring of the current generation; coordinator: serving)
 //
 // Slow or too many clients cannot starve a scrape: see BoundedHttpServer (HttpLimits).
+// With a bearer token set, every request must carry "Authorization: Bearer TOKEN"
+// (Prometheus: authorization.credentials_file); others get 401 before any handler runs.
 //
 // Thread-safety: all methods are safe from any thread. The callbacks run on the
 // endpoint's threads, possibly several at once.
@@ -39,6 +41,8 @@ struct HttpEndpointOptions {
   // Counts and logs the connections refused (over the limit, too slow). Null: not
   // counted (tests). REQUIRES: outlives the endpoint.
   metrics::Refusals* refusals = nullptr;
+  // Required on every request when not empty.
+  std::string bearer_token;
 };
 
 // Splits "HOST:PORT" ("[::1]:9400" for IPv6) into host and port (0..65535).

@@ -3,8 +3,13 @@
 #include "daemon/http/http_endpoint.h"
 
 #include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "absl/time/clock.h"
+#include "daemon/metrics/refusals.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -29,6 +34,30 @@ std::unique_ptr<HttpEndpoint> StartOrDie(HttpEndpointOptions options) {
 httplib::Client ClientOf(const HttpEndpoint& endpoint) {
   const auto host_port = ParseHostPort(endpoint.address());
   return httplib::Client(host_port->first, host_port->second);
+}
+
+TEST(HttpEndpoint, WithABearerTokenRefusesRequestsWithoutIt) {
+  prometheus::Registry registry;
+  metrics::Refusals refusals(registry);
+  HttpEndpointOptions options{"127.0.0.1:0", [] { return std::string("x_total 1\n"); }, nullptr};
+  options.bearer_token = "s3cret";
+  options.refusals = &refusals;
+  auto endpoint = StartOrDie(std::move(options));
+  ASSERT_NE(endpoint, nullptr);
+  httplib::Client client = ClientOf(*endpoint);
+
+  httplib::Result anonymous = client.Get("/metrics");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  EXPECT_THAT(anonymous->body, HasSubstr("requires 'Authorization: Bearer TOKEN'"));
+  httplib::Result wrong = client.Get("/healthz", {{"Authorization", "Bearer guess"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  httplib::Result right = client.Get("/metrics", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+  EXPECT_EQ(right->body, "x_total 1\n");
+  EXPECT_EQ(refusals.Count("http_unauthorized"), 2u);
 }
 
 TEST(HttpEndpoint, ServesMetricsHealthzAndReadyz) {

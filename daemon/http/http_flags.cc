@@ -47,7 +47,7 @@ absl::StatusOr<HttpLimits> LimitsFromFlags() {
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpointFromFlags(
     std::function<std::string()> metrics, std::function<absl::Status()> readiness,
-    metrics::Refusals* refusals) {
+    metrics::Refusals* refusals, std::string bearer_token) {
   const std::string listen = absl::GetFlag(FLAGS_http_listen);
   const std::string port_file = absl::GetFlag(FLAGS_http_port_file);
   if (listen.empty()) {
@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpointFromFlags(
   absl::StatusOr<HttpLimits> limits = LimitsFromFlags();
   if (!limits.ok()) return limits.status();
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(
-      HttpEndpointOptions{listen, std::move(metrics), std::move(readiness), *limits, refusals});
+      HttpEndpointOptions{listen, std::move(metrics), std::move(readiness), *limits, refusals,
+                          std::move(bearer_token)});
   if (!endpoint.ok()) {
     return absl::Status(endpoint.status().code(),
                         absl::StrCat("--http_listen: ", endpoint.status().message()));
@@ -71,5 +72,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpointFromFlags(
   }
   return endpoint;
 }
+
+bool HttpEndpointRequested() { return !absl::GetFlag(FLAGS_http_listen).empty(); }
 
 }  // namespace ringsync

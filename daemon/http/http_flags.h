@@ -27,6 +27,9 @@ class Refusals;
 // Refused connections are counted in `refusals` (null: not counted).
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpointFromFlags(
     std::function<std::string()> metrics, std::function<absl::Status()> readiness,
-    metrics::Refusals* refusals);
+    metrics::Refusals* refusals, std::string bearer_token);
+
+// Whether --http_listen is set.
+bool HttpEndpointRequested();
 
 }  // namespace ringsync

@@ -1,5 +1,6 @@
 #include "daemon/worker/coordinator_session.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_options.h"
 #include "daemon/logging/string_view_formatter.h"
@@ -25,8 +26,8 @@ CoordinatorSession::CoordinatorSession(CoordinatorSessionOptions options, ViewCa
       on_view_(std::move(on_view)),
       report_(std::move(report)),
       on_session_lost_(std::move(on_session_lost)) {
-  stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
-      options_.coordinator_target, grpc::InsecureChannelCredentials(), ControlChannelArguments()));
+  stub_ = v1::Coordinator::NewStub(
+      options_.security.CreateChannel(options_.coordinator_target, ControlChannelArguments()));
 }
 
 CoordinatorSession::~CoordinatorSession() { Stop(); }
@@ -42,7 +43,8 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     if (options_.known_generation) request.set_last_generation(options_.known_generation());
     v1::JoinResponse response;
     grpc::ClientContext context;
-    context.set_wait_for_ready(true);
+    // Not wait-for-ready: a coordinator that is not up yet is retried below all the same,
+    // and a failed TLS handshake then says so instead of ending as a bare deadline.
     context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kRpcTimeout)));
     const grpc::Status status = stub_->Join(&context, request, &response);
     if (status.ok()) {
@@ -63,9 +65,15 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     }
     absl::SleepFor(kRetryPause);
   }
-  return absl::Status(last.code(), absl::StrCat("joining coordinator ", options_.coordinator_target,
-                                                " as worker ", options_.worker_id, ": ",
-                                                last.message()));
+  const bool handshake = absl::StrContains(last.message(), "andshake");
+  return absl::Status(
+      last.code(),
+      absl::StrCat("joining coordinator ", options_.coordinator_target, " as worker ",
+                   options_.worker_id, ": ", last.message(),
+                   handshake ? "; the TLS handshake failed: the coordinator's certificate and "
+                               "this worker's (--tls_cert) must be signed by the CA both name "
+                               "in --tls_ca, and the coordinator's must name the host dialled"
+                             : ""));
 }
 
 absl::Status CoordinatorSession::Start() {

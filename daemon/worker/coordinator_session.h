@@ -6,6 +6,8 @@
 // Thread-safety: Start and Stop from one thread; callbacks run on the session's threads.
 #pragma once
 
+#include "wire/security/transport_security.h"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +31,7 @@ struct CoordinatorSessionOptions {
   // The newest ring generation this worker has seen, reported when (re)joining so that a
   // restarted coordinator numbers its views above it. Null: 0.
   std::function<uint64_t()> known_generation;
+  TransportSecurity security;  // how the channel to the coordinator authenticates
 };
 
 class CoordinatorSession {

@@ -7,14 +7,17 @@
 
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/ring_epoch.h"
+#include "wire/security/transport_security.h"
 
 namespace ringsync {
 
 class GrpcLinkFactory final : public LinkFactory {
  public:
   // `registry` is the one this worker's Peer service fills; it must outlive this.
-  GrpcLinkFactory(std::string worker_id, InboxRegistry& registry)
-      : worker_id_(std::move(worker_id)), registry_(registry) {}
+  // `security`: how this worker's streams to rank+1 authenticate.
+  GrpcLinkFactory(std::string worker_id, InboxRegistry& registry,
+                  TransportSecurity security = TransportSecurity())
+      : worker_id_(std::move(worker_id)), registry_(registry), security_(std::move(security)) {}
 
   absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                 const WaitLimit& limit) override;
@@ -26,6 +29,7 @@ class GrpcLinkFactory final : public LinkFactory {
  private:
   const std::string worker_id_;
   InboxRegistry& registry_;
+  const TransportSecurity security_;
 };
 
 }  // namespace ringsync

@@ -18,6 +18,7 @@
 #include "daemon/metrics/build_info.h"
 #include "daemon/metrics/process_collector.h"
 #include "daemon/metrics/refusals.h"
+#include "daemon/security/security_flags.h"
 #include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
@@ -80,6 +81,7 @@ struct WorkerConfig {
   std::string worker_id;
   std::string socket_path;
   std::string coordinator;
+  DaemonSecurity security;
 };
 
 absl::StatusOr<WorkerConfig> ReadConfig() {
@@ -98,6 +100,9 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   absl::StatusOr<std::string> coordinator = NormalizeTarget(absl::GetFlag(FLAGS_coordinator));
   if (!coordinator.ok()) return coordinator.status();
   config.coordinator = *coordinator;
+  absl::StatusOr<DaemonSecurity> security = DaemonSecurityFromFlags(HttpEndpointRequested());
+  if (!security.ok()) return security.status();
+  config.security = *std::move(security);
   if (absl::GetFlag(FLAGS_segment_bytes) < 64 || absl::GetFlag(FLAGS_segment_bytes) > (64 << 20)) {
     return absl::InvalidArgumentError("--segment_bytes must be between 64 and 64 MiB");
   }
@@ -115,6 +120,13 @@ std::string AdvertisedAddress(const std::string& bound) {
   const std::string host = absl::GetFlag(FLAGS_advertise_host);
   if (host.empty()) return bound;
   return absl::StrCat(host, bound.substr(bound.rfind(':')));
+}
+
+// `refusals` as the transport's reporter. REQUIRES: `refusals` outlives its use.
+RefusalReporter ReporterOf(metrics::Refusals& refusals) {
+  return [&refusals](absl::string_view reason, absl::string_view detail) {
+    refusals.Refuse(reason, detail);
+  };
 }
 
 // Logs why start-up failed; returns the exit code that says so.
@@ -203,7 +215,7 @@ int WorkerServing::StartPeerServer() {
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   ListeningPort port;
-  port.Add(builder, *target);
+  port.Add(builder, *target, parts_.config.security.transport.ServerCredentials(ReporterOf(parts_.refusals)));
   builder.RegisterService(&parts_.peer_service);
   peer_server_ = builder.BuildAndStart();
   absl::StatusOr<std::string> bound = port.BoundAddress();
@@ -223,7 +235,10 @@ int WorkerServing::StartClientServer() {
   ListeningPort socket_port, tcp_port;
   socket_port.Add(builder, absl::StrCat("unix:", parts_.config.socket_path));
   const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
-  if (!client_listen.empty()) tcp_port.Add(builder, client_listen);
+  if (!client_listen.empty()) {
+    tcp_port.Add(builder, client_listen,
+                 parts_.config.security.transport.ServerCredentials(ReporterOf(parts_.refusals)));
+  }
   builder.RegisterService(&parts_.worker_service);
   client_server_ = builder.BuildAndStart();
   if (client_server_ == nullptr) {
@@ -235,7 +250,7 @@ int WorkerServing::StartClientServer() {
 int WorkerServing::StartHttpEndpoint() {
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpointFromFlags(
       parts_.metrics_page, [&ring = parts_.ring] { return RingReadiness(ring); },
-      &parts_.refusals);
+      &parts_.refusals, parts_.config.security.http_token);
   if (!http.ok()) {
     return StartFailed(http.status().code() == absl::StatusCode::kInvalidArgument ? kBadFlags
                                                                                   : kFailed,
@@ -251,7 +266,8 @@ int WorkerServing::JoinCoordinator() {
   const std::string http_address = http_ == nullptr ? "" : AdvertisedAddress(http_->address());
   CoordinatorSessionOptions options{parts_.config.coordinator, parts_.config.worker_id,
                                     advertised_, http_address, absl::GetFlag(FLAGS_join_timeout),
-                                    [&ring] { return ring.Status().generation; }};
+                                    [&ring] { return ring.Status().generation; },
+                                    parts_.config.security.transport};
   session_ = std::make_unique<CoordinatorSession>(
       options, [&ring](const v1::RingView& view) { ring.OnView(view); },
       [&ring, &executor](v1::HeartbeatRequest* report) { ReportHeartbeat(ring, executor, report); },
@@ -262,9 +278,10 @@ int WorkerServing::JoinCoordinator() {
 
 void WorkerServing::LogServing() const {
   const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
-  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {}{}",
+  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {} ({}){}",
                parts_.config.worker_id, parts_.config.socket_path,
                client_listen.empty() ? "" : absl::StrCat(" and ", client_listen), advertised_,
+               parts_.config.security.transport.Describe(),
                http_ == nullptr ? ""
                                 : absl::StrCat("; metrics on http://", http_->address(), "/metrics"));
 }
@@ -297,13 +314,14 @@ WorkerServiceOptions ServiceOptions(const WorkerConfig& config, const Reducer& r
 int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   // Before any thread starts, so that every thread inherits the blocked stop signals.
   const StopSignals stop_signals;
-  InboxRegistry registry(/*inbox_capacity=*/4);
-  PeerService peer_service(registry);
-  GrpcLinkFactory links(config.worker_id, registry);
-  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
   prometheus::Registry metrics;
+  metrics::Refusals refusals(metrics);  // ringsync_refused_total: every refused caller
+  const RefusalReporter report_refusal = ReporterOf(refusals);
+  InboxRegistry registry(/*inbox_capacity=*/4);
+  PeerService peer_service(registry, HelloPolicy{config.security.transport.tls(), report_refusal});
+  GrpcLinkFactory links(config.worker_id, registry, config.security.transport);
+  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
   metrics::AddBuildInfo(metrics);
-  metrics::Refusals refusals(metrics);
   const metrics::ProcessCollector process_metrics;
   WorkerMetrics worker_metrics(metrics, ring, reducer.name());
   const ExecutorOptions executor_options{

@@ -15,12 +15,16 @@
 
 namespace ringsync::testing {
 
-// `http`: every daemon also serves /metrics, /healthz and /readyz.
-inline std::unique_ptr<LocalCluster> StartCluster(int world_size,
-                                                  std::vector<std::string> worker_flags = {},
-                                                  std::vector<std::string> coordinator_flags = {},
-                                                  bool http = false) {
+// `http`: every daemon also serves /metrics, /healthz and /readyz. The daemons
+// authenticate with mutual TLS (certificates made per cluster by deploy/make-certs.sh),
+// as a deployment should, unless `security` says otherwise.
+inline std::unique_ptr<LocalCluster> StartCluster(
+    int world_size, std::vector<std::string> worker_flags = {},
+    std::vector<std::string> coordinator_flags = {}, bool http = false,
+    ClusterSecurity security = ClusterSecurity::kMutualTls) {
   LocalClusterOptions options;
+  options.security = security;
+  options.make_certs = RINGSYNC_MAKE_CERTS;
   options.world_size = world_size;
   options.ringsyncd = RINGSYNCD_PATH;
   options.http = http;

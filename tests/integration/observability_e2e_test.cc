@@ -45,12 +45,16 @@ struct HttpReply {
 };
 
 // GET http://ADDRESS/PATH; status 0 when nothing answered.
-HttpReply HttpGet(const std::string& address, const std::string& path) {
+// `token`: the daemons' HTTP bearer token (not needed for Prometheus' own pages).
+HttpReply HttpGet(const std::string& address, const std::string& path,
+                  const std::string& token = "") {
   const size_t colon = address.rfind(':');
   httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
   client.set_connection_timeout(std::chrono::seconds(2));
   client.set_read_timeout(std::chrono::seconds(5));
-  httplib::Result result = client.Get(path);
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  httplib::Result result = client.Get(path, headers);
   if (!result) return {};
   return {result->status, result->body};
 }
@@ -116,8 +120,9 @@ std::string ReadFile(const std::string& path) {
 // PID and its directory removed when this goes out of scope.
 class PrometheusServer {
  public:
+  // `token`: the bearer token the daemons' HTTP ports require.
   PrometheusServer(const std::vector<std::string>& coordinator_targets,
-                   const std::vector<std::string>& worker_targets) {
+                   const std::vector<std::string>& worker_targets, const std::string& token) {
     char pattern[] = "/tmp/ringsync-prometheus-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) return;
     dir_ = pattern;
@@ -126,13 +131,16 @@ class PrometheusServer {
       for (const std::string& t : targets) out.push_back(absl::StrCat("'", t, "'"));
       return absl::StrJoin(out, ", ");
     };
+    std::ofstream(dir_ + "/token") << token << "\n";
+    const std::string authorization =
+        absl::StrCat("    authorization: {credentials_file: '", dir_, "/token'}\n");
     std::ofstream(dir_ + "/prometheus.yml")
         << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
         << "scrape_configs:\n"
-        << "  - job_name: ringsync-coordinator\n    static_configs:\n      - targets: ["
-        << quoted(coordinator_targets) << "]\n"
-        << "  - job_name: ringsync-worker\n    static_configs:\n      - targets: ["
-        << quoted(worker_targets) << "]\n";
+        << "  - job_name: ringsync-coordinator\n" << authorization
+        << "    static_configs:\n      - targets: [" << quoted(coordinator_targets) << "]\n"
+        << "  - job_name: ringsync-worker\n" << authorization
+        << "    static_configs:\n      - targets: [" << quoted(worker_targets) << "]\n";
     address_ = absl::StrCat("127.0.0.1:", FreePort());
     const std::vector<std::string> argv = {PROMETHEUS_PATH,
                                            "--config.file=" + dir_ + "/prometheus.yml",
@@ -205,7 +213,8 @@ TEST(Observability, PrometheusScrapesEveryDaemonAndSeesExactlyWhatTheRingDid) {
   std::vector<std::string> workers;
   for (int i = 0; i < kWorld; ++i) workers.push_back(cluster->worker_http_address(i));
   // Start Prometheus first: it boots while the ring forms and the collectives run.
-  PrometheusServer prometheus({cluster->coordinator_http_address()}, workers);
+  PrometheusServer prometheus({cluster->coordinator_http_address()}, workers,
+                              cluster->http_token());
 
   auto clients = ConnectAll(*cluster);
   constexpr int kIterations = 5;
@@ -223,15 +232,15 @@ TEST(Observability, PrometheusScrapesEveryDaemonAndSeesExactlyWhatTheRingDid) {
       {"coordinator", cluster->coordinator_http_address()}};
   for (int i = 0; i < kWorld; ++i) daemons.emplace_back(cluster->worker_id(i), workers[i]);
   for (const auto& [name, address] : daemons) {
-    const HttpReply page = HttpGet(address, "/metrics");
+    const HttpReply page = HttpGet(address, "/metrics", cluster->http_token());
     ASSERT_EQ(page.status, 200) << name;
     const CommandResult lint = Promtool(page.body, cluster->directory(), name);
     EXPECT_EQ(lint.exit_code, 0) << name << ": " << lint.output << "\n" << page.body;
     EXPECT_EQ(lint.output, "") << name;
-    EXPECT_EQ(HttpGet(address, "/healthz").status, 200) << name;
-    EXPECT_EQ(HttpGet(address, "/readyz").status, 200) << name;
+    EXPECT_EQ(HttpGet(address, "/healthz", cluster->http_token()).status, 200) << name;
+    EXPECT_EQ(HttpGet(address, "/readyz", cluster->http_token()).status, 200) << name;
   }
-  EXPECT_THAT(HttpGet(workers[0], "/metrics").body,
+  EXPECT_THAT(HttpGet(workers[0], "/metrics", cluster->http_token()).body,
               HasSubstr("ringsync_collectives_total{dtype=\"float32\",kind=\"allreduce\","
                         "result=\"ok\"} 5\n"));
 
@@ -294,12 +303,14 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
     EXPECT_FALSE(s.ok());
   }
   for (int i = 0; i < kWorld; ++i) {
-    EXPECT_THAT(HttpGet(cluster->worker_http_address(i), "/metrics").body,
+    EXPECT_THAT(HttpGet(cluster->worker_http_address(i), "/metrics", cluster->http_token()).body,
                 HasSubstr("ringsync_collectives_failed_total{cause=\"mismatch\",kind=\"allreduce\"} 1\n"))
         << cluster->worker_id(i);
     EXPECT_THAT(cluster->Log(cluster->worker_id(i)), HasSubstr("collective failed (cause mismatch)"));
   }
-  const std::string ctl = RINGSYNCCTL_PATH;
+  // ringsyncctl presents a client certificate of the cluster's CA.
+  const std::string ctl = absl::StrCat(RINGSYNCCTL_PATH, " ",
+                                       absl::StrJoin(cluster->client_credentials().Flags(), " "));
   const std::string coordinator = cluster->coordinator_address();
 
   // (d) The table: one row per worker in rank order, 3 collectives done and 1 failed once
@@ -344,22 +355,22 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
   EXPECT_EQ(RunShell(absl::StrCat(ctl, " frobnicate")).exit_code, 2);
 
   // (c) Kill rank 3: its neighbours' /readyz turn 503 naming it, and the table says so.
-  ASSERT_EQ(HttpGet(cluster->worker_http_address(0), "/readyz").status, 200);
+  ASSERT_EQ(HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token()).status, 200);
   cluster->worker(3).Signal(SIGKILL);
   HttpReply readyz;
   const absl::Time flip_deadline = absl::Now() + absl::Seconds(10);
   while (absl::Now() < flip_deadline) {
-    readyz = HttpGet(cluster->worker_http_address(0), "/readyz");
+    readyz = HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token());
     if (readyz.status == 503) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_EQ(readyz.status, 503);
   EXPECT_THAT(readyz.body, HasSubstr("not ready: generation 2"));
   EXPECT_THAT(readyz.body, HasSubstr("w3"));
-  EXPECT_EQ(HttpGet(cluster->worker_http_address(0), "/healthz").status, 200);
-  EXPECT_THAT(HttpGet(cluster->worker_http_address(2), "/metrics").body,
+  EXPECT_EQ(HttpGet(cluster->worker_http_address(0), "/healthz", cluster->http_token()).status, 200);
+  EXPECT_THAT(HttpGet(cluster->worker_http_address(2), "/metrics", cluster->http_token()).body,
               HasSubstr("ringsync_ring_ready 0\n"));
-  EXPECT_THAT(HttpGet(cluster->coordinator_http_address(), "/metrics").body,
+  EXPECT_THAT(HttpGet(cluster->coordinator_http_address(), "/metrics", cluster->http_token()).body,
               HasSubstr("ringsync_coordinator_ring_formed 0\n"));
   status = RunShell(absl::StrCat(ctl, " status ", coordinator));
   EXPECT_EQ(status.exit_code, 0);

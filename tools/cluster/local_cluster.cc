@@ -1,15 +1,20 @@
 #include "tools/cluster/local_cluster.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
 namespace ringsync {
@@ -37,7 +42,84 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// 32 random bytes as hex, written to a new file only its owner can read.
+absl::StatusOr<std::string> WriteRandomToken(const std::string& path) {
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  std::string bytes(32, '\0');
+  if (!random.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+    return absl::InternalError("cannot read /dev/urandom for the cluster token");
+  }
+  const std::string token = absl::BytesToHexString(bytes);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
+  const std::string line = token + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!written) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return token;
+}
+
 }  // namespace
+
+std::vector<std::string> ClusterCredentials::Flags() const {
+  std::vector<std::string> flags;
+  if (!token_file.empty()) flags.push_back("--token_file=" + token_file);
+  if (!tls_ca.empty()) {
+    flags.push_back("--tls_ca=" + tls_ca);
+    flags.push_back("--tls_cert=" + tls_cert);
+    flags.push_back("--tls_key=" + tls_key);
+  }
+  return flags;
+}
+
+absl::Status LocalCluster::MakeSecrets() {
+  if (options_.security == ClusterSecurity::kInsecure) return absl::OkStatus();
+  const std::string token_file = directory_ + "/cluster.token";
+  absl::StatusOr<std::string> token = WriteRandomToken(token_file);
+  if (!token.ok()) return token.status();
+  http_token_ = *token;
+  client_.token_file = token_file;
+  if (options_.security == ClusterSecurity::kToken) return absl::OkStatus();
+  // With mutual TLS the token guards only the HTTP ports: gRPC callers present certificates.
+  client_.token_file.clear();
+  std::vector<std::string> names = {"coordinator", "client/sdk"};
+  for (int i = 0; i < options_.world_size; ++i) names.push_back("worker/" + worker_id(i));
+  if (absl::Status s = MakeCertificates(names); !s.ok()) return s;
+  client_.tls_ca = tls_file("ca.pem");
+  client_.tls_cert = tls_file("client-sdk.pem");
+  client_.tls_key = tls_file("client-sdk.key");
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::MakeCertificates(const std::vector<std::string>& names) {
+  if (options_.make_certs.empty()) {
+    return absl::InvalidArgumentError("mutual TLS needs LocalClusterOptions::make_certs");
+  }
+  const std::string command = absl::StrCat(options_.make_certs, " ", directory_, "/tls ",
+                                           absl::StrJoin(names, " "), " >", directory_,
+                                           "/make-certs.log 2>&1");
+  if (std::system(command.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("making certificates failed: ", command, ":\n",
+                                            ReadFile(directory_ + "/make-certs.log")));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> LocalCluster::SecurityFlags(const std::string& name) const {
+  switch (options_.security) {
+    case ClusterSecurity::kInsecure:
+      return {"--insecure"};
+    case ClusterSecurity::kToken:
+      return {"--token_file=" + directory_ + "/cluster.token"};
+    case ClusterSecurity::kMutualTls: {
+      const std::string file = name == "coordinator" ? name : "worker-" + name;
+      return {"--tls_ca=" + tls_file("ca.pem"), "--tls_cert=" + tls_file(file + ".pem"),
+              "--tls_key=" + tls_file(file + ".key"),
+              "--http_token_file=" + directory_ + "/cluster.token"};
+    }
+  }
+  return {};
+}
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
@@ -47,6 +129,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   char pattern[] = "/tmp/ringsync-cluster-XXXXXX";
   if (::mkdtemp(pattern) == nullptr) return absl::InternalError("mkdtemp failed");
   cluster->directory_ = pattern;
+  cluster->workers_.resize(options.world_size);  // worker_id() needs the world size
+  if (absl::Status s = cluster->MakeSecrets(); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options.startup_timeout;
 
   const std::string port_file = cluster->directory_ + "/coordinator.port";
@@ -55,6 +139,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                    "--port_file=" + port_file};
   const std::vector<std::string> http_flags = cluster->HttpFlags("coordinator");
   argv.insert(argv.end(), http_flags.begin(), http_flags.end());
+  const std::vector<std::string> security_flags = cluster->SecurityFlags("coordinator");
+  argv.insert(argv.end(), security_flags.begin(), security_flags.end());
   argv.insert(argv.end(), options.coordinator_flags.begin(), options.coordinator_flags.end());
   absl::StatusOr<ChildProcess> coordinator =
       ChildProcess::Start(argv, cluster->directory_ + "/coordinator.log");
@@ -122,6 +208,8 @@ absl::Status LocalCluster::StartWorker(int i) {
                                    "--port_file=" + directory_ + "/" + id + ".port"};
   const std::vector<std::string> http_flags = HttpFlags(id);
   argv.insert(argv.end(), http_flags.begin(), http_flags.end());
+  const std::vector<std::string> security_flags = SecurityFlags(id);
+  argv.insert(argv.end(), security_flags.begin(), security_flags.end());
   argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
   absl::StatusOr<ChildProcess> worker = ChildProcess::Start(argv, directory_ + "/" + id + ".log");
   if (!worker.ok()) return worker.status();

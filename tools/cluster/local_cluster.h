@@ -2,6 +2,10 @@
 // `ringsyncd coordinator` and N `ringsyncd worker`s on 127.0.0.1 ephemeral ports, each
 // worker serving its training process on a unix socket in a private directory. Used by
 // the demo and the integration tests; everything it starts stops with it.
+//
+// Secure by default: the daemons authenticate with a random cluster token written to
+// the cluster's private directory (0700, the file 0600), or with mutual TLS from a CA
+// and certificates made there by deploy/make-certs.sh. Nothing is needed by hand.
 #pragma once
 
 #include <memory>
@@ -14,6 +18,13 @@
 
 namespace ringsync {
 
+// How the cluster's daemons authenticate each other and their callers.
+enum class ClusterSecurity {
+  kToken,      // a random cluster token (--token_file)
+  kMutualTls,  // certificates per daemon (--tls_*), plus the token for the HTTP ports
+  kInsecure,   // --insecure
+};
+
 struct LocalClusterOptions {
   int world_size = 4;
   std::string ringsyncd;                        // path of the ringsyncd binary
@@ -23,6 +34,17 @@ struct LocalClusterOptions {
   // Serve /metrics, /healthz, /readyz on every daemon (--http_listen=127.0.0.1:0); the
   // bound addresses are coordinator_http_address() and worker_http_address(i).
   bool http = false;
+  ClusterSecurity security = ClusterSecurity::kToken;
+  // deploy/make-certs.sh; required for ClusterSecurity::kMutualTls.
+  std::string make_certs;
+};
+
+// What a client of the cluster's TCP ports presents (all empty when insecure).
+struct ClusterCredentials {
+  std::string token_file;  // the cluster token (also the HTTP bearer token)
+  std::string tls_ca, tls_cert, tls_key;  // a client certificate, with kMutualTls
+  // As flags of ringsyncctl and ringsync-bench ("--token_file=...", "--tls_ca=...").
+  std::vector<std::string> Flags() const;
 };
 
 class LocalCluster {
@@ -42,6 +64,14 @@ class LocalCluster {
   ChildProcess& worker(int i) { return workers_[i]; }
   ChildProcess& coordinator() { return coordinator_; }
   const std::string& directory() const { return directory_; }
+  // What a client presents to the daemons' TCP ports (a client certificate with mTLS).
+  const ClusterCredentials& client_credentials() const { return client_; }
+  // The HTTP ports' bearer token; empty when insecure.
+  const std::string& http_token() const { return http_token_; }
+  // Makes certificates under the cluster's CA (deploy/make-certs.sh NAMES): e.g. a
+  // rogue's "worker/w9" or replacements for rotation. Their files: tls_file("worker-w9.pem").
+  absl::Status MakeCertificates(const std::vector<std::string>& names);
+  std::string tls_file(const std::string& name) const { return directory_ + "/tls/" + name; }
   // Everything a process wrote, for diagnostics: "coordinator" or "w0" ...
   std::string Log(const std::string& name) const;
 
@@ -58,11 +88,17 @@ class LocalCluster {
   absl::Status AwaitWorker(int i, absl::Time deadline);
   // The flags that make a daemon serve HTTP and write its port to DIRECTORY/NAME.http.
   std::vector<std::string> HttpFlags(const std::string& name) const;
+  // Writes the token and makes the certificates options_.security asks for.
+  absl::Status MakeSecrets();
+  // The authentication flags of daemon `name` ("coordinator", "w0", ...).
+  std::vector<std::string> SecurityFlags(const std::string& name) const;
 
   LocalClusterOptions options_;
   std::string directory_;
   std::string coordinator_address_;
   std::string coordinator_http_;
+  ClusterCredentials client_;
+  std::string http_token_;
   std::vector<std::string> worker_http_;
   ChildProcess coordinator_;
   std::vector<ChildProcess> workers_;

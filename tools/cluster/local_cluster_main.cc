@@ -25,6 +25,10 @@ ABSL_FLAG(std::string, targets_file, "",
 ABSL_FLAG(std::string, pids_file, "", "also write the worker PIDs here, one per line, rank order");
 ABSL_FLAG(std::vector<std::string>, worker_flags, {}, "extra flags for every worker, comma-separated");
 ABSL_FLAG(std::vector<std::string>, coordinator_flags, {}, "extra coordinator flags, comma-separated");
+ABSL_FLAG(std::string, security, "token",
+          "how the daemons authenticate: token (a random cluster token in the cluster's private "
+          "directory), tls (mutual TLS, certificates made there by make-certs.sh) or insecure");
+ABSL_FLAG(std::string, make_certs, RINGSYNC_MAKE_CERTS, "deploy/make-certs.sh, for --security=tls");
 
 namespace ringsync {
 namespace {
@@ -58,6 +62,16 @@ int Run() {
   }
   options.worker_flags = absl::GetFlag(FLAGS_worker_flags);
   options.coordinator_flags = absl::GetFlag(FLAGS_coordinator_flags);
+  const std::string security = absl::GetFlag(FLAGS_security);
+  if (security == "tls") {
+    options.security = ClusterSecurity::kMutualTls;
+  } else if (security == "insecure") {
+    options.security = ClusterSecurity::kInsecure;
+  } else if (security != "token") {
+    std::fprintf(stderr, "ringsync-local-cluster: --security must be token, tls or insecure\n");
+    return 2;
+  }
+  options.make_certs = absl::GetFlag(FLAGS_make_certs);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
     std::fprintf(stderr, "ringsync-local-cluster: %s\n", cluster.status().ToString().c_str());

@@ -10,8 +10,8 @@
 namespace ringsync {
 
 HealthResult CheckHealth(const std::string& target, const std::string& service,
-                         absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+                         const TransportSecurity& security, absl::Duration timeout) {
+  auto channel = security.CreateChannel(target, grpc::ChannelArguments());
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -6,6 +6,7 @@
 // Exit codes: 0 = answered (status) / SERVING (health); 1 = unreachable or not
 // serving, with one line saying why; 2 = bad usage.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "ringsync/v1/coordinator.grpc.pb.h"
 #include "tools/ringsyncctl/cluster_report.h"
 #include "tools/ringsyncctl/health_check.h"
+#include "wire/security/transport_security.h"
 #include "wire/grpc_options.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7400",
@@ -35,6 +37,12 @@ ABSL_FLAG(std::string, service, "",
           "health: the service name to ask about; empty = the whole server.");
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of text.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "Deadline of the call.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the daemons' certificates: with --tls_cert and --tls_key, talk "
+          "mutual TLS (the daemons' --tls_* flags).");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate from that CA (make-certs.sh client/NAME).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, token_file, "", "file holding the cluster token (the daemons' --token_file).");
 
 namespace ringsync {
 namespace {
@@ -48,6 +56,21 @@ constexpr char kUsage[] =
     "      grpc.health.v1.Health/Check on TARGET (HOST:PORT or unix:/path); exit 0 if\n"
     "      SERVING, 1 otherwise, saying why\n"
     "Exit codes: 0 ok, 1 unreachable / not serving, 2 bad usage.";
+
+// What to present to the daemons (the flags above); exits with a message when unusable.
+TransportSecurity SecurityFromFlags() {
+  TransportSecurityOptions options;
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.token_file = absl::GetFlag(FLAGS_token_file);
+  absl::StatusOr<TransportSecurity> security = TransportSecurity::Create(options);
+  if (!security.ok()) {
+    std::fprintf(stderr, "ringsyncctl: %s\n", std::string(security.status().message()).c_str());
+    std::exit(2);
+  }
+  return *std::move(security);
+}
 
 int Usage(const std::string& why) {
   std::fprintf(stderr, "ringsyncctl: %s\n\n%s\n", why.c_str(), kUsage);
@@ -68,7 +91,7 @@ int Status(const std::vector<std::string>& args) {
   }
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   auto stub = v1::Coordinator::NewStub(
-      grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
+      SecurityFromFlags().CreateChannel(coordinator, grpc::ChannelArguments()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ClusterStatus status;
@@ -99,7 +122,8 @@ int Health(const std::vector<std::string>& args) {
     return Usage("health takes one target: ringsyncctl health HOST:PORT (or unix:/path)");
   }
   const std::string service = absl::GetFlag(FLAGS_service);
-  const HealthResult result = CheckHealth(target, service, absl::GetFlag(FLAGS_timeout));
+  const HealthResult result =
+      CheckHealth(target, service, SecurityFromFlags(), absl::GetFlag(FLAGS_timeout));
   if (absl::GetFlag(FLAGS_json)) {
     std::fputs(HealthJson(target, service, result).c_str(), stdout);
   } else if (result.serving) {

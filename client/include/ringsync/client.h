@@ -61,6 +61,14 @@ struct ClientOptions {
   std::string shared_memory_dir = "/dev/shm";
   // Shown in the worker's logs; empty means "pid <pid>".
   std::string client_name;
+  // Authentication on a "host:port" target (the worker's --client_listen), as the worker
+  // requires (see the README's "Security"); ignored on a unix socket. PEM files for
+  // mutual TLS: the cluster's CA, this client's certificate from it and its key (all three
+  // or none). A file holding the cluster token (the worker's --token_file).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string token_file;
 };
 
 struct CollectiveOptions {

@@ -5,15 +5,22 @@ import os
 from ringsync import _ringsync
 
 
-def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None):
+def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None,
+            tls_ca=None, tls_cert=None, tls_key=None, token_file=None):
     """Connects to the ringsync worker at `worker` ("unix:/path" or "host:port") and returns
     a Client once the worker reports a formed ring (so rank and world_size are known).
 
     `timeout` (seconds) bounds the wait for the worker and the ring. Raises
     WorkerUnavailable when the worker cannot be reached or already serves another
     process, TimeoutError when no ring formed in time.
+
+    On a "host:port" worker (its --client_listen) authenticate as the worker requires:
+    `tls_ca`, `tls_cert`, `tls_key` (PEM files: mutual TLS) and/or `token_file` (the
+    cluster token). A unix socket needs none of them.
     """
-    return Client(_ringsync._connect(worker, float(timeout), name or f"python pid {os.getpid()}"))
+    return Client(_ringsync._connect(worker, float(timeout), name or f"python pid {os.getpid()}",
+                                     tls_ca or "", tls_cert or "", tls_key or "",
+                                     token_file or ""))
 
 
 class Client:

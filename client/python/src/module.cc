@@ -53,5 +53,7 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("timeout") = std::nullopt)
       .def("close", &PyClient::Close);
 
-  m.def("_connect", &PyClient::Connect, py::arg("worker"), py::arg("timeout"), py::arg("name"));
+  m.def("_connect", &PyClient::Connect, py::arg("worker"), py::arg("timeout"), py::arg("name"),
+        py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
+        py::arg("token_file") = "");
 }

@@ -20,10 +20,16 @@ absl::Duration TimeoutOf(std::optional<double> seconds) {
 }  // namespace
 
 std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double timeout_seconds,
-                                            const std::string& name) {
+                                            const std::string& name, const std::string& tls_ca,
+                                            const std::string& tls_cert, const std::string& tls_key,
+                                            const std::string& token_file) {
   ClientOptions options;
   options.connect_timeout = absl::Seconds(timeout_seconds);
   options.client_name = name;
+  options.tls_ca = tls_ca;
+  options.tls_cert = tls_cert;
+  options.tls_key = tls_key;
+  options.token_file = token_file;
   absl::StatusOr<std::unique_ptr<Client>> client;
   {
     py::gil_scoped_release nogil;

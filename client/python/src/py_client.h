@@ -25,8 +25,11 @@ namespace ringsync::python {
 class PyClient {
  public:
   // Raises WorkerUnavailable / TimeoutError / ringsync.Error as the connection fails.
+  // `tls_*`, `token_file`: ClientOptions' authentication for a TCP worker ("" = none).
   static std::unique_ptr<PyClient> Connect(const std::string& worker, double timeout_seconds,
-                                           const std::string& name);
+                                           const std::string& name,
+                                           const std::string& tls_ca, const std::string& tls_cert,
+                                           const std::string& tls_key, const std::string& token_file);
 
   int rank() const { return Get()->rank(); }
   int world_size() const { return Get()->world_size(); }

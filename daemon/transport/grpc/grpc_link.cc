@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OpenWithRetries(const RingNeighb
     WaitLimit attempt = limit;
     attempt.deadline = std::min(limit.deadline, absl::Now() + kOpenAttempt);
     absl::StatusOr<std::unique_ptr<OutboundStream>> outbound = OutboundStream::Open(
-        neighbours.next_target, hello, neighbours.next_description, attempt);
+        neighbours.next_target, hello, neighbours.next_description, attempt, neighbours.security);
     // Only an attempt that got no answer is worth making again; a refusal says why.
     if (outbound.ok() || !absl::IsDeadlineExceeded(outbound.status()) ||
         absl::Now() >= limit.deadline ||
@@ -83,7 +83,7 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
     }
     absl::StatusOr<std::unique_ptr<OutboundStream>> reopened = OutboundStream::Open(
         neighbours_.next_target, PeerHello{me_.rank, me_.generation, neighbours_.worker_id},
-        neighbours_.next_description, limit);
+        neighbours_.next_description, limit, neighbours_.security);
     if (!reopened.ok()) {
       return absl::Status(reopened.status().code(),
                           absl::StrCat("reconnecting: ", reopened.status().message()));

@@ -2,6 +2,8 @@
 // OutboundStream to rank+1 and come in through the PeerInbox fed by rank-1's stream.
 #pragma once
 
+#include "wire/security/transport_security.h"
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +20,7 @@ struct RingNeighbours {
   std::string next_target;       // gRPC target of rank+1's Peer service
   std::string next_description;  // "rank 2 (worker w2 at 127.0.0.1:7401)"
   std::string worker_id;         // this worker's id, sent in the hello
+  TransportSecurity security;    // how the stream to rank+1 authenticates
 };
 
 // Thread-safety: as Link (one sender thread, one receiver thread).

@@ -4,6 +4,7 @@
 #include "wire/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/peer_service.h"
+#include "wire/security/peer_identity.h"
 #include "daemon/transport/grpc/reaction_order.h"
 #include "ringsync/v1/peer.pb.h"
 
@@ -58,8 +59,13 @@ void InboundStream::Ops::StreamGone() {
   stream_ = nullptr;
 }
 
-InboundStream::InboundStream(InboxRegistry& registry, std::string peer)
-    : registry_(registry), peer_(std::move(peer)), ops_(std::make_shared<Ops>(this)) {
+InboundStream::InboundStream(InboxRegistry& registry, std::string peer, PeerIdentity identity,
+                             const HelloPolicy& policy)
+    : registry_(registry),
+      peer_(std::move(peer)),
+      identity_(std::move(identity)),
+      policy_(policy),
+      ops_(std::make_shared<Ops>(this)) {
   HandToGrpc(this);
   ops_->ResumeReading();
 }
@@ -99,13 +105,23 @@ void InboundStream::OnReadDone(bool ok) {
 
 void InboundStream::AcceptHello(const PeerHello& hello) {
   sender_ = absl::StrCat("rank ", hello.sender_rank, " (worker ", hello.worker_id, ")");
+  // A hijack: a caller with a valid certificate for one worker claims to be another.
+  if (absl::Status s = CheckClaimedWorker(identity_, hello.worker_id, policy_.require_certificates);
+      !s.ok()) {
+    Refuse("peer_hello_identity_mismatch", s);
+    return;
+  }
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(hello.generation);
   if (!inbox.ok()) {
     ops_->EndStream(inbox.status());
     return;
   }
   if (absl::Status s = (*inbox)->Attach(ops_, hello.sender_rank, hello.worker_id); !s.ok()) {
-    ops_->EndStream(s);
+    if (absl::IsPermissionDenied(s)) {
+      Refuse("peer_hello_not_in_view", s);
+    } else {
+      ops_->EndStream(s);
+    }
     return;
   }
   inbox_ = *std::move(inbox);
@@ -116,6 +132,13 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
   grpc::Slice slice(ack.SerializeAsString());
   ops_->Write(grpc::ByteBuffer(&slice, 1));
   ops_->ResumeReading();
+}
+
+void InboundStream::Refuse(absl::string_view reason, const absl::Status& status) {
+  if (policy_.refusals) {
+    policy_.refusals(reason, absl::StrCat("ring stream from ", peer_, ": ", status.message()));
+  }
+  ops_->EndStream(status);
 }
 
 void InboundStream::Fail(const absl::Status& status) {

@@ -25,16 +25,20 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/transport/grpc/peer_inbox.h"
+#include "wire/security/peer_identity.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_callback.h"
 
 namespace ringsync {
 
 class InboxRegistry;
+struct HelloPolicy;
 
 class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  InboundStream(InboxRegistry& registry, std::string peer);
+  // `identity`: what the caller's certificate proved; `policy` outlives the stream.
+  InboundStream(InboxRegistry& registry, std::string peer, PeerIdentity identity,
+                const HelloPolicy& policy);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -69,9 +73,13 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   void AcceptHello(const struct PeerHello& hello);
   void Fail(const absl::Status& status);
+  // Ends the stream with `status`, counted as a refusal under `reason`.
+  void Refuse(absl::string_view reason, const absl::Status& status);
 
   InboxRegistry& registry_;
   const std::string peer_;  // the remote address, for messages
+  const PeerIdentity identity_;
+  const HelloPolicy& policy_;
   std::shared_ptr<Ops> ops_;
   // Touched by OnReadDone only: gRPC runs one reaction of a kind at a time.
   std::shared_ptr<PeerInbox> inbox_;  // set once the hello is accepted

@@ -27,9 +27,9 @@ OutboundStream::OutboundStream(std::shared_ptr<grpc::Channel> channel, std::stri
 absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::Open(const std::string& target,
                                                                      const PeerHello& hello,
                                                                      const std::string& peer,
-                                                                     const WaitLimit& limit) {
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                           PeerChannelArguments());
+                                                                     const WaitLimit& limit,
+                                                                     const TransportSecurity& security) {
+  std::shared_ptr<grpc::Channel> channel = security.CreateChannel(target, PeerChannelArguments());
   std::unique_ptr<OutboundStream> stream(new OutboundStream(std::move(channel), peer));
   OutboundStream& s = *stream;
   // The neighbour may still be starting: wait for its port instead of failing at once.

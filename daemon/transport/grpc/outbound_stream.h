@@ -21,6 +21,8 @@
 // Thread-safety: one thread writes at a time; the destructor may run on any thread.
 #pragma once
 
+#include "wire/security/transport_security.h"
+
 #include <memory>
 #include <string>
 
@@ -44,10 +46,10 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
  public:
   // Connects to `target`, sends `hello`, and waits within `limit` for the peer to accept.
   // `peer` describes the receiver for messages, e.g. "rank 2 (worker w2 at 10.0.0.3:7401)".
-  static absl::StatusOr<std::unique_ptr<OutboundStream>> Open(const std::string& target,
-                                                              const PeerHello& hello,
-                                                              const std::string& peer,
-                                                              const WaitLimit& limit);
+  // `security`: how the connection authenticates (plain TCP by default).
+  static absl::StatusOr<std::unique_ptr<OutboundStream>> Open(
+      const std::string& target, const PeerHello& hello, const std::string& peer,
+      const WaitLimit& limit, const TransportSecurity& security = TransportSecurity());
   ~OutboundStream() override;
 
   // Sends one frame. On cancellation or deadline while gRPC still holds the payload,

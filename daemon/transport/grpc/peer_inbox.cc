@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringsync {
@@ -14,6 +15,12 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
   {
     absl::MutexLock lock(&mu_);
     if (!closed_.ok()) return closed_;
+    if (expected_rank_ >= 0 && (sender_rank != expected_rank_ || sender_worker != expected_worker_)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "generation ", generation_, ": a hello from rank ", sender_rank, " (worker '",
+          absl::CHexEscape(sender_worker.substr(0, 64)), "'), but the ring view names rank ", expected_rank_, " (worker ",
+          expected_worker_, ") as this rank's left neighbour"));
+    }
     if (ever_attached_ && sender_rank != sender_rank_) {
       return absl::AlreadyExistsError(absl::StrCat(
           "generation ", generation_, " already has an incoming stream from rank ", sender_rank_,
@@ -28,6 +35,31 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
   }
   if (replaced != nullptr) replaced->EndStream(absl::CancelledError("replaced by a new stream"));
   return absl::OkStatus();
+}
+
+bool PeerInbox::ExpectSender(int rank, const std::string& worker) {
+  std::shared_ptr<InboxFeeder> impostor;
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    expected_rank_ = rank;
+    expected_worker_ = worker;
+    if (!ever_attached_ || (sender_rank_ == rank && sender_worker_ == worker)) return false;
+    why = absl::PermissionDeniedError(absl::StrCat(
+        "generation ", generation_, ": the ring view names rank ", rank, " (worker ", worker,
+        ") as this rank's left neighbour, not rank ", sender_rank_, " (worker '",
+        absl::CHexEscape(sender_worker_.substr(0, 64)), "')"));
+    impostor = std::exchange(feeder_, nullptr);
+    queue_.clear();  // never deliver its frames
+    reading_paused_ = false;
+    newest_aborted_ = 0;  // nor believe its aborts
+    ever_attached_ = false;
+    sender_rank_ = -1;
+    sender_worker_.clear();
+    stream_end_ = why;
+  }
+  if (impostor != nullptr) impostor->EndStream(why);
+  return true;
 }
 
 void PeerInbox::Detach(const InboxFeeder* feeder, const absl::Status& why) {

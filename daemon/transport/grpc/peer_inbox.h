@@ -39,10 +39,15 @@ class PeerInbox {
   uint64_t generation() const { return generation_; }
 
   // The stream that feeds this inbox announced itself. A new stream from the same
-  // sender replaces its previous one (the sender gave it up and reconnected); a stream
-  // from another rank is refused.
+  // sender replaces its previous one (the sender gave it up and reconnected). Once the
+  // ring view is known (ExpectSender) only the sender it names is accepted; before, a
+  // stream from another rank is refused.
   absl::Status Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank,
                       const std::string& sender_worker);
+  // The ring view names rank `rank`, worker `worker`, as this inbox's sender. A stream
+  // attached from anyone else is ended (PermissionDenied) and its frames dropped, so
+  // only the left neighbour's frames are ever popped. Returns whether one was ended.
+  bool ExpectSender(int rank, const std::string& worker);
   // The feeding stream `feeder` is gone. Frames already queued are still delivered, and
   // receivers wait (within their limits) for the sender to reconnect.
   void Detach(const InboxFeeder* feeder, const absl::Status& why);
@@ -86,6 +91,8 @@ class PeerInbox {
   bool ever_attached_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   int sender_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  int expected_rank_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until ExpectSender
+  std::string expected_worker_ ABSL_GUARDED_BY(mu_);
   std::string sender_worker_ ABSL_GUARDED_BY(mu_);
   uint64_t newest_aborted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/transport/grpc/inbound_stream.h"
+#include "wire/security/peer_identity.h"
 
 namespace ringsync {
 
@@ -36,7 +37,9 @@ void InboxRegistry::CloseAll(const absl::Status& why) {
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PeerService::RingStream(
     grpc::CallbackServerContext* context) {
-  return new InboundStream(registry_, context->peer());  // gRPC deletes it via OnDone
+  // gRPC deletes it via OnDone.
+  return new InboundStream(registry_, context->peer(), IdentityOf(context->auth_context().get()),
+                           policy_);
 }
 
 }  // namespace ringsync

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 #include "ringsync/v1/peer.grpc.pb.h"
+#include "wire/security/token_check.h"
 
 namespace ringsync {
 
@@ -40,15 +41,24 @@ class InboxRegistry {
   uint64_t retired_below_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Who may open a ring stream, besides what the inbox's ring view says.
+struct HelloPolicy {
+  // Mutual TLS: a hello as worker W must come from a certificate that names W.
+  bool require_certificates = false;
+  RefusalReporter refusals;  // hears of every refused hello; null: not reported
+};
+
 class PeerService final : public v1::Peer::WithRawCallbackMethod_RingStream<v1::Peer::Service> {
  public:
-  explicit PeerService(InboxRegistry& registry) : registry_(registry) {}
+  explicit PeerService(InboxRegistry& registry, HelloPolicy policy = {})
+      : registry_(registry), policy_(std::move(policy)) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* RingStream(
       grpc::CallbackServerContext* context) override;
 
  private:
   InboxRegistry& registry_;
+  const HelloPolicy policy_;  // read by the streams, which end before this service
 };
 
 }  // namespace ringsync
