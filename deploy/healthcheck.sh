@@ -64,10 +64,19 @@ if [[ "${RINGSYNC_HEALTHCHECK_PROBE:-auto}" != basic ]]; then
   fi
 fi
 
+# The daemon's own credentials, presented to its TCP ports as ringsyncctl's (a daemon's
+# certificate is also a client certificate; see deploy/make-certs.sh).
+auth=()
+for name in tls_ca tls_cert tls_key token_file; do
+  value=$(flag "$name" "")
+  [[ -z "$value" ]] || auth+=("--$name=$value")
+done
+
 # grpc_health TARGET — Health/Check via ringsyncctl (its one-line reason on failure).
 grpc_health() {
   local why
-  why=$("$ctl" health "$1" --timeout=3s 2>&1) || fail "$role (pid $pid): ${why:-$1 not serving}"
+  why=$("$ctl" health "$1" --timeout=3s "${auth[@]}" 2>&1) ||
+    fail "$role (pid $pid): ${why:-$1 not serving}"
 }
 
 # tcp_probe HOST:PORT — connect and close; a wildcard or empty host means this container.
