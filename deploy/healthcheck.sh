@@ -6,7 +6,7 @@
 #   coordinator  a TCP connection to its --listen port succeeds (default 127.0.0.1:7400;
 #                a wildcard host such as 0.0.0.0 is probed on 127.0.0.1)
 #   worker       its SDK unix socket exists (--socket, default
-#                /tmp/ringsync-WORKER_ID.sock as the daemon derives it) and, when
+#                /tmp/ringsync-UID/WORKER_ID.sock as the daemon derives it) and, when
 #                --client_listen is set, a TCP connection to that port succeeds
 # Exit 0 = healthy, 1 = unhealthy (Docker's contract); one line on stdout says why, and
 # `docker inspect --format '{{json .State.Health}}' CONTAINER` shows it.
@@ -108,7 +108,9 @@ case "$role" in
       [[ -n "$worker_id" ]] ||
         worker_id=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^FLAGS_worker_id=//p')
       [[ -n "$worker_id" ]] || worker_id="$(cat /proc/sys/kernel/hostname)-$pid"
-      socket="/tmp/ringsync-$worker_id.sock"
+      # DefaultSocketPath (daemon/worker/socket_path.h): the daemon's real uid's directory.
+      uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+      socket="/tmp/ringsync-${uid:-$(id -u)}/$worker_id.sock"
     fi
     [[ -S "$socket" ]] || fail "worker (pid $pid): no unix socket at $socket (yet)"
     [[ -z "$ctl" ]] || grpc_health "unix:$socket"

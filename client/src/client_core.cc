@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
+#include "wire/attach_token.h"
 #include "wire/grpc_options.h"
 #include "wire/security/transport_security.h"
 #include "grpcpp/create_channel.h"
@@ -94,6 +95,7 @@ void ClientCore::ReadEvents() {
     absl::MutexLock lock(&mu_);
     info_ = event.info();
     has_info_ = true;
+    if (!event.attach_token().empty()) attach_token_ = event.attach_token();
   }
   const grpc::Status status = reader->Finish();
   absl::MutexLock lock(&mu_);
@@ -174,6 +176,10 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
 void ClientCore::SayGoodbye() {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kGoodbyeTimeout));
+  {
+    absl::MutexLock lock(&mu_);
+    context.AddMetadata(kAttachTokenMetadata, attach_token_);
+  }
   v1::DetachResponse response;
   // Best effort: a worker that is gone, or of an older version, needs no goodbye.
   stub_->Detach(&context, v1::DetachRequest(), &response).ok();
@@ -195,6 +201,8 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
   {
     absl::MutexLock lock(&mu_);
     in_flight_.insert(pending);
+    // Without it the worker refuses the request: only its attached client may ask.
+    pending->context()->AddMetadata(kAttachTokenMetadata, attach_token_);
   }
   // The token lives as long as gRPC keeps the callback; its destruction is the last
   // thing gRPC does with this collective's RPC on its thread.

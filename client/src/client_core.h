@@ -76,6 +76,8 @@ class ClientCore {
 
   mutable absl::Mutex mu_;
   v1::WorkerInfo info_ ABSL_GUARDED_BY(mu_);
+  // The worker's secret for this attachment (its first event), sent with every request.
+  std::string attach_token_ ABSL_GUARDED_BY(mu_);
   bool has_info_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the Attach stream ended, with how it ended.
   std::optional<absl::Status> detached_ ABSL_GUARDED_BY(mu_);

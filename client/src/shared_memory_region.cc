@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -36,6 +37,19 @@ absl::Status ErrnoError(int error, absl::string_view what, absl::string_view pat
   if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
   if (error == ENOENT) return absl::NotFoundError(message);
   return absl::InternalError(message);
+}
+
+// Fills the first `size` bytes of `fd` with zeros; errno says why when it fails.
+absl::Status WriteZeros(int fd, size_t size) {
+  const std::string zeros(size_t{1} << 20, '\0');
+  for (size_t done = 0; done < size;) {
+    const ssize_t put = pwrite(fd, zeros.data(), std::min(zeros.size(), size - done),
+                               static_cast<off_t>(done));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return absl::InternalError("write");
+    done += static_cast<size_t>(put);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -74,12 +88,16 @@ absl::StatusOr<SharedMemoryRegion> SharedMemoryRegion::CreateAt(std::string path
     unlink(path.c_str());
     return ErrnoError(error, what, path);
   };
-  // posix_fallocate both sizes the file and reserves its pages on tmpfs.
+  // posix_fallocate both sizes the file and reserves its pages on tmpfs. The worker
+  // refuses sparse files: their pages would be taken from a tmpfs that may be full by
+  // the time the result is written.
   const off_t length = static_cast<off_t>(size_bytes);
   if (const int error = posix_fallocate(fd, 0, length); error != 0) {
     if (error != EOPNOTSUPP && error != EINVAL) return fail(error, "cannot reserve space for");
-    // A file system without fallocate: size the file sparsely instead.
-    if (ftruncate(fd, length) != 0) return fail(errno, "cannot size");
+    // A file system without fallocate: write the zeros, which allocates as well.
+    if (absl::Status written = WriteZeros(fd, size_bytes); !written.ok()) {
+      return fail(errno, "cannot reserve space for");
+    }
   }
   void* data = mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) return fail(errno, "cannot map");

@@ -35,22 +35,53 @@ CollectiveExecutor::~CollectiveExecutor() {
     job->Finish(absl::UnavailableError("the worker is shutting down"));
   }
   queued_.clear();
+  queued_bytes_ = 0;
 }
 
-void CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
+absl::Status CollectiveExecutor::CheckRoom(uint64_t bytes) const {
   absl::MutexLock lock(&mu_);
-  if (!attached_) {
-    job->Finish(absl::FailedPreconditionError(
-        "this client is not attached to the worker (its Attach stream ended); reconnect"));
-    return;
+  return CheckRoomLocked(bytes);
+}
+
+absl::Status CollectiveExecutor::CheckRoomLocked(uint64_t bytes) const {
+  if (queued_.size() >= options_.max_queued_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", worker_id_, " has ", queued_.size(),
+        " collectives of its client queued already (--max_queued_jobs=",
+        options_.max_queued_jobs, "); wait for some to finish before issuing more"));
   }
-  if (job->client_sequence < next_client_sequence_ || queued_.count(job->client_sequence) != 0) {
-    job->Finish(absl::InvalidArgumentError(absl::StrCat(
-        "client_sequence ", job->client_sequence,
-        " was used already; number collectives 1, 2, 3, ... per attached client")));
-    return;
+  if (bytes > options_.max_queued_bytes - std::min(queued_bytes_, options_.max_queued_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", worker_id_, " holds ", queued_bytes_, " bytes of its client's queued "
+        "collectives; ", bytes, " more would pass --max_queued_bytes=", options_.max_queued_bytes,
+        "; wait for some to finish before issuing more"));
   }
-  queued_[job->client_sequence] = std::move(job);
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!attached_) {
+      refused = absl::FailedPreconditionError(
+          "this client is not attached to the worker (its Attach stream ended); reconnect");
+    } else if (job->client_sequence < next_client_sequence_ ||
+               queued_.count(job->client_sequence) != 0) {
+      refused = absl::InvalidArgumentError(absl::StrCat(
+          "client_sequence ", job->client_sequence,
+          " was used already; number collectives 1, 2, 3, ... per attached client"));
+    } else {
+      refused = CheckRoomLocked(job->data_bytes());
+    }
+    if (refused.ok()) {
+      queued_bytes_ += job->data_bytes();
+      queued_[job->client_sequence] = std::move(job);
+      return absl::OkStatus();
+    }
+  }
+  job->Finish(refused);
+  return refused;
 }
 
 bool CollectiveExecutor::Attach() {
@@ -78,6 +109,7 @@ void CollectiveExecutor::Detach(const absl::Status& why) {
     if (!clean_detach_) detached_at_ = absl::Now();
     clean_detach_ = false;
     dropped.swap(queued_);
+    queued_bytes_ = 0;
   }
   for (auto& [sequence, job] : dropped) job->Finish(why);
 }
@@ -167,28 +199,50 @@ std::shared_ptr<CollectiveJob> CollectiveExecutor::NextJob(absl::Duration wait) 
     return queued_.count(next_client_sequence_) != 0;
   };
   mu_.AwaitWithTimeout(absl::Condition(&has_next), wait);
-  // Jobs waiting behind a number the client never sent fail at their deadline.
-  const absl::Time now = absl::Now();
-  for (auto it = queued_.begin(); it != queued_.end();) {
-    if (it->first != next_client_sequence_ && it->second->deadline <= now) {
-      it->second->Finish(absl::DeadlineExceededError(absl::StrCat(
-          "client collective ", it->first, " waited for collective ", next_client_sequence_,
-          ", which this client never sent")));
-      it = queued_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  DropStalledJobs();
   auto it = queued_.find(next_client_sequence_);
   if (it == queued_.end()) return nullptr;
   std::shared_ptr<CollectiveJob> job = std::move(it->second);
   queued_.erase(it);
+  queued_bytes_ -= job->data_bytes();
   ++next_client_sequence_;
   return job;
 }
 
+void CollectiveExecutor::DropStalledJobs() {
+  if (queued_.empty() || queued_.begin()->first == next_client_sequence_) return;
+  // Every queued job waits behind next_client_sequence_, which the client has not sent.
+  const absl::Time now = absl::Now();
+  for (auto it = queued_.begin(); it != queued_.end();) {
+    CollectiveJob& job = *it->second;
+    const absl::Duration waited = now - job.queued_at;
+    if (job.deadline > now && waited < options_.sequence_gap_timeout) {
+      ++it;
+      continue;
+    }
+    job.Finish(absl::DeadlineExceededError(absl::StrCat(
+        "client collective ", it->first, " waited ",
+        absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(1))),
+        " for client collective ", next_client_sequence_,
+        ", which this client never sent (a queued collective waits at most "
+        "--client_sequence_gap_timeout=",
+        absl::FormatDuration(options_.sequence_gap_timeout), " for a missing one)")));
+    queued_bytes_ -= job.data_bytes();
+    it = queued_.erase(it);
+  }
+}
+
 void CollectiveExecutor::Run(CollectiveJob& job) {
   const absl::Time start = absl::Now();
+  if (job.refusal.ok() && job.is_shared) {
+    // Read now, not when queued: a waiting job holds a descriptor, not the tensor's bytes.
+    // And before the ring is looked up, so that the ring it runs on is the current one.
+    if (absl::Status loaded = job.LoadShared(); !loaded.ok()) {
+      job.refusal = absl::Status(loaded.code(), absl::StrCat("worker ", worker_id_,
+                                                             " could not read its client's "
+                                                             "tensor: ", loaded.message()));
+    }
+  }
   absl::StatusOr<std::shared_ptr<RingEpoch>> epoch =
       ring_.AwaitReady(WaitLimit{job.deadline, &job.client_gone});
   absl::Status result;
@@ -238,6 +292,23 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
     return exchange.Reject(job.refusal);
   }
+  absl::Status result = RunAlgorithm(job, epoch, options);
+  if (result.ok() && job.is_shared) {
+    // The ring completed; only this rank's copy back can still fail (its client
+    // truncated the file meanwhile), and only this rank reports it.
+    if (absl::Status stored = job.StoreShared(); !stored.ok()) {
+      result = absl::Status(stored.code(), absl::StrCat("rank ", epoch.me.rank, " (",
+                                                        DescribeCollective(job.spec),
+                                                        "): the ring completed, but worker ",
+                                                        worker_id_, " could not write the "
+                                                        "result back: ", stored.message()));
+    }
+  }
+  return result;
+}
+
+absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epoch,
+                                              const RingOptions& options) {
   const RingMember& me = epoch.me;
   Link& link = *epoch.link;
   const absl::Span<std::byte> data = job.ResultBuffer(me.world_size);

@@ -35,6 +35,15 @@ struct ExecutorOptions {
   // How long after its client detached this worker still holds the ring's collectives
   // for a new client, before it fails them.
   absl::Duration reattach_grace = absl::Seconds(1);
+  // Bounds on what the attached client may have queued (received, not yet running), so
+  // that one client cannot hold unbounded memory or shared files in the worker.
+  size_t max_queued_jobs = 1024;
+  uint64_t max_queued_bytes = uint64_t{8} << 30;
+  // How long a queued job may wait behind a client_sequence the client has not sent.
+  // The SDK sends its requests in order, so a gap closes within milliseconds unless the
+  // request was lost; then the jobs behind it fail after this long rather than holding
+  // their tensors until their own (up to 24 h) deadline.
+  absl::Duration sequence_gap_timeout = absl::Seconds(10);
 };
 
 struct ExecutorCounters {
@@ -52,8 +61,11 @@ class CollectiveExecutor {
   ~CollectiveExecutor();  // stops the executor thread
 
   // Queues a job; it finishes (job->done) with its result. Jobs whose client_sequence was
-  // used already are refused at once.
-  void Submit(std::shared_ptr<CollectiveJob> job);
+  // used already, and jobs beyond the queue's bounds, are refused at once: finished with
+  // the error this returns (OK when queued).
+  absl::Status Submit(std::shared_ptr<CollectiveJob> job);
+  // ResourceExhausted when a job of `bytes` would not fit in the queue's bounds now.
+  absl::Status CheckRoom(uint64_t bytes) const;
 
   // A client attached: numbering restarts at 1. Refused (false) when one is attached.
   bool Attach();
@@ -68,6 +80,11 @@ class CollectiveExecutor {
  private:
   void Loop(std::stop_token stop);
   std::shared_ptr<CollectiveJob> NextJob(absl::Duration wait);
+  // Fails the queued jobs that have waited too long for a client_sequence never sent.
+  void DropStalledJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRoomLocked(uint64_t bytes) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The ring algorithm of the job's kind over its data.
+  absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
   void Run(CollectiveJob& job);
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
   // The failure of a collective that found no ring (`why`), named after the last ring
@@ -104,6 +121,7 @@ class CollectiveExecutor {
 
   mutable absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<CollectiveJob>> queued_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // data_bytes() of queued_
   uint64_t next_client_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t aborted_before_attach_ ABSL_GUARDED_BY(mu_) = 0;

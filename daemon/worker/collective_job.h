@@ -23,8 +23,10 @@ struct CollectiveJob {
   CollectiveSpec spec;
   uint64_t client_sequence = 0;
   absl::Time deadline;
+  absl::Time queued_at;  // when the worker accepted the request
 
-  // The data: either bytes owned here (inline) or the client's shared-memory region.
+  // The data: bytes owned here, from the request (inline) or read from the client's
+  // shared-memory region when the collective starts (LoadShared; see shared_tensor.h).
   // For an all-gather the input is the first spec.count elements of a buffer that
   // ResultBuffer sizes for the ring (a shared region must be that size already).
   // Not OK: the worker refused the request (RefusedJob); the job only takes its turn,
@@ -48,8 +50,19 @@ struct CollectiveJob {
   RingStats stats;
   absl::Duration elapsed;
 
-  absl::Span<std::byte> bytes() {
-    return is_shared ? shared.bytes() : absl::MakeSpan(inline_data);
+  absl::Span<std::byte> bytes() { return absl::MakeSpan(inline_data); }
+  // What the job holds or will hold while it waits and runs, for the queue's bounds.
+  uint64_t data_bytes() const { return is_shared ? shared.size() : inline_data.size(); }
+  // Reads the shared region into this job's memory (the collective is about to run).
+  absl::Status LoadShared() {
+    inline_data.resize(shared.size());
+    return shared.ReadInto(absl::MakeSpan(inline_data));
+  }
+  // Writes the result back into the shared region, and lets go of the copy.
+  absl::Status StoreShared() {
+    absl::Status stored = shared.WriteFrom(inline_data);
+    std::vector<std::byte>().swap(inline_data);
+    return stored;
   }
   // Where the result goes on a ring of `world_size`: the data, an inline all-gather's
   // grown to hold every rank's slot (its input stays first).

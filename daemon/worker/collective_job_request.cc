@@ -31,7 +31,7 @@ absl::Time DeadlineOf(const v1::CollectiveRequest& request, const JobRequestLimi
 }
 
 // The data the request carries for `spec`: inline bytes copied into the job, or a shared
-// region whose size is checked (mapped later, by MapShared). An all-gather's region holds
+// region whose size is checked (opened later, by OpenShared). An all-gather's region holds
 // every rank's slot, so it may be larger than the input.
 absl::Status CheckData(const v1::CollectiveRequest& request, CollectiveJob& job) {
   const CollectiveSpec& spec = job.spec;
@@ -68,14 +68,20 @@ absl::Status CheckData(const v1::CollectiveRequest& request, CollectiveJob& job)
   return Invalid("data", "unknown kind of data");
 }
 
-// Maps the shared region of a checked request into `job`.
-absl::Status MapShared(const v1::SharedTensor& shared, const JobRequestLimits& limits,
-                       CollectiveJob& job) {
-  absl::StatusOr<SharedTensor> mapped = SharedTensor::Map(
-      limits.shm_dir, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
-  if (!mapped.ok()) return mapped.status();
+// Opens the shared region of a checked request for `job`, if the client may name one.
+absl::Status OpenShared(const v1::SharedTensor& shared, const JobRequestLimits& limits,
+                        CollectiveJob& job) {
+  if (!limits.shared_owner.has_value()) {
+    return Invalid("shared", "shared-memory tensors are accepted only from a client on the "
+                             "worker's unix socket; over TCP (--client_listen) tensors "
+                             "travel inline");
+  }
+  const SharedFileRules rules{limits.shm_dir, limits.shared_owner->uid, limits.shared_owner->pid};
+  absl::StatusOr<SharedTensor> opened = SharedTensor::Open(
+      rules, shared.path(), shared.offset(), shared.size_bytes(), shared.reuse());
+  if (!opened.ok()) return opened.status();
   job.is_shared = true;
-  job.shared = *std::move(mapped);
+  job.shared = *std::move(opened);
   return absl::OkStatus();
 }
 
@@ -104,6 +110,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   job->spec = *std::move(spec);
   job->client_sequence = request.client_sequence();
   job->deadline = DeadlineOf(request, limits, now);
+  job->queued_at = now;
   if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
   return job;
 }
@@ -115,7 +122,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
       CheckedJobFromRequest(rpc_kind, request, limits, now);
   if (!job.ok() || !request.has_shared()) return job;
-  if (absl::Status mapped = MapShared(request.shared(), limits, **job); !mapped.ok()) return mapped;
+  if (absl::Status opened = OpenShared(request.shared(), limits, **job); !opened.ok()) return opened;
   return job;
 }
 
@@ -134,6 +141,7 @@ std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
   job->spec.dtype = DType::kUInt8;
   job->client_sequence = request.client_sequence();
   job->deadline = DeadlineOf(request, limits, now);
+  job->queued_at = now;
   return job;
 }
 

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/collective.h"
 #include "daemon/worker/collective_job.h"
+#include "daemon/worker/local_peers.h"
 #include "wire/collective_request.h"
 #include "ringsync/v1/worker.pb.h"
 
@@ -20,18 +22,22 @@ struct JobRequestLimits {
   std::string shm_dir = "/dev/shm";  // where shared tensors may live
   absl::Duration default_timeout = absl::Seconds(60);  // for timeout_ms 0
   absl::Duration max_timeout = kMaxRequestTimeout;
+  // The attached client on the unix socket, whose files alone it may name as shared
+  // tensors (shared_tensor.h); nullopt refuses shared tensors (a client over TCP, whose
+  // files the worker cannot attribute: its tensors travel inline).
+  std::optional<PeerCredentials> shared_owner;
 };
 
 // InvalidArgument ("invalid <field>: why") for a bad request, or one the client marked
-// refused_by_client; SharedTensor::Map's error for a region that cannot be mapped. The
-// deadline counts from `now`.
+// refused_by_client or shared without a shared_owner; SharedTensor::Open's error for a
+// file that cannot be used. The deadline counts from `now`.
 absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
                                                               const v1::CollectiveRequest& request,
                                                               const JobRequestLimits& limits,
                                                               absl::Time now);
 
 // Every check of JobFromRequest that touches no file: the job with its inline data copied,
-// or with its shared region's size checked but not mapped (is_shared false). The seam the
+// or with its shared region's size checked but not opened (is_shared false). The seam the
 // request fuzzer (fuzz/) runs, so that it never opens a file a fuzzed request names.
 absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
     CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits,

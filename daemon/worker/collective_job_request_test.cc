@@ -138,18 +138,27 @@ TEST(RefusedJob, HoldsTheRequestsTurnAndItsReason) {
       << "without a turn to take, only the RPC is refused";
 }
 
-TEST(JobFromRequest, MapsASharedRegionOnlyFromTheAllowedFolder) {
+TEST(JobFromRequest, OpensASharedRegionOnlyFromTheAllowedFolderForAClientOnTheSocket) {
   std::string pattern = "/dev/shm/ringsync-job-test-XXXXXX";
   const std::string dir = mkdtemp(pattern.data());
   const std::string path = dir + "/ringsync-1-0-grad";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  ASSERT_EQ(ftruncate(fd, 64), 0);
+  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
   close(fd);
   JobRequestLimits limits;
   limits.shm_dir = dir;
 
   v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllGather, 4));
   request.mutable_shared()->set_path(path);
+  request.mutable_shared()->set_size_bytes(64);
+  EXPECT_THAT(std::string(
+                  JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).status().message()),
+              StartsWith("invalid shared: shared-memory tensors are accepted only from a client "
+                         "on the worker's unix socket"))
+      << "no shared_owner: the client is on TCP";
+  EXPECT_TRUE(std::filesystem::exists(path)) << "a refused file is left alone";
+
+  limits.shared_owner = PeerCredentials{.pid = 1, .uid = getuid(), .gid = getgid()};
   request.mutable_shared()->set_size_bytes(8);
   EXPECT_EQ(JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).status().message(),
             "invalid shared.size_bytes: 8 bytes for 4 x float32");
@@ -159,11 +168,12 @@ TEST(JobFromRequest, MapsASharedRegionOnlyFromTheAllowedFolder) {
       JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE((*job)->is_shared);
-  EXPECT_EQ((*job)->bytes().size(), 64u);
+  EXPECT_EQ((*job)->data_bytes(), 64u);
+  EXPECT_TRUE((*job)->bytes().empty()) << "read only when the collective starts";
 
   limits.shm_dir = "/tmp";
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).ok())
-      << "a file outside the allowed folder is never mapped";
+      << "a file outside the allowed folder is never opened";
   std::filesystem::remove_all(dir);
 }
 

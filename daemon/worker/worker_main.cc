@@ -26,7 +26,10 @@
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/coordinator_session.h"
 #include "daemon/worker/grpc_link_factory.h"
+#include "daemon/worker/local_peers.h"
 #include "daemon/worker/ring_manager.h"
+#include "daemon/worker/socket_path.h"
+#include "daemon/worker/unix_socket_listener.h"
 #include "daemon/worker/worker_metrics.h"
 #include "daemon/worker/worker_service.h"
 #include "spdlog/spdlog.h"
@@ -45,10 +48,21 @@ ABSL_FLAG(std::string, advertise_host, "",
           "the host of --peer_listen).");
 ABSL_FLAG(std::string, socket, "",
           "worker: unix socket path the training process connects to (default "
-          "/tmp/ringsync-WORKER_ID.sock).");
+          "/tmp/ringsync-UID/WORKER_ID.sock, in a directory only this user may enter). The "
+          "worker refuses to start when the path or its directory belongs to another user.");
 ABSL_FLAG(std::string, client_listen, "",
           "worker: optional HOST:PORT to also serve the training process over TCP (tensors "
-          "then travel inline; shared memory needs the unix socket).");
+          "then travel inline; shared-memory tensors are refused there).");
+ABSL_FLAG(int64_t, max_queued_jobs, 1024,
+          "worker: most collectives the training process may have queued in the worker "
+          "(received, not yet running); more are refused with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_queued_bytes, int64_t{8} << 30,
+          "worker: most tensor bytes (inline or shared) of the training process's queued "
+          "collectives; more are refused with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, client_sequence_gap_timeout, absl::Seconds(10),
+          "worker: how long a queued collective waits for an earlier one (client_sequence) "
+          "its client has not sent before it fails, releasing its tensor, rather than "
+          "waiting out its own deadline.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "worker: default deadline of one collective, from the request to its result, when "
           "the client sets none.");
@@ -80,6 +94,7 @@ constexpr int kBadFlags = 2;
 struct WorkerConfig {
   std::string worker_id;
   std::string socket_path;
+  bool default_socket = false;  // socket_path is DefaultSocketPath: its directory is ours
   std::string coordinator;
   DaemonSecurity security;
 };
@@ -95,7 +110,8 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   }
   config.socket_path = absl::GetFlag(FLAGS_socket);
   if (config.socket_path.empty()) {
-    config.socket_path = absl::StrCat("/tmp/ringsync-", config.worker_id, ".sock");
+    config.socket_path = DefaultSocketPath(config.worker_id);
+    config.default_socket = true;
   }
   absl::StatusOr<std::string> coordinator = NormalizeTarget(absl::GetFlag(FLAGS_coordinator));
   if (!coordinator.ok()) return coordinator.status();
@@ -111,6 +127,13 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   }
   if (absl::GetFlag(FLAGS_collective_timeout) <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--collective_timeout must be positive");
+  }
+  if (absl::GetFlag(FLAGS_max_queued_jobs) < 1 || absl::GetFlag(FLAGS_max_queued_bytes) < 0) {
+    return absl::InvalidArgumentError(
+        "--max_queued_jobs must be at least 1 and --max_queued_bytes not negative");
+  }
+  if (absl::GetFlag(FLAGS_client_sequence_gap_timeout) <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--client_sequence_gap_timeout must be positive");
   }
   return config;
 }
@@ -160,6 +183,7 @@ struct WorkerParts {
   WorkerService& worker_service;
   RingManager& ring;
   CollectiveExecutor& executor;
+  LocalPeers& local_peers;
   std::function<std::string()> metrics_page;
   metrics::Refusals& refusals;
 };
@@ -188,6 +212,7 @@ class WorkerServing {
   WorkerParts parts_;
   std::string advertised_;  // the peer address other workers dial
   std::unique_ptr<grpc::Server> peer_server_;
+  std::unique_ptr<UnixSocketListener> socket_;
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<HttpEndpoint> http_;
   std::unique_ptr<CoordinatorSession> session_;
@@ -229,11 +254,17 @@ int WorkerServing::StartPeerServer() {
 
 int WorkerServing::StartClientServer() {
   grpc::EnableDefaultHealthCheckService(true);
-  ::unlink(parts_.config.socket_path.c_str());  // a stale socket of a previous run
+  const std::string& path = parts_.config.socket_path;
+  if (absl::Status s = PrepareSocketPath(path, parts_.config.default_socket); !s.ok()) {
+    return StartFailed(kFailed, s.message());
+  }
+  // The worker accepts on its socket itself, to learn each peer (local_peers.h).
+  absl::StatusOr<std::unique_ptr<UnixSocketListener>> socket = UnixSocketListener::Listen(path);
+  if (!socket.ok()) return StartFailed(kFailed, socket.status().message());
+  socket_ = *std::move(socket);
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
-  ListeningPort socket_port, tcp_port;
-  socket_port.Add(builder, absl::StrCat("unix:", parts_.config.socket_path));
+  ListeningPort tcp_port;
   const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
   if (!client_listen.empty()) {
     tcp_port.Add(builder, client_listen,
@@ -242,8 +273,10 @@ int WorkerServing::StartClientServer() {
   builder.RegisterService(&parts_.worker_service);
   client_server_ = builder.BuildAndStart();
   if (client_server_ == nullptr) {
-    return StartFailed(kFailed, absl::StrCat("cannot serve clients on ", parts_.config.socket_path));
+    return StartFailed(kFailed, absl::StrCat("cannot serve clients on ", path,
+                                             client_listen.empty() ? "" : " and ", client_listen));
   }
+  socket_->Serve(*client_server_, parts_.local_peers);
   return kServing;
 }
 
@@ -291,14 +324,15 @@ void WorkerServing::Stop() {
   parts_.worker_service.Stop();
   if (session_ != nullptr) session_->Stop();
   parts_.ring.Shutdown();
+  if (socket_ != nullptr) socket_->Stop();  // before the server it hands connections to
   if (client_server_ != nullptr) {
     client_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   }
   if (peer_server_ != nullptr) {
     peer_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   }
-  // The socket file is this worker's only once its client server listened on it.
-  if (client_server_ != nullptr) ::unlink(parts_.config.socket_path.c_str());
+  // The socket file is this worker's only once it listened on it.
+  if (socket_ != nullptr) ::unlink(parts_.config.socket_path.c_str());
 }
 
 WorkerServiceOptions ServiceOptions(const WorkerConfig& config, const Reducer& reducer) {
@@ -323,14 +357,20 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
   metrics::AddBuildInfo(metrics);
   const metrics::ProcessCollector process_metrics;
+  metrics::Refusals refusals(metrics);  // the daemon's one: everything it refuses
   WorkerMetrics worker_metrics(metrics, ring, reducer.name());
   const ExecutorOptions executor_options{
       .segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
-      .reattach_grace = absl::GetFlag(FLAGS_client_reattach_grace)};
+      .reattach_grace = absl::GetFlag(FLAGS_client_reattach_grace),
+      .max_queued_jobs = static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_jobs)),
+      .max_queued_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_queued_bytes)),
+      .sequence_gap_timeout = absl::GetFlag(FLAGS_client_sequence_gap_timeout)};
   CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
-  WorkerService worker_service(ServiceOptions(config, reducer), ring, executor);
+  LocalPeers local_peers;
+  WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,
+                               &refusals);
 
-  WorkerServing serving({config, peer_service, worker_service, ring, executor, [&] {
+  WorkerServing serving({config, peer_service, worker_service, ring, executor, local_peers, [&] {
                            return metrics::TextPage({&metrics, &process_metrics, &worker_metrics});
                          },
                          refusals});

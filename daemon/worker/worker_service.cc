@@ -1,5 +1,6 @@
 #include "daemon/worker/worker_service.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "wire/attach_token.h"
 #include "wire/grpc_status.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
@@ -20,6 +22,28 @@ namespace {
 constexpr absl::Duration kClientPoll = absl::Milliseconds(20);
 // How long a second Attach waits for the first client's departure to be noticed.
 constexpr absl::Duration kReattachGrace = absl::Seconds(3);
+// How many reused shared files of one client the worker remembers for its clean-up (the
+// SDK keeps a few; the rest are found by their pid prefix where the pid is visible).
+constexpr size_t kMaxKeptFiles = 4096;
+
+// The attach token a request carries, or "".
+absl::string_view TokenOf(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kAttachTokenMetadata);
+  if (it == metadata.end()) return {};
+  return absl::string_view(it->second.data(), it->second.size());
+}
+
+// The tensor bytes a request brings, for the queue's bounds.
+uint64_t RequestBytes(const v1::CollectiveRequest& request) {
+  if (request.has_shared()) return request.shared().size_bytes();
+  return request.inline_data().size();
+}
+
+std::string DescribePeer(const std::optional<PeerCredentials>& local, absl::string_view peer) {
+  if (!local.has_value()) return absl::StrCat("over TCP from ", peer);
+  return absl::StrCat("on the unix socket, pid ", local->pid, " uid ", local->uid);
+}
 
 // See worker.proto: marks a status as the worker's own verdict on the collective.
 grpc::Status FromThisWorker(grpc::ServerContextBase* context, const absl::Status& status) {
@@ -77,11 +101,38 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
 }  // namespace
 
 WorkerService::WorkerService(WorkerServiceOptions options, RingManager& ring,
-                             CollectiveExecutor& executor)
+                             CollectiveExecutor& executor, const LocalPeers* peers,
+                             metrics::Refusals* refusals)
     : options_(std::move(options)),
       limits_{.shm_dir = options_.shm_dir, .default_timeout = options_.default_timeout},
       ring_(ring),
-      executor_(executor) {}
+      executor_(executor),
+      peers_(peers),
+      refusals_(refusals) {}
+
+void WorkerService::Refuse(absl::string_view reason, absl::string_view detail) {
+  if (refusals_ != nullptr) refusals_->Refuse(reason, detail);
+}
+
+absl::StatusOr<AttachedClient> WorkerService::CheckCaller(grpc::ServerContextBase& context,
+                                                          absl::string_view what) {
+  absl::StatusOr<AttachedClient> client = gate_.Check(TokenOf(context));
+  if (!client.ok()) {
+    Refuse("client_not_attached", absl::StrCat(what, " from ", context.peer(), ": ",
+                                               client.status().message()));
+    return absl::PermissionDeniedError(absl::StrCat("worker ", options_.worker_id, " refused ",
+                                                    what, ": ", client.status().message()));
+  }
+  return client;
+}
+
+JobRequestLimits WorkerService::LimitsFor(const AttachedClient& client,
+                                          const grpc::ServerContextBase& context) const {
+  JobRequestLimits limits = limits_;
+  const bool on_socket = peers_ != nullptr && peers_->Find(context.peer()).has_value();
+  if (on_socket && client.local.has_value()) limits.shared_owner = client.local;
+  return limits;
+}
 
 void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) const {
   info->set_worker_id(options_.worker_id);
@@ -103,17 +154,39 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
                                                        grpc::CallbackServerContext* context,
                                                        const v1::CollectiveRequest& request,
                                                        v1::CollectiveResponse* response) {
+  // Nothing of the request is used before the caller is known to be the attached client.
+  absl::StatusOr<AttachedClient> client =
+      CheckCaller(*context, absl::StrCat(CollectiveKindName(kind), " request"));
+  absl::Status refused_alone = client.status();
+  if (refused_alone.ok()) {
+    // Checked before a file is opened; Submit checks again, under the queue's lock.
+    refused_alone = executor_.CheckRoom(RequestBytes(request));
+    if (!refused_alone.ok()) Refuse("client_queue_full", refused_alone.message());
+  }
+  if (!refused_alone.ok()) {  // no turn on the ring is taken: only this RPC fails
+    grpc::ServerUnaryReactor* refused = context->DefaultReactor();
+    refused->Finish(FromThisWorker(context, refused_alone));
+    return refused;
+  }
+  const JobRequestLimits limits = LimitsFor(*client, *context);
   const absl::Time now = absl::Now();
-  absl::StatusOr<std::shared_ptr<CollectiveJob>> made = JobFromRequest(kind, request, limits_, now);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> made = JobFromRequest(kind, request, limits, now);
   std::shared_ptr<CollectiveJob> job;
   if (made.ok()) {
     job = *std::move(made);
+    if (job->is_shared && request.shared().reuse()) {
+      absl::MutexLock lock(&kept_mu_);
+      if (kept_files_.size() < kMaxKeptFiles) kept_files_.insert(request.shared().path());
+    }
   } else {
+    if (request.refused_by_client().empty()) {
+      Refuse("client_request_invalid", made.status().message());
+    }
     // The refusal takes the request's turn on the ring, failing it on every rank at once.
     const absl::Status why(made.status().code(),
                            absl::StrCat("worker ", options_.worker_id,
                                         " refused its client's request: ", made.status().message()));
-    job = RefusedJob(kind, request, why, limits_, now);
+    job = RefusedJob(kind, request, why, limits, now);
     if (job == nullptr) {  // no turn to take: only this RPC fails
       grpc::ServerUnaryReactor* refused = context->DefaultReactor();
       refused->Finish(FromThisWorker(context, made.status()));
@@ -123,7 +196,9 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
   // Owned by gRPC from here until its OnDone; the job may finish it before this returns
   // (the executor refuses it at once), which the callback API allows.
   auto* reactor = new CollectiveReactor(context, response, job, options_.worker_id);
-  executor_.Submit(std::move(job));
+  if (absl::Status queued = executor_.Submit(std::move(job)); absl::IsResourceExhausted(queued)) {
+    Refuse("client_queue_full", queued.message());
+  }
   return reactor;
 }
 
@@ -153,6 +228,9 @@ grpc::ServerUnaryReactor* WorkerService::Barrier(grpc::CallbackServerContext* co
 
 grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                                    grpc::ServerWriter<v1::WorkerEvent>* writer) {
+  // Who is at the other end, from the kernel (SO_PEERCRED), not from the request.
+  const std::optional<PeerCredentials> local =
+      peers_ != nullptr ? peers_->Find(context->peer()) : std::nullopt;
   // A restarted training process may reconnect before the worker has noticed that its
   // previous incarnation is gone: give that a moment before refusing.
   const absl::Time give_up = absl::Now() + kReattachGrace;
@@ -162,19 +240,26 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
     attached = executor_.Attach();
   }
   if (!attached) {
+    Refuse("client_attach_busy", absl::StrCat(request->client_name(), " ",
+                                              DescribePeer(local, context->peer())));
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("another training process is attached to worker ",
                                      options_.worker_id,
                                      "; each worker serves exactly one training process"));
   }
-  spdlog::info("training process attached: {}", request->client_name());
+  const std::string token = gate_.Open(local);
+  spdlog::info("training process attached: {} ({})", request->client_name(),
+               DescribePeer(local, context->peer()));
   uint64_t seen = 0;
+  bool first = true;
   while (!context->IsCancelled() && !stopping_) {
     const RingStatus status = ring_.AwaitChange(seen, kClientPoll);
-    if (status.version == seen) continue;
+    if (status.version == seen && !first) continue;
     seen = status.version;
     v1::WorkerEvent event;
     FillInfo(status, event.mutable_info());
+    if (first) event.set_attach_token(token);  // this client's alone: see ClientGate
+    first = false;
     if (!writer->Write(event)) break;
   }
   const std::string why = stopping_ ? "the worker is shutting down"
@@ -182,24 +267,43 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
                                                    options_.worker_id, " (", request->client_name(),
                                                    ") disconnected");
   spdlog::info("{}", why);
+  gate_.Close(token);
   executor_.Detach(absl::AbortedError(why));
-  RemoveClientFiles(request->client_pid());
+  RemoveClientFiles(local);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Detach(grpc::ServerContext*, const v1::DetachRequest*,
+grpc::Status WorkerService::Detach(grpc::ServerContext* context, const v1::DetachRequest*,
                                    v1::DetachResponse*) {
+  // Only the attached client may say it is done: from anyone else the goodbye would make
+  // the ring wait for a new client instead of failing at once when this one vanishes.
+  if (absl::StatusOr<AttachedClient> client = CheckCaller(*context, "a Detach request");
+      !client.ok()) {
+    return FromThisWorker(context, client.status());
+  }
   executor_.ExpectCleanDetach();
   return grpc::Status::OK;
 }
 
-void WorkerService::RemoveClientFiles(int64_t client_pid) {
-  if (client_pid <= 0) return;
-  const std::string prefix = absl::StrCat(SharedTensor::kNamePrefix, client_pid, "-");
+void WorkerService::RemoveClientFiles(const std::optional<PeerCredentials>& client) {
+  std::set<std::string> kept;
+  {
+    absl::MutexLock lock(&kept_mu_);
+    kept.swap(kept_files_);
+  }
+  if (!client.has_value()) return;  // over TCP: it named no files
+  auto remove_if_theirs = [&](const std::string& path) {
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == client->uid) {
+      ::unlink(path.c_str());  // collectives still finishing hold descriptors: only names go
+    }
+  };
+  for (const std::string& path : kept) remove_if_theirs(path);
+  if (client->pid <= 0) return;  // its pid is not visible here (another pid namespace)
+  const std::string prefix = absl::StrCat(SharedTensor::kNamePrefix, client->pid, "-");
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(options_.shm_dir, error)) {
-    // Mappings of collectives still finishing stay valid: only the names go.
-    if (absl::StartsWith(entry.path().filename().string(), prefix)) ::unlink(entry.path().c_str());
+    if (absl::StartsWith(entry.path().filename().string(), prefix)) remove_if_theirs(entry.path());
   }
 }
 

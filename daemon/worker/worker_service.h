@@ -11,8 +11,14 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
+#include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/metrics/refusals.h"
+#include "daemon/worker/client_gate.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/collective_job_request.h"
 #include "daemon/worker/ring_manager.h"
@@ -33,7 +39,10 @@ using WorkerServiceBase = v1::Worker::WithCallbackMethod_AllReduce<
 
 class WorkerService final : public WorkerServiceBase {
  public:
-  WorkerService(WorkerServiceOptions options, RingManager& ring, CollectiveExecutor& executor);
+  // `peers` (the unix socket's connections; null: none) and `refusals` (null: not
+  // counted) must outlive this.
+  WorkerService(WorkerServiceOptions options, RingManager& ring, CollectiveExecutor& executor,
+                const LocalPeers* peers = nullptr, metrics::Refusals* refusals = nullptr);
 
   // Ends open Attach streams (shutdown).
   void Stop() { stopping_ = true; }
@@ -61,17 +70,33 @@ class WorkerService final : public WorkerServiceBase {
   grpc::ServerUnaryReactor* RunCollective(CollectiveKind kind, grpc::CallbackServerContext* context,
                                           const v1::CollectiveRequest& request,
                                           v1::CollectiveResponse* response);
+  // The attached client, when the call carries its token; otherwise the call is refused
+  // (counted and logged) with the error returned.
+  absl::StatusOr<AttachedClient> CheckCaller(grpc::ServerContextBase& context,
+                                             absl::string_view what);
+  // The limits for a request from `client` arriving on `context`'s connection: shared
+  // tensors only from a client attached over the unix socket, on the unix socket.
+  JobRequestLimits LimitsFor(const AttachedClient& client,
+                             const grpc::ServerContextBase& context) const;
+  void Refuse(absl::string_view reason, absl::string_view detail);
   void FillInfo(const RingStatus& status, v1::WorkerInfo* info) const;
-  // Removes the detached client's files (named ringsync-<client_pid>-) left in shm_dir,
-  // those it kept for reuse and any it never sent: a client that crashed never removes
-  // its own.
-  void RemoveClientFiles(int64_t client_pid);
+  // Removes the detached client's files left in shm_dir, those it kept for reuse and any
+  // it never sent: a client that crashed never removes its own. Only files of the
+  // client's uid are touched, and only by names it used (kept_files_) or that carry its
+  // real pid (ringsync-<pid>-, when its pid is visible from here).
+  void RemoveClientFiles(const std::optional<PeerCredentials>& client);
 
   const WorkerServiceOptions options_;
   const JobRequestLimits limits_;
   RingManager& ring_;
   CollectiveExecutor& executor_;
+  const LocalPeers* const peers_;
+  metrics::Refusals* const refusals_;
+  ClientGate gate_;
   std::atomic<bool> stopping_{false};
+  // Shared files the attached client asked the worker to leave in place (reuse).
+  absl::Mutex kept_mu_;
+  std::set<std::string> kept_files_ ABSL_GUARDED_BY(kept_mu_);
 };
 
 }  // namespace ringsync
