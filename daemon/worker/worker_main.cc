@@ -357,7 +357,6 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
   metrics::AddBuildInfo(metrics);
   const metrics::ProcessCollector process_metrics;
-  metrics::Refusals refusals(metrics);  // the daemon's one: everything it refuses
   WorkerMetrics worker_metrics(metrics, ring, reducer.name());
   const ExecutorOptions executor_options{
       .segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
