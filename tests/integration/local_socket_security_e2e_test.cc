@@ -249,7 +249,9 @@ int FreePort() {
 
 TEST(LocalSocket, SharedMemoryTensorsAreRefusedOverTcp) {
   const std::string tcp = absl::StrCat("127.0.0.1:", FreePort());
-  auto cluster = StartCluster(1, {"--client_listen=" + tcp});
+  // Insecure: who may reach the TCP port is the transport's check (its own tests); this
+  // one is about what an attached TCP client may send.
+  auto cluster = StartCluster(1, {"--client_listen=" + tcp}, {}, false, ClusterSecurity::kInsecure);
   ASSERT_NE(cluster, nullptr);
   const std::string file = SharedFile(absl::StrCat("ringsync-", getpid(), "-tcp"), 16);
   RawWorkerClient client(tcp);
@@ -270,7 +272,7 @@ TEST(LocalSocket, SharedMemoryTensorsAreRefusedOverTcp) {
 // Starts a worker on `socket`; returns its exit code and log.
 std::pair<int, std::string> StartWorkerOn(const std::string& socket, const std::string& log) {
   absl::StatusOr<ChildProcess> worker = ChildProcess::Start(
-      {RINGSYNCD_PATH, "worker", "--coordinator=127.0.0.1:1", "--worker_id=squatted",
+      {RINGSYNCD_PATH, "worker", "--insecure", "--coordinator=127.0.0.1:1", "--worker_id=squatted",
        "--peer_listen=127.0.0.1:0", "--join_timeout=5s", "--socket=" + socket},
       log);
   EXPECT_TRUE(worker.ok()) << worker.status();
