@@ -109,8 +109,13 @@ std::string DescribeShape(const CollectiveSpec& spec) {
   return shape;
 }
 
+std::string QuotedName(const CollectiveSpec& spec) {
+  if (spec.name.size() <= kQuotedNameBytes) return absl::StrCat("'", spec.name, "'");
+  return absl::StrCat("'", absl::string_view(spec.name).substr(0, kQuotedNameBytes), "...'");
+}
+
 std::string DescribeCollective(const CollectiveSpec& spec) {
-  return absl::StrCat("collective #", spec.sequence, " '", spec.name, "'");
+  return absl::StrCat("collective #", spec.sequence, " ", QuotedName(spec));
 }
 
 absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,

@@ -78,6 +78,11 @@ std::string DescribeShape(const CollectiveSpec& spec);
 // "collective #17 'grad/fc1'".
 std::string DescribeCollective(const CollectiveSpec& spec);
 
+// The name as messages quote it: whole up to kQuotedNameBytes, else cut and marked
+// "...", so a long name cannot crowd out the rest of an error.
+inline constexpr size_t kQuotedNameBytes = 128;
+std::string QuotedName(const CollectiveSpec& spec);
+
 // OK when the specs match; else FailedPrecondition quoting both ranks' view.
 absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,
                             int their_rank);

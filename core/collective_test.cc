@@ -138,5 +138,15 @@ TEST(CheckAgreement, QuotesBothRanks) {
               HasSubstr("ranks called different collectives"));
 }
 
+TEST(DescribeCollective, QuotesALongNameCut) {
+  CollectiveSpec spec;
+  spec.sequence = 3;
+  spec.name = "grad/fc1";
+  EXPECT_EQ(DescribeCollective(spec), "collective #3 'grad/fc1'");
+  spec.name = std::string(1000, 'g');
+  EXPECT_EQ(DescribeCollective(spec),
+            absl::StrCat("collective #3 '", std::string(kQuotedNameBytes, 'g'), "...'"));
+}
+
 }  // namespace
 }  // namespace ringsync

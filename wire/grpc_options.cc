@@ -51,8 +51,9 @@ grpc::ChannelArguments ControlChannelArguments() {
   return args;
 }
 
-void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
-  builder.SetMaxReceiveMessageSize(-1);
+void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes) {
+  builder.SetMaxReceiveMessageSize(max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(-1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
@@ -61,7 +62,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
 }
 
 absl::StatusOr<std::string> NormalizeTarget(absl::string_view address) {

@@ -14,7 +14,8 @@
 namespace ringsync {
 
 // Channel arguments for a peer (data-path) connection. Each call gets its own TCP
-// connection: separate connections measured faster than streams sharing one.
+// connection: separate connections measured faster than streams sharing one. Messages
+// sent are unbounded here; each server bounds what it receives.
 grpc::ChannelArguments PeerChannelArguments();
 
 // Channel arguments for control-plane connections (coordinator, SDK).
@@ -28,8 +29,20 @@ grpc::ChannelArguments ControlChannelArguments();
 // then waits ~3 s. Call first in main(), before any gRPC object exists.
 void UseSystemResolverUnlessConfigured();
 
-// Applies the same limits and window settings on the serving side.
-void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+// Bytes a peer message may carry beyond its segment's payload: the frame header with a
+// collective spec (a name of up to 1 KiB) or an abort reason (1 KiB).
+inline constexpr int kPeerMessageOverheadBytes = 64 << 10;
+// Bytes a collective request may carry beyond its inline tensor.
+inline constexpr int kRequestOverheadBytes = 64 << 10;
+
+// The serving side's settings: the same window settings as the channels; messages
+// larger than `max_receive_message_bytes` refused before they are read whole
+// (RESOURCE_EXHAUSTED); the port refused, not shared, when another process holds it
+// (gRPC sets SO_REUSEPORT by default: a second daemon on the same port would start
+// "fine" and take half of the connections); keepalive pings more often than every second
+// without data refused, and the connection closed after two (a flood of pings is work
+// for the server; our own channels ping every 2 s).
+void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes);
 
 // "unix:/path", "unix:///path", "host:port", "[v6]:port" are accepted; a bare path that
 // starts with '/' means a unix socket. Returns a gRPC target string.

@@ -17,7 +17,7 @@ absl::Status Invalid(const CollectiveCall& call, absl::string_view what) {
 }  // namespace
 
 std::string DescribeCall(const CollectiveCall& call) {
-  return absl::StrCat("collective '", call.spec.name, "' (", DescribeShape(call.spec), ")");
+  return absl::StrCat("collective ", QuotedName(call.spec), " (", DescribeShape(call.spec), ")");
 }
 
 absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_size) {

@@ -177,7 +177,7 @@ class FakeWorker final : public v1::Worker::Service {
     dir_ = mkdtemp(dir);
     socket_path_ = dir_ + "/worker.sock";
     grpc::ServerBuilder builder;
-    ConfigureServerBuilder(builder);
+    ConfigureServerBuilder(builder, 64 << 20);
     builder.AddListeningPort("unix:" + socket_path_, grpc::InsecureServerCredentials());
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port_);
     builder.RegisterService(this);

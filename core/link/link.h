@@ -33,6 +33,10 @@ enum class FrameKind : uint8_t {
   kAgree = 4,    // a rank's spec, passed around the ring before any data (RingExchange::Agree)
 };
 
+// An abort frame's reason is cut to this many bytes by its sender, and by its receiver
+// before anyone reads it: it ends up in error messages and log lines.
+inline constexpr size_t kMaxAbortReasonBytes = 1024;
+
 struct Frame {
   FrameKind kind = FrameKind::kSegment;
   int sender_rank = 0;
@@ -45,7 +49,7 @@ struct Frame {
   uint64_t count = 0;       // elements in the payload
   std::optional<CollectiveSpec> spec;  // on the first frame of each collective
   int abort_origin = -1;    // kAbort: the rank that gave up
-  std::string abort_reason; // kAbort: its status message
+  std::string abort_reason; // kAbort: its status message, at most kMaxAbortReasonBytes
 };
 
 struct ReceivedFrame {

@@ -222,6 +222,12 @@ absl::Status RingExchange::WatchForAbort(absl::Duration wait) {
 }
 
 absl::Status RingExchange::TakeAbortFrame(const Frame& frame) {
+  if (frame.abort_origin < 0 || frame.abort_origin >= me_.world_size) {
+    // Not from this ring: fail this collective for what it is, and forward nothing.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", me_.prev(), " sent an abort frame naming rank ", frame.abort_origin,
+        ", which is not in this ring of ", me_.world_size));
+  }
   ring_aborted_ = true;
   if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
   return absl::AbortedError(
@@ -240,7 +246,7 @@ void RingExchange::NotifyAbort(const absl::Status& cause) {
     frame.generation = me_.generation;
     frame.sequence = spec_.sequence;
     frame.abort_origin = me_.rank;
-    frame.abort_reason = std::string(cause.message());
+    frame.abort_reason = std::string(cause.message().substr(0, kMaxAbortReasonBytes));
     ring_aborted_ = true;
   }
   frame.sender_rank = me_.rank;

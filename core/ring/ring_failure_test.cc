@@ -187,5 +187,35 @@ TEST(RingFailure, ScalesOnIntegerCollectivesAreRejected) {
   }
 }
 
+TEST(RingFailure, AnAbortFrameNamingARankOutsideTheRingFailsTheCollectiveAndGoesNoFurther) {
+  MemoryRing ring(3);
+  Frame forged;
+  forged.kind = FrameKind::kAbort;
+  forged.sender_rank = 0;
+  forged.generation = 3;
+  forged.sequence = 17;
+  forged.abort_origin = 7;
+  forged.abort_reason = "blame someone";
+  ASSERT_TRUE(ring.link(0).Send(forged, {}, WaitLimit{absl::Now() + kTimeout}).ok());
+
+  CpuReducer reducer;
+  Bytes buffer = testing::RandomInput(DType::kFloat32, 64, 1, 1);
+  RingOptions options;
+  options.timeout = absl::Seconds(1);
+  const absl::Status s = RingAllReduce(RingMember{1, 3, 3}, ring.link(1), reducer, Spec(64),
+                                       absl::MakeSpan(buffer), options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("abort frame naming rank 7, which is not in this ring of 3"));
+  // Rank 1's own abort goes on to rank 2 (after its agreement frame), naming rank 1 —
+  // the forged one is not forwarded.
+  absl::StatusOr<ReceivedFrame> next;
+  do {
+    next = ring.link(2).Receive(WaitLimit{absl::Now() + kTimeout});
+    ASSERT_TRUE(next.ok()) << next.status();
+  } while (next->frame.kind != FrameKind::kAbort);
+  EXPECT_EQ(next->frame.abort_origin, 1);
+}
+
 }  // namespace
 }  // namespace ringsync

@@ -38,6 +38,10 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "coordinator: how often workers are told to send heartbeats; must be shorter than "
           "--heartbeat_timeout.");
+ABSL_FLAG(int, max_message_bytes, 1 << 20,
+          "coordinator: largest request accepted (4 KiB..64 MiB); a larger one is refused "
+          "with RESOURCE_EXHAUSTED before it is read. Workers' requests are a few hundred "
+          "bytes.");
 
 namespace ringsync {
 namespace {
@@ -62,6 +66,7 @@ absl::Status ReadOptions(CoordinatorOptions* options, std::string* http_token) {
   options->world_size = absl::GetFlag(FLAGS_world_size);
   options->heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options->heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   if (options->world_size == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--world_size is required: the number of workers in the ring, 1..",
@@ -100,16 +105,17 @@ class CoordinatorServing {
 
   CoordinatorOptions options_;
   const std::string http_token_;
-  std::unique_ptr<CoordinatorServer> server_;
   prometheus::Registry metrics_;
-  metrics::Refusals refusals_{metrics_};
+  metrics::Refusals refusals_{metrics_};  // outlives server_, which counts in it
+  std::unique_ptr<CoordinatorServer> server_;
   std::optional<metrics::ProcessCollector> process_metrics_;
   std::optional<CoordinatorCollector> coordinator_metrics_;  // reads server_
   std::unique_ptr<HttpEndpoint> http_;
 };
 
 int CoordinatorServing::Start() {
-  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(options_);
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(options_);
   if (!server.ok()) return StartFailed(kFailed, server.status().message());
   server_ = std::move(*server);
   if (const int failed = StartHttpEndpoint(); failed != kServing) return failed;

@@ -23,10 +23,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   auto server = absl::WrapUnique(new CoordinatorServer());
   server->service_ = std::make_unique<CoordinatorService>(options);
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
-  // gRPC sets SO_REUSEPORT by default: a second coordinator on the same port would then
-  // start "fine" and take half of the joins. Refuse the port instead.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ConfigureServerBuilder(builder, options.max_message_bytes);
   ListeningPort port;
   port.Add(builder, *target, options.security.ServerCredentials(options.refusals));
   builder.RegisterService(server->service_.get());

@@ -2,6 +2,9 @@
 // CoordinatorServer on 127.0.0.1:0, real stubs, real streams.
 #include "daemon/coordinator/coordinator_server.h"
 
+#include "daemon/metrics/refusals.h"
+#include "prometheus/registry.h"
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -91,6 +94,9 @@ class CoordinatorServerTest : public ::testing::Test {
     options.world_size = world_size;
     options.heartbeat_timeout = heartbeat_timeout;
     options.heartbeat_interval = heartbeat_interval;
+    options.refusals = [this](absl::string_view reason, absl::string_view detail) {
+      refusals_.Refuse(reason, detail);
+    };
     absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -147,6 +153,8 @@ class CoordinatorServerTest : public ::testing::Test {
     return watches;
   }
 
+  prometheus::Registry metrics_;
+  metrics::Refusals refusals_{metrics_};
   std::unique_ptr<CoordinatorServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
@@ -191,6 +199,27 @@ TEST_F(CoordinatorServerTest, RefusalsKeepTheirStatusCodesOverTheWire) {
   const grpc::Status full = Join("w2");
   EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(full.error_message(), HasSubstr("ring is full"));
+}
+
+TEST_F(CoordinatorServerTest, ARequestLargerThanTheLimitIsRefusedUnreadAndServiceGoesOn) {
+  Start(2);
+  v1::JoinRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  request.set_worker_id(std::string(2 << 20, 'w'));  // over the default 1 MiB
+  request.set_peer_address("127.0.0.1:7500");
+  v1::JoinResponse response;
+  const grpc::Status status = stub_->Join(NewContext().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_TRUE(Join("w0").ok());
+}
+
+TEST_F(CoordinatorServerTest, RefusedCallsAreCountedEachAndLoggedAtMostOncePerSecond) {
+  Start(1);
+  ASSERT_TRUE(Join("w0").ok());
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(Join(absl::StrCat("extra", i)).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  EXPECT_EQ(refusals_.Count("join"), 200u);
 }
 
 TEST_F(CoordinatorServerTest, WatchRingSendsTheCurrentViewAtOnceThenTheFormedViewToAllFour) {

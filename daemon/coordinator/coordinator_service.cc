@@ -61,6 +61,11 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options) {
         absl::FormatDuration(options.heartbeat_timeout),
         " (a few intervals per timeout, e.g. 1s and 5s)"));
   }
+  if (options.max_message_bytes < (4 << 10) || options.max_message_bytes > (64 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_bytes=", options.max_message_bytes, " is out of range: 4096..",
+        64 << 20, " (the default, 1 MiB, is plenty for any worker)"));
+  }
   if (absl::StatusOr<std::string> target = NormalizeTarget(options.listen); !target.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--listen: ", target.status().message()));
@@ -199,6 +204,14 @@ void CoordinatorService::BeginShutdown() {
   if (expiry.joinable()) expiry.join();
 }
 
+void CoordinatorService::Refuse(absl::string_view reason, absl::string_view detail) {
+  if (options_.refusals) {
+    options_.refusals(reason, detail);
+  } else {
+    own_refusals_.Refuse(reason, detail);
+  }
+}
+
 grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* context,
                                                    const v1::JoinRequest* request,
                                                    v1::JoinResponse* response) {
@@ -216,9 +229,7 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   if (absl::Status s = CheckClaimedWorker(IdentityOf(auth), request.worker_id(),
                                           options_.security.tls());
       !s.ok()) {
-    if (options_.refusals) {
-      options_.refusals("join_identity_mismatch", absl::StrCat("Join from ", peer, ": ", s.message()));
-    }
+    Refuse("join_identity_mismatch", absl::StrCat("Join from ", peer, ": ", s.message()));
     return ToGrpc(s);
   }
   if (request.protocol_version() != kProtocolVersion) {
@@ -227,7 +238,7 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
         ProtocolName(request.protocol_version()), " but this coordinator speaks ",
         ProtocolName(kProtocolVersion),
         "; run the same ringsyncd release on the coordinator and every worker");
-    spdlog::warn("refused Join from {}: {}", peer, message);
+    Refuse("join_protocol", absl::StrCat("Join from ", peer, ": ", message));
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, message);
   }
   absl::MutexLock lock(&mu_);
@@ -237,8 +248,8 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   absl::StatusOr<uint64_t> token = membership_.Join(info, MonotonicNow());
   ProcessEventsLocked();
   if (!token.ok()) {
-    spdlog::warn("refused Join of worker '{}' from {}: {}", shown_id, peer,
-                 std::string(token.status().message()));
+    Refuse("join", absl::StrCat("Join of worker '", shown_id, "' from ", peer, ": ",
+                                          token.status().message()));
     return ToGrpc(token.status());
   }
   response->set_world_size(static_cast<uint32_t>(options_.world_size));
@@ -259,9 +270,9 @@ grpc::ServerWriteReactor<v1::RingView>* CoordinatorService::WatchRing(
       request->worker_id(), request->session_token(), MonotonicNow());
   ProcessEventsLocked();
   if (!session.ok()) {
-    spdlog::warn("refused WatchRing of worker '{}' from {}: {}",
-                 SanitizeText(request->worker_id(), kMaxWorkerIdBytes), context->peer(),
-                 std::string(session.message()));
+    Refuse("watch", absl::StrCat("WatchRing of worker '",
+                                           SanitizeText(request->worker_id(), kMaxWorkerIdBytes),
+                                           "' from ", context->peer(), ": ", session.message()));
     watcher->End(ToGrpc(session));
     return watcher;
   }
@@ -296,9 +307,10 @@ grpc::Status CoordinatorService::DoHeartbeat(const v1::HeartbeatRequest& request
   absl::StatusOr<uint64_t> generation = membership_.Heartbeat(report, MonotonicNow());
   ProcessEventsLocked();
   if (!generation.ok()) {
-    spdlog::warn("refused Heartbeat of worker '{}': {}",
-                 SanitizeText(request.worker_id(), kMaxWorkerIdBytes),
-                 std::string(generation.status().message()));
+    Refuse("heartbeat",
+                     absl::StrCat("Heartbeat of worker '",
+                                  SanitizeText(request.worker_id(), kMaxWorkerIdBytes),
+                                  "': ", generation.status().message()));
     return ToGrpc(generation.status());
   }
   response->set_current_generation(*generation);
@@ -321,9 +333,9 @@ grpc::Status CoordinatorService::DoLeave(const v1::LeaveRequest& request,
                                                 request.reason(), MonotonicNow());
   ProcessEventsLocked();
   if (!status.ok()) {
-    spdlog::warn("refused Leave of worker '{}' from {}: {}",
-                 SanitizeText(request.worker_id(), kMaxWorkerIdBytes), peer,
-                 std::string(status.message()));
+    Refuse("leave", absl::StrCat("Leave of worker '",
+                                           SanitizeText(request.worker_id(), kMaxWorkerIdBytes),
+                                           "' from ", peer, ": ", status.message()));
   }
   return ToGrpc(status);
 }

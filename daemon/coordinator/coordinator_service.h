@@ -21,6 +21,8 @@
 #include "absl/time/time.h"
 #include "daemon/coordinator/membership.h"
 #include "wire/security/transport_security.h"
+#include "daemon/metrics/refusals.h"
+#include "prometheus/registry.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
 
 namespace ringsync {
@@ -34,6 +36,7 @@ struct CoordinatorOptions {
   // only from a certificate that names W (wire/security/peer_identity.h).
   TransportSecurity security;
   RefusalReporter refusals;  // hears of refused callers; null: not reported
+  int max_message_bytes = 1 << 20;  // larger requests are refused unread; 4 KiB..64 MiB
 };
 
 // InvalidArgument naming the flag when an option is out of range.
@@ -44,6 +47,8 @@ void ToProto(const View& view, v1::RingView* out);
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
+  // Refused calls are reported to options.refusals; when it is null, counted and logged
+  // (rate-limited) by the service's own metrics::Refusals, which nobody scrapes.
   // REQUIRES: ValidateCoordinatorOptions(options).ok().
   explicit CoordinatorService(const CoordinatorOptions& options);
   // REQUIRES: BeginShutdown() was called and the grpc::Server is shut down.
@@ -88,8 +93,11 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Unregister(WatchReactor* watcher) ABSL_LOCKS_EXCLUDED(mu_);
   void ExpiryLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Refuse(absl::string_view reason, absl::string_view detail);
 
   const CoordinatorOptions options_;
+  prometheus::Registry own_metrics_;
+  metrics::Refusals own_refusals_{own_metrics_};
   absl::Mutex mu_;
   Membership membership_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<WatchReactor*> watchers_ ABSL_GUARDED_BY(mu_);

@@ -15,14 +15,14 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   const std::string& address = epoch.peer_addresses[next];
   const RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
                                   worker_id_, security_};
-  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(epoch.me.generation);
-  if (!inbox.ok()) return inbox.status();
-  // From now on only the left neighbour the view names may feed the inbox; a stream
-  // that claimed the place before the view was known is ended and its frames dropped.
   const int prev = epoch.me.prev();
-  if (prev < static_cast<int>(epoch.worker_ids.size())) {
-    (*inbox)->ExpectSender(prev, epoch.worker_ids[prev]);
+  if (prev >= static_cast<int>(epoch.worker_ids.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("generation ", epoch.me.generation, " has no worker id for rank ", prev));
   }
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
+      epoch.me.generation, ExpectedSender{prev, epoch.worker_ids[prev]});
+  if (!inbox.ok()) return inbox.status();
   absl::StatusOr<std::unique_ptr<GrpcLink>> link =
       ConnectRingLink(epoch.me, neighbours, *std::move(inbox), limit);
   if (!link.ok()) return link.status();

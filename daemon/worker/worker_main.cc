@@ -63,6 +63,10 @@ ABSL_FLAG(absl::Duration, client_sequence_gap_timeout, absl::Seconds(10),
           "worker: how long a queued collective waits for an earlier one (client_sequence) "
           "its client has not sent before it fails, releasing its tensor, rather than "
           "waiting out its own deadline.");
+ABSL_FLAG(int64_t, max_inline_bytes, 64 << 20,
+          "worker: largest tensor a request may carry inline (over --client_listen, or below "
+          "the SDK's shared-memory threshold), 1 KiB..1 GiB; a larger request is refused with "
+          "RESOURCE_EXHAUSTED before it is read.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "worker: default deadline of one collective, from the request to its result, when "
           "the client sets none.");
@@ -121,6 +125,10 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   config.security = *std::move(security);
   if (absl::GetFlag(FLAGS_segment_bytes) < 64 || absl::GetFlag(FLAGS_segment_bytes) > (64 << 20)) {
     return absl::InvalidArgumentError("--segment_bytes must be between 64 and 64 MiB");
+  }
+  if (absl::GetFlag(FLAGS_max_inline_bytes) < (1 << 10) ||
+      absl::GetFlag(FLAGS_max_inline_bytes) > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--max_inline_bytes must be between 1 KiB and 1 GiB");
   }
   if (absl::GetFlag(FLAGS_client_reattach_grace) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--client_reattach_grace must not be negative");
@@ -238,7 +246,9 @@ int WorkerServing::StartPeerServer() {
     return StartFailed(kBadFlags, absl::StrCat("--peer_listen: ", target.status().message()));
   }
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
+  // A frame is one segment and its header: nothing larger is read from a peer.
+  ConfigureServerBuilder(builder, static_cast<int>(absl::GetFlag(FLAGS_segment_bytes)) +
+                                      kPeerMessageOverheadBytes);
   ListeningPort port;
   port.Add(builder, *target, parts_.config.security.transport.ServerCredentials(ReporterOf(parts_.refusals)));
   builder.RegisterService(&parts_.peer_service);
@@ -263,7 +273,8 @@ int WorkerServing::StartClientServer() {
   if (!socket.ok()) return StartFailed(kFailed, socket.status().message());
   socket_ = *std::move(socket);
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
+  ConfigureServerBuilder(builder, static_cast<int>(absl::GetFlag(FLAGS_max_inline_bytes)) +
+                                      kRequestOverheadBytes);
   ListeningPort tcp_port;
   const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
   if (!client_listen.empty()) {
@@ -351,7 +362,7 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   prometheus::Registry metrics;
   metrics::Refusals refusals(metrics);  // ringsync_refused_total: every refused caller
   const RefusalReporter report_refusal = ReporterOf(refusals);
-  InboxRegistry registry(/*inbox_capacity=*/4);
+  InboxRegistry registry(/*inbox_capacity=*/4, report_refusal);
   PeerService peer_service(registry, HelloPolicy{config.security.transport.tls(), report_refusal});
   GrpcLinkFactory links(config.worker_id, registry, config.security.transport);
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));

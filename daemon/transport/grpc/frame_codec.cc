@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/logging/sanitized_text.h"
 #include "wire/proto_convert.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -182,7 +183,8 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
   frame.offset = header.offset();
   frame.count = header.count();
   frame.abort_origin = header.abort_origin();
-  frame.abort_reason = header.abort_reason();
+  // A peer's words reach error messages and logs: one line, bounded.
+  frame.abort_reason = SanitizeText(header.abort_reason(), kMaxAbortReasonBytes);
   if (header.has_spec()) {
     absl::StatusOr<CollectiveSpec> spec = FromProto(header.spec());
     if (!spec.ok()) return Malformed(spec.status().message());

@@ -139,5 +139,18 @@ TEST(FrameCodec, HelloRoundTrips) {
   EXPECT_EQ(decoded->hello.worker_id, "w3");
 }
 
+TEST(FrameCodec, AnAbortReasonArrivesAsOneBoundedLine) {
+  Frame abort;
+  abort.kind = FrameKind::kAbort;
+  abort.abort_origin = 1;
+  abort.abort_reason = "line one\nFAKE LOG LINE: rank 3 is evil" + std::string(5000, 'x');
+  absl::StatusOr<DecodedMessage> decoded = DecodeMessage(EncodeFrame(abort, {}, nullptr));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const std::string& reason = decoded->frame.frame.abort_reason;
+  EXPECT_THAT(reason, ::testing::StartsWith("line one FAKE LOG LINE"));
+  EXPECT_EQ(reason.find('\n'), std::string::npos);
+  EXPECT_EQ(reason.size(), kMaxAbortReasonBytes + 3);  // cut, and "..." says so
+}
+
 }  // namespace
 }  // namespace ringsync

@@ -1,5 +1,6 @@
 #include "daemon/transport/grpc/inbound_stream.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
@@ -100,20 +101,36 @@ void InboundStream::OnReadDone(bool ok) {
     Fail(absl::InvalidArgumentError("a second hello on an open ring stream"));
     return;
   }
-  if (inbox_->Push(std::move(message->frame))) ops_->ResumeReading();
+  absl::StatusOr<bool> room = inbox_->Push(std::move(message->frame), !frame_received_);
+  frame_received_ = true;
+  if (!room.ok()) {
+    if (policy_.refusals) {
+      policy_.refusals("frame_out_of_sequence",
+                       absl::StrCat(room.status().message(), " (from ", peer_, ")"));
+    }
+    Fail(room.status());
+    return;
+  }
+  if (*room) ops_->ResumeReading();
 }
 
 void InboundStream::AcceptHello(const PeerHello& hello) {
-  sender_ = absl::StrCat("rank ", hello.sender_rank, " (worker ", hello.worker_id, ")");
+  // The worker id comes from the network: quoted escaped and cut.
+  sender_ = absl::StrCat("rank ", hello.sender_rank, " (worker ",
+                         absl::CHexEscape(absl::string_view(hello.worker_id).substr(0, 64)), ")");
   // A hijack: a caller with a valid certificate for one worker claims to be another.
   if (absl::Status s = CheckClaimedWorker(identity_, hello.worker_id, policy_.require_certificates);
       !s.ok()) {
     Refuse("peer_hello_identity_mismatch", s);
     return;
   }
-  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Get(hello.generation);
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.ForHello(hello.generation);
   if (!inbox.ok()) {
-    ops_->EndStream(inbox.status());
+    if (absl::IsResourceExhausted(inbox.status())) {
+      Refuse("generation_ahead", inbox.status());
+    } else {
+      ops_->EndStream(inbox.status());
+    }
     return;
   }
   if (absl::Status s = (*inbox)->Attach(ops_, hello.sender_rank, hello.worker_id); !s.ok()) {

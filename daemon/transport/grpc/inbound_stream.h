@@ -84,6 +84,7 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // Touched by OnReadDone only: gRPC runs one reaction of a kind at a time.
   std::shared_ptr<PeerInbox> inbox_;  // set once the hello is accepted
   std::string sender_;                // "rank 2 (worker w2)"
+  bool frame_received_ = false;       // a frame came after the hello
 };
 
 }  // namespace ringsync

@@ -9,17 +9,54 @@ namespace ringsync {
 PeerInbox::PeerInbox(uint64_t generation, size_t capacity)
     : generation_(generation), capacity_(std::max<size_t>(1, capacity)) {}
 
+namespace {
+
+// The worker id of a hello comes from the network: quoted escaped and cut.
+std::string Named(int rank, absl::string_view worker_id) {
+  return absl::StrCat("rank ", rank, " (worker ", absl::CHexEscape(worker_id.substr(0, 64)), ")");
+}
+
+}  // namespace
+
+absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
+  std::shared_ptr<InboxFeeder> impostor;
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    expected_ = sender;
+    if (!ever_attached_ || (sender_rank_ == sender.rank && sender_worker_ == sender.worker_id)) {
+      return absl::OkStatus();
+    }
+    refused = absl::PermissionDeniedError(absl::StrCat(
+        "the ring stream from ", Named(sender_rank_, sender_worker_), " for generation ",
+        generation_, " was opened before this worker knew the view, which names ",
+        Named(sender.rank, sender.worker_id), " as its left neighbour"));
+    impostor = std::move(feeder_);
+    ever_attached_ = false;
+    sender_rank_ = -1;
+    sender_worker_.clear();
+    queue_.clear();  // never deliver its frames
+    fence_ = SequenceFence();
+    newest_aborted_ = 0;  // nor believe its aborts
+    reading_paused_ = false;
+    stream_end_ = refused;
+  }
+  if (impostor != nullptr) impostor->EndStream(refused);
+  return refused;
+}
+
 absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank,
                                const std::string& sender_worker) {
   std::shared_ptr<InboxFeeder> replaced;
   {
     absl::MutexLock lock(&mu_);
     if (!closed_.ok()) return closed_;
-    if (expected_rank_ >= 0 && (sender_rank != expected_rank_ || sender_worker != expected_worker_)) {
+    if (expected_.has_value() &&
+        (sender_rank != expected_->rank || sender_worker != expected_->worker_id)) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "generation ", generation_, ": a hello from rank ", sender_rank, " (worker '",
-          absl::CHexEscape(sender_worker.substr(0, 64)), "'), but the ring view names rank ", expected_rank_, " (worker ",
-          expected_worker_, ") as this rank's left neighbour"));
+          "a ring stream from ", Named(sender_rank, sender_worker), " for generation ",
+          generation_, ", whose view names ", Named(expected_->rank, expected_->worker_id),
+          " as this worker's left neighbour"));
     }
     if (ever_attached_ && sender_rank != sender_rank_) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -37,31 +74,6 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
   return absl::OkStatus();
 }
 
-bool PeerInbox::ExpectSender(int rank, const std::string& worker) {
-  std::shared_ptr<InboxFeeder> impostor;
-  absl::Status why;
-  {
-    absl::MutexLock lock(&mu_);
-    expected_rank_ = rank;
-    expected_worker_ = worker;
-    if (!ever_attached_ || (sender_rank_ == rank && sender_worker_ == worker)) return false;
-    why = absl::PermissionDeniedError(absl::StrCat(
-        "generation ", generation_, ": the ring view names rank ", rank, " (worker ", worker,
-        ") as this rank's left neighbour, not rank ", sender_rank_, " (worker '",
-        absl::CHexEscape(sender_worker_.substr(0, 64)), "')"));
-    impostor = std::exchange(feeder_, nullptr);
-    queue_.clear();  // never deliver its frames
-    reading_paused_ = false;
-    newest_aborted_ = 0;  // nor believe its aborts
-    ever_attached_ = false;
-    sender_rank_ = -1;
-    sender_worker_.clear();
-    stream_end_ = why;
-  }
-  if (impostor != nullptr) impostor->EndStream(why);
-  return true;
-}
-
 void PeerInbox::Detach(const InboxFeeder* feeder, const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   if (feeder_.get() != feeder) return;  // an older stream, already replaced
@@ -75,8 +87,13 @@ absl::Status PeerInbox::Explain(const absl::Status& waited) const {
                                                   "; waiting for it to reconnect)"));
 }
 
-bool PeerInbox::Push(ReceivedFrame frame) {
+absl::StatusOr<bool> PeerInbox::Push(ReceivedFrame frame, bool first_on_stream) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = fence_.Admit(frame.frame.sequence, first_on_stream); !s.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "ring stream from ", Named(sender_rank_, sender_worker_), " for generation ",
+        generation_, ": ", s.message()));
+  }
   if (frame.frame.kind == FrameKind::kAbort) {
     newest_aborted_ = std::max(newest_aborted_, frame.frame.sequence);
   }
@@ -162,7 +179,7 @@ bool PeerInbox::attached() const {
 
 std::string PeerInbox::sender_description() const {
   absl::MutexLock lock(&mu_);
-  return absl::StrCat("rank ", sender_rank_, " (worker ", sender_worker_, ")");
+  return Named(sender_rank_, sender_worker_);
 }
 
 }  // namespace ringsync

@@ -1,6 +1,10 @@
 // PeerInbox: the receiving end of one generation's ring edge. The gRPC reactor of the
 // incoming peer stream pushes decoded frames in; the ring algorithm pops them out.
 //
+// Fencing: once the worker knows the generation's view, the inbox accepts a stream only
+// from the sender the view names as this rank's left neighbour (rank and worker id), and
+// frames only in sequence order (SequenceFence).
+//
 // Back-pressure: the inbox holds at most `capacity` frames. When it is full the reactor
 // stops reading, so HTTP/2 flow control stalls the sender; a Pop that makes room
 // resumes reading. Together with the stream window this bounds the bytes in flight.
@@ -12,12 +16,14 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/link/link.h"
+#include "daemon/transport/grpc/sequence_fence.h"
 
 namespace ringsync {
 
@@ -32,29 +38,38 @@ class InboxFeeder {
   virtual void EndStream(const absl::Status& status) = 0;
 };
 
+// Who a generation's view names as this worker's left neighbour.
+struct ExpectedSender {
+  int rank = -1;
+  std::string worker_id;
+};
+
 class PeerInbox {
  public:
   PeerInbox(uint64_t generation, size_t capacity);
 
   uint64_t generation() const { return generation_; }
 
+  // The view is known: from now on only `sender` may feed this inbox. A stream attached
+  // before (opened ahead by a neighbour that learned the view first) from anyone else is
+  // ended; then PermissionDenied says who it was.
+  absl::Status Expect(const ExpectedSender& sender);
+
   // The stream that feeds this inbox announced itself. A new stream from the same
-  // sender replaces its previous one (the sender gave it up and reconnected). Once the
-  // ring view is known (ExpectSender) only the sender it names is accepted; before, a
-  // stream from another rank is refused.
+  // sender replaces its previous one (the sender gave it up and reconnected); a stream
+  // from another rank, or from other than the expected sender, is refused
+  // (PermissionDenied when the view names someone else).
   absl::Status Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank,
                       const std::string& sender_worker);
-  // The ring view names rank `rank`, worker `worker`, as this inbox's sender. A stream
-  // attached from anyone else is ended (PermissionDenied) and its frames dropped, so
-  // only the left neighbour's frames are ever popped. Returns whether one was ended.
-  bool ExpectSender(int rank, const std::string& worker);
   // The feeding stream `feeder` is gone. Frames already queued are still delivered, and
   // receivers wait (within their limits) for the sender to reconnect.
   void Detach(const InboxFeeder* feeder, const absl::Status& why);
 
-  // Called by the feeder for each frame; returns whether there is room for another
-  // (if not, the feeder waits for ResumeReading).
-  bool Push(ReceivedFrame frame);
+  // Called by the feeder for each frame, `first_on_stream` for the first after its hello;
+  // returns whether there is room for another (if not, the feeder waits for
+  // ResumeReading). A frame out of sequence order is refused (PermissionDenied) and not
+  // queued; the feeder should end its stream.
+  absl::StatusOr<bool> Push(ReceivedFrame frame, bool first_on_stream);
 
   // The next frame, in arrival order. After Close, frames already queued are still
   // delivered, then the closing status.
@@ -91,9 +106,9 @@ class PeerInbox {
   bool ever_attached_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   int sender_rank_ ABSL_GUARDED_BY(mu_) = -1;
-  int expected_rank_ ABSL_GUARDED_BY(mu_) = -1;  // -1 until ExpectSender
-  std::string expected_worker_ ABSL_GUARDED_BY(mu_);
   std::string sender_worker_ ABSL_GUARDED_BY(mu_);
+  std::optional<ExpectedSender> expected_ ABSL_GUARDED_BY(mu_);
+  SequenceFence fence_ ABSL_GUARDED_BY(mu_);
   uint64_t newest_aborted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come
   absl::Status stream_end_ ABSL_GUARDED_BY(mu_);  // why the last stream ended, while none is attached

@@ -6,16 +6,68 @@
 
 namespace ringsync {
 
-absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::Get(uint64_t generation) {
-  absl::MutexLock lock(&mu_);
-  if (generation < retired_below_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "generation ", generation, " is over; this worker is at generation ", retired_below_,
-        " or later"));
+absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::RefuseRetired(
+    uint64_t generation) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "generation ", generation, " is over; this worker is at generation ", retired_below_,
+      " or later"));
+}
+
+absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::Expect(uint64_t generation,
+                                                                 const ExpectedSender& sender) {
+  std::shared_ptr<PeerInbox> inbox;
+  std::shared_ptr<PeerInbox> ahead_dropped;
+  std::shared_ptr<PeerInbox> superseded;
+  {
+    absl::MutexLock lock(&mu_);
+    if (generation < retired_below_) return RefuseRetired(generation);
+    if (expected_ != nullptr && generation < expected_generation_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "generation ", generation, " is over; this worker is at generation ",
+          expected_generation_));
+    }
+    if (expected_ != nullptr && expected_generation_ == generation) {
+      inbox = expected_;
+    } else if (ahead_ != nullptr && ahead_->generation() == generation) {
+      inbox = std::exchange(ahead_, nullptr);
+    } else {
+      inbox = std::make_shared<PeerInbox>(generation, inbox_capacity_);
+    }
+    ahead_dropped = std::exchange(ahead_, nullptr);
+    if (expected_ != inbox) superseded = std::exchange(expected_, inbox);
+    expected_generation_ = generation;
   }
-  std::shared_ptr<PeerInbox>& inbox = inboxes_[generation];
-  if (inbox == nullptr) inbox = std::make_shared<PeerInbox>(generation, inbox_capacity_);
+  const absl::Status over = absl::AbortedError(
+      absl::StrCat("this worker's view is generation ", generation));
+  if (ahead_dropped != nullptr) {
+    ahead_dropped->Close(absl::AbortedError(absl::StrCat(
+        "generation ", ahead_dropped->generation(), " was opened ahead, but ", over.message())));
+  }
+  if (superseded != nullptr) superseded->Close(over);
+  if (absl::Status s = inbox->Expect(sender); !s.ok() && refusals_) {
+    refusals_("peer_hello_not_in_view", s.message());
+  }
   return inbox;
+}
+
+absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::ForHello(uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (generation < retired_below_) return RefuseRetired(generation);
+  if (expected_ != nullptr && generation == expected_generation_) return expected_;
+  if (expected_ != nullptr && generation < expected_generation_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "generation ", generation, " is over; this worker is at generation ",
+        expected_generation_));
+  }
+  if (ahead_ == nullptr) {
+    ahead_ = std::make_shared<PeerInbox>(generation, inbox_capacity_);
+  } else if (ahead_->generation() != generation) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a ring stream of generation ", generation, " while one of generation ",
+        ahead_->generation(), " is already open ahead of this worker's view (generation ",
+        expected_generation_, "); one generation ahead at most"));
+  }
+  return ahead_;
 }
 
 void InboxRegistry::RetireBefore(uint64_t generation, const absl::Status& why) {
@@ -23,9 +75,11 @@ void InboxRegistry::RetireBefore(uint64_t generation, const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     retired_below_ = std::max(retired_below_, generation);
-    for (auto it = inboxes_.begin(); it != inboxes_.end() && it->first < generation;) {
-      retired.push_back(std::move(it->second));
-      it = inboxes_.erase(it);
+    if (expected_ != nullptr && expected_generation_ < generation) {
+      retired.push_back(std::exchange(expected_, nullptr));
+    }
+    if (ahead_ != nullptr && ahead_->generation() < generation) {
+      retired.push_back(std::exchange(ahead_, nullptr));
     }
   }
   for (const auto& inbox : retired) inbox->Close(why);

@@ -3,8 +3,12 @@
 // stream's generation.
 //
 // A stream may arrive before this worker has learned the generation it names (the
-// sender heard of the new ring view first), so inboxes are created on first use by
-// either side; generations older than the newest retired one are refused.
+// sender heard of the new ring view first), so an inbox may be opened ahead — for one
+// generation at most, newer than every generation this worker knows; when the worker
+// learns its view (Expect), an inbox opened ahead for another generation is dropped and
+// the expected one accepts only the neighbour the view names. Generations older than the
+// newest retired one are refused. So a worker holds at most two inboxes, whatever peers
+// send.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +27,21 @@ namespace ringsync {
 // Thread-safety: all methods are safe from any thread.
 class InboxRegistry {
  public:
-  explicit InboxRegistry(size_t inbox_capacity) : inbox_capacity_(inbox_capacity) {}
+  // A stream ended because the view names another sender is reported to `refusals`
+  // (null: not reported).
+  explicit InboxRegistry(size_t inbox_capacity, RefusalReporter refusals = nullptr)
+      : inbox_capacity_(inbox_capacity), refusals_(std::move(refusals)) {}
 
-  // The inbox of `generation`, created on first use. FailedPrecondition for a retired one.
-  absl::StatusOr<std::shared_ptr<PeerInbox>> Get(uint64_t generation);
+  // The inbox of `generation` for this worker's own link, whose view names `sender` as
+  // the left neighbour (see PeerInbox::Expect). Drops an inbox opened ahead for another
+  // generation. FailedPrecondition for a retired generation.
+  absl::StatusOr<std::shared_ptr<PeerInbox>> Expect(uint64_t generation,
+                                                    const ExpectedSender& sender);
+
+  // The inbox a hello of `generation` attaches to: the expected one, or the one opened
+  // ahead. FailedPrecondition for a retired generation, ResourceExhausted when another
+  // generation is already open ahead.
+  absl::StatusOr<std::shared_ptr<PeerInbox>> ForHello(uint64_t generation);
 
   // Closes and forgets every inbox of a generation below `generation`; refuses them from now on.
   void RetireBefore(uint64_t generation, const absl::Status& why);
@@ -35,10 +50,17 @@ class InboxRegistry {
   void CloseAll(const absl::Status& why);
 
  private:
+  absl::StatusOr<std::shared_ptr<PeerInbox>> RefuseRetired(uint64_t generation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const size_t inbox_capacity_;
+  const RefusalReporter refusals_;
   absl::Mutex mu_;
-  std::map<uint64_t, std::shared_ptr<PeerInbox>> inboxes_ ABSL_GUARDED_BY(mu_);
   uint64_t retired_below_ ABSL_GUARDED_BY(mu_) = 0;
+  // The generation this worker's own link is in (Expect), and an inbox opened ahead.
+  uint64_t expected_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<PeerInbox> expected_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PeerInbox> ahead_ ABSL_GUARDED_BY(mu_);
 };
 
 // Who may open a ring stream, besides what the inbox's ring view says.

@@ -34,8 +34,10 @@ class GrpcTestRing {
       const int next = (r + 1) % n_;
       RingNeighbours neighbours{servers_[static_cast<size_t>(next)]->address,
                                 absl::StrCat("rank ", next), absl::StrCat("w", r)};
+      const int prev = (r + n_ - 1) % n_;
       absl::StatusOr<std::shared_ptr<PeerInbox>> inbox =
-          servers_[static_cast<size_t>(r)]->registry.Get(generation);
+          servers_[static_cast<size_t>(r)]->registry.Expect(
+              generation, ExpectedSender{prev, absl::StrCat("w", prev)});
       if (!inbox.ok()) return inbox.status();
       absl::StatusOr<std::unique_ptr<GrpcLink>> link =
           ConnectRingLink(member(r), neighbours, *inbox, {absl::Now() + timeout});

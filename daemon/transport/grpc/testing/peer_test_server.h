@@ -8,20 +8,27 @@
 
 #include "absl/status/status.h"
 #include "wire/grpc_options.h"
+#include "daemon/metrics/refusals.h"
 #include "daemon/transport/grpc/peer_service.h"
+#include "prometheus/registry.h"
 #include "grpcpp/grpcpp.h"
 
 namespace ringsync::testing {
 
 struct PeerTestServer {
-  InboxRegistry registry{4};
-  PeerService service{registry};
+  prometheus::Registry metrics;
+  metrics::Refusals refusals{metrics};
+  RefusalReporter report_refusal = [this](absl::string_view reason, absl::string_view detail) {
+    refusals.Refuse(reason, detail);
+  };
+  InboxRegistry registry{4, report_refusal};
+  PeerService service{registry, HelloPolicy{false, report_refusal}};
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port peers dial
 
   PeerTestServer() {
     grpc::ServerBuilder builder;
-    ConfigureServerBuilder(builder);
+    ConfigureServerBuilder(builder, (1 << 20) + kPeerMessageOverheadBytes);
     ListeningPort port;
     port.Add(builder, "127.0.0.1:0");
     builder.RegisterService(&service);
