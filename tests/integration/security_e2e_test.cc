@@ -158,7 +158,7 @@ TEST(Security, ARoguePeerHelloClaimingAnotherRankIsRefusedAndTheRingStaysCorrect
       target, PeerHello{2, 1, "w2"}, "w1", limit, rogue_security("worker-w2"));
   ASSERT_FALSE(wrong_rank.ok());
   EXPECT_THAT(wrong_rank.status().message(),
-              HasSubstr("the ring view names rank 0 (worker w0) as this rank's left neighbour"));
+              HasSubstr("whose view names rank 0 (worker w0) as this worker's left neighbour"));
 
   const std::string w1_log = cluster->Log("w1");
   EXPECT_THAT(w1_log, HasSubstr("refused (peer_hello_identity_mismatch)"));
