@@ -148,6 +148,7 @@ bool ClientCore::ready() const {
 
 CollectiveHandle ClientCore::Start(CollectiveCall call) {
   int world_size = 0;
+  uint64_t max_inline_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
     if (detached_.has_value()) {
@@ -157,6 +158,7 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
           "); the worker has dropped this client's collectives: connect a new Client")));
     }
     world_size = info_.world_size();
+    max_inline_bytes = info_.max_inline_bytes();
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
   if (!bytes.ok()) {
@@ -164,8 +166,19 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
     return PendingCollective::Completed(bytes.status());
   }
   // (A collective without data names none either way: PrepareData.)
+  const bool too_large_inline = max_inline_bytes > 0 && bytes->input > max_inline_bytes;
   const bool use_shared_memory =
-      target_.is_unix() && bytes->output >= options_.shared_memory_threshold_bytes;
+      target_.is_unix() && (bytes->output >= options_.shared_memory_threshold_bytes ||
+                            too_large_inline);
+  if (too_large_inline && !use_shared_memory) {
+    // The worker's gRPC would refuse it unread, and the other ranks would wait for it.
+    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+        DescribeCall(call), " carries ", bytes->input, " bytes, more than the worker takes "
+        "inline over TCP (its --max_inline_bytes=", max_inline_bytes, "); connect through "
+        "the worker's unix socket (shared memory) or raise --max_inline_bytes"));
+    TellRingOfRefusal(call, refused);
+    return PendingCollective::Completed(refused);
+  }
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   EncodeRequest(pending->call(), pending->request());
   pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);

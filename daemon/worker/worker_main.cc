@@ -352,6 +352,7 @@ WorkerServiceOptions ServiceOptions(const WorkerConfig& config, const Reducer& r
   options.reduce_device = reducer.name();
   options.shm_dir = absl::GetFlag(FLAGS_shm_dir);
   options.default_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  options.max_inline_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_inline_bytes));
   return options;
 }
 

@@ -142,6 +142,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_ready(status.ready);
   info->set_reduce_device(options_.reduce_device);
   info->set_protocol_version(kProtocolVersion);
+  info->set_max_inline_bytes(options_.max_inline_bytes);
 }
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,

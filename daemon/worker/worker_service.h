@@ -31,6 +31,7 @@ struct WorkerServiceOptions {
   std::string reduce_device;  // the reducer's name, reported to clients
   std::string shm_dir = "/dev/shm";
   absl::Duration default_timeout = absl::Seconds(60);
+  uint64_t max_inline_bytes = 0;  // told to clients in WorkerInfo
 };
 
 using WorkerServiceBase = v1::Worker::WithCallbackMethod_AllReduce<

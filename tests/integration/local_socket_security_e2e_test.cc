@@ -269,6 +269,42 @@ TEST(LocalSocket, SharedMemoryTensorsAreRefusedOverTcp) {
   std::filesystem::remove(file);
 }
 
+TEST(LocalSocket, ATensorOverTheInlineLimitTravelsThroughSharedMemoryOnTheSocket) {
+  auto cluster = StartCluster(2, {"--max_inline_bytes=1024"});
+  ASSERT_NE(cluster, nullptr);
+  std::vector<std::unique_ptr<Client>> clients(2);
+  for (int r = 0; r < 2; ++r) {
+    ClientOptions options;
+    options.shared_memory_threshold_bytes = size_t{1} << 30;  // would send 4 KiB inline
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Connect(cluster->worker_target(r), options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    clients[r] = *std::move(client);
+  }
+  ExpectAllOk(OnEveryRank(clients, [](int r, Client& c) {
+    std::vector<float> grad(1024, static_cast<float>(r + 1));
+    absl::Status s = c.AllReduce("big", absl::MakeSpan(grad), ReduceOp::kSum);
+    if (s.ok() && grad[1023] != 3.0f) return absl::InternalError("wrong sum");
+    return s;
+  }));
+}
+
+TEST(LocalSocket, ATensorOverTheInlineLimitIsRefusedOnTcpBeforeItIsSent) {
+  const std::string tcp = absl::StrCat("127.0.0.1:", FreePort());
+  auto cluster = StartCluster(1, {"--client_listen=" + tcp, "--max_inline_bytes=1024"}, {},
+                              false, ClusterSecurity::kInsecure);
+  ASSERT_NE(cluster, nullptr);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(tcp);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> big(1024, 1.0f);
+  const absl::Status refused = (*client)->AllReduce("big", absl::MakeSpan(big), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--max_inline_bytes=1024"));
+  std::vector<float> small(16, 2.0f);
+  EXPECT_TRUE((*client)->AllReduce("small", absl::MakeSpan(small), ReduceOp::kSum).ok());
+  EXPECT_EQ(small[0], 2.0f);
+}
+
 // Starts a worker on `socket`; returns its exit code and log.
 std::pair<int, std::string> StartWorkerOn(const std::string& socket, const std::string& log) {
   absl::StatusOr<ChildProcess> worker = ChildProcess::Start(
