@@ -6,6 +6,7 @@ No root, no network namespaces, no processes: only files under temporary directo
     /usr/bin/python3 deploy/netns/ringsync_netns_test.py
 """
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -371,7 +372,7 @@ class TopologyTest(unittest.TestCase):
                          "/tmp/rs/image/bin/ringsyncd")
 
     # ----- plan
-    def _plan(self, subnet="198.18.0.0/24", services=None):
+    def _plan(self, subnet="198.18.0.0/24", services=None, profiles=()):
         run_dir = make_temp_dir(self)
         bin_dir = make_temp_dir(self)
         for name in ("ringsyncd", "ringsync-train-example", "ringsyncctl"):
@@ -380,7 +381,13 @@ class TopologyTest(unittest.TestCase):
                 f.write("#!/bin/sh\nexit 0\n")
             os.chmod(path, 0o755)
         if services is None:
-            services = compose.select(compose.load(COMPOSE_FILE, environ={})[0])
+            # The credentials' bind mounts (deploy/compose-secrets.sh's directories).
+            secrets = make_temp_dir(self)
+            for name in ("coordinator", "w0", "w1", "w2", "w3", "prometheus"):
+                os.makedirs(os.path.join(secrets, name))
+            services = compose.select(
+                compose.load(COMPOSE_FILE, environ={"RINGSYNC_SECRETS_DIR": secrets})[0],
+                profiles=profiles)
         hosts = topology.plan(services, "rstest", subnet, REPO_ROOT, DEPLOY_DIR,
                               bin_dir, run_dir, "ringsync:dev")
         return {h.name: h for h in hosts}, run_dir
@@ -431,6 +438,28 @@ class TopologyTest(unittest.TestCase):
         self.assertTrue(os.path.islink(link))
         self.assertEqual(os.path.realpath(link),
                          os.path.realpath(os.path.join(DEPLOY_DIR, "healthcheck.sh")))
+
+    def test_plan_mounts_each_daemons_own_credentials(self):
+        hosts, _ = self._plan()
+        w2 = hosts["w2"]
+        secrets = w2.path_map["/run/secrets/ringsync"]
+        self.assertEqual(os.path.basename(secrets), "w2")
+        self.assertIn(f"--tls_cert={secrets}/tls.pem", w2.argv)
+        self.assertIn(f"--http_token_file={secrets}/http-token", w2.argv)
+        self.assertNotIn("--insecure", w2.argv)
+
+    def test_plan_runs_prometheus_on_a_copy_of_its_config_with_paths_rewritten(self):
+        if shutil.which("prometheus") is None:
+            self.skipTest("no prometheus program here")
+        hosts, run_dir = self._plan(profiles=["monitoring"])
+        prometheus = hosts["prometheus"]
+        copy = os.path.join(run_dir, "config", "prometheus", "prometheus.yml")
+        self.assertIn(f"--config.file={copy}", prometheus.argv)
+        with open(copy, encoding="utf-8") as f:
+            text = f.read()
+        token = os.path.join(prometheus.path_map["/etc/prometheus/secrets"], "http-token")
+        self.assertIn(f"credentials_file: {token}}}", text)
+        self.assertNotIn("/etc/prometheus/secrets", text)
 
     def test_plan_gives_each_host_a_working_directory_of_its_own(self):
         hosts, run_dir = self._plan()

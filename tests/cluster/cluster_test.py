@@ -37,7 +37,7 @@ MIB = 1 << 20
 def ring_status(cluster):
     """The coordinator's view (ringsyncctl status --json, run on the coordinator host)."""
     status = cluster.exec("coordinator", "ringsyncctl", "status", "--json",
-                          "--coordinator=coordinator:7400")
+                          "--coordinator=coordinator:7400", *netns_cluster.CTL_TLS)
     assert status.wait(30) == 0, status.output
     return json.loads(status.output)
 

@@ -1,9 +1,19 @@
 """A ringsync-netns cluster for tests: brought up detached, driven through the CLI,
-torn down at the end with a check that nothing of it is left behind."""
+torn down at the end with a check that nothing of it is left behind.
+
+The compose file authenticates every daemon (mutual TLS, an HTTP bearer token), so the
+tests make its credentials as a user would, once per test process, with
+deploy/compose-secrets.sh in a private directory (RINGSYNC_SECRETS_DIR, which every
+ringsync-netns command then inherits), removed at exit. The certificates name the
+services (DNS:w0, ...), which is how the hosts reach each other (/etc/hosts per
+namespace), so they need no RINGSYNC_CERT_HOSTS."""
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -11,6 +21,26 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS = os.path.join(REPO_ROOT, "deploy", "netns", "ringsync-netns")
 BIN_DIR = os.environ.get("RINGSYNC_BIN_DIR", os.path.join(REPO_ROOT, "build", "bin"))
 SKIP = 77  # ctest SKIP_RETURN_CODE
+COMPOSE_SECRETS = os.path.join(REPO_ROOT, "deploy", "compose-secrets.sh")
+# Where the compose file mounts a daemon's credentials (certificate, key, CA, token).
+SECRETS_IN_CONTAINER = "/run/secrets/ringsync"
+# ringsyncctl on a daemon's host presents that daemon's certificate (as its health check).
+CTL_TLS = [f"--tls_ca={SECRETS_IN_CONTAINER}/ca.pem",
+           f"--tls_cert={SECRETS_IN_CONTAINER}/tls.pem",
+           f"--tls_key={SECRETS_IN_CONTAINER}/tls.key"]
+_secrets_dir = None
+
+
+def make_secrets():
+    """The compose file's credentials, made once per process (see the module doc)."""
+    global _secrets_dir
+    if _secrets_dir is None:
+        _secrets_dir = tempfile.mkdtemp(prefix="ringsync-cluster-secrets.")
+        atexit.register(shutil.rmtree, _secrets_dir, ignore_errors=True)
+        subprocess.run([COMPOSE_SECRETS, _secrets_dir], check=True, capture_output=True,
+                       timeout=120)
+        os.environ["RINGSYNC_SECRETS_DIR"] = _secrets_dir
+    return _secrets_dir
 
 
 def skip_reason():
@@ -91,6 +121,7 @@ class Cluster:
         self.pids = []
 
     def command(self, *argv):
+        make_secrets()
         return ["/usr/bin/python3", NETNS, "-p", self.project, *argv]
 
     def run(self, *argv, check=True):

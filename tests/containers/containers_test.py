@@ -7,7 +7,9 @@
   Cluster.test_*    up: daemons healthy, trainers exit 0 with VERDICT: OK, ringsyncctl
                     status in the coordinator, a 64 MiB all-reduce through the /dev/shm
                     worker and trainer share; down -v leaves nothing
-  Monitoring.test_* the monitoring profile's Prometheus scrapes every daemon
+  Monitoring.test_* the monitoring profile's Prometheus scrapes every daemon with the
+                    HTTP bearer token; a scrape without it gets 401, and the coordinator's
+                    port refuses a TLS client without a certificate
   Faults.test_*     kill w2: every other rank fails naming it; start w2: the ring re-forms
 
 Run one with `containers_test.py Class.test_name` (ctest does, label "containers").
@@ -16,6 +18,9 @@ and health-check ticker (deploy/container-engine.sh start, in a directory of its
 uses a compose project of its own (its network from the engine's pool, 198.19.128.0/17), and removes
 every container, network and volume of that project, and stops both processes by PID,
 also when it fails. Images stay in podman's storage: they are the build cache.
+The compose file authenticates every daemon: each project test makes the credentials as
+a user would (deploy/compose-secrets.sh) in a private directory (RINGSYNC_SECRETS_DIR),
+removed with the project.
 """
 import atexit
 import ipaddress
@@ -25,14 +30,18 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENGINE = os.path.join(ROOT, "deploy", "container-engine.sh")
+COMPOSE_SECRETS = os.path.join(ROOT, "deploy", "compose-secrets.sh")
 COMPOSE_FILES = ["-f", os.path.join(ROOT, "deploy", "docker-compose.yml"),
                  "-f", os.path.join(ROOT, "deploy", "docker-compose.local.yml")]
 IMAGE = os.environ.get("RINGSYNC_IMAGE", "ringsync:dev")
@@ -41,6 +50,11 @@ DAEMONS = ["coordinator", "w0", "w1", "w2", "w3"]
 TRAINERS = ["train0", "train1", "train2", "train3"]
 SOCKET = "unix:/run/ringsync/worker.sock"    # the compose file's worker socket
 RINGSYNC_UID = 10001                          # the image's user (Dockerfile)
+# Where the compose file mounts a daemon's credentials; ringsyncctl in a daemon's
+# container presents that daemon's certificate (as its health check does).
+SECRETS = "/run/secrets/ringsync"
+CTL_TLS = [f"--tls_ca={SECRETS}/ca.pem", f"--tls_cert={SECRETS}/tls.pem",
+           f"--tls_key={SECRETS}/tls.key"]
 # Where podman puts compose networks (deploy/container-engine.sh's default_subnet_pools),
 # inside the benchmarking range 198.18.0.0/15: never a private range.
 ENGINE_POOL = ipaddress.ip_network("198.19.128.0/17")
@@ -117,9 +131,11 @@ def shm_files_of_the_image_user():
 class Project:
     """One docker-compose project of deploy/docker-compose.yml (+ the local override)."""
 
-    def __init__(self, name, **settings):
+    def __init__(self, name, secrets, **settings):
         self.name = name
+        self.secrets = secrets        # deploy/compose-secrets.sh's directory
         self.env = dict(os.environ, DOCKER_HOST=DOCKER_HOST, COMPOSE_PROJECT_NAME=name,
+                        RINGSYNC_SECRETS_DIR=secrets,
                         RINGSYNC_COORDINATOR_PORT=str(free_port()),
                         PROMETHEUS_PORT=str(free_port()),
                         COMPOSE_HTTP_TIMEOUT="300")
@@ -181,7 +197,8 @@ class Project:
         raise AssertionError(f"{service} still runs after {timeout_s}s:\n{self.logs(service)[-2000:]}")
 
     def ring_status(self):
-        out = self.compose("exec", "-T", "coordinator", "ringsyncctl", "status", "--json").stdout
+        out = self.compose("exec", "-T", "coordinator", "ringsyncctl", "status", "--json",
+                           *CTL_TLS).stdout
         return json.loads(out)
 
     def await_ring(self, newer_than=0, timeout_s=90):
@@ -195,6 +212,12 @@ class Project:
                 return view
             time.sleep(1)
         raise AssertionError(f"no ring newer than generation {newer_than} formed: {view}")
+
+    def address(self, service):
+        """The service's address on the compose network (reachable from this host)."""
+        return podman("inspect", "--format",
+                      "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                      self.container(service)).strip()
 
     def leftovers(self):
         label = f"label=com.docker.compose.project={self.name}"
@@ -258,7 +281,15 @@ class ProjectTest(unittest.TestCase):
     def project(self, **settings):
         remove_orphan_projects()
         name = f"rsct-{type(self).__name__.lower()}-{os.getpid()}"
-        self.p = Project(name, **settings)
+        # The credentials, as a user makes them before `up` (removed after the project,
+        # as cleanups run last-in first-out).
+        secrets = tempfile.mkdtemp(prefix=f"{name}-secrets.")
+        self.addCleanup(shutil.rmtree, secrets, ignore_errors=True)
+        made = subprocess.run([COMPOSE_SECRETS, secrets], capture_output=True, text=True,
+                              timeout=120)
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        log(made.stdout.splitlines()[-1])
+        self.p = Project(name, secrets, **settings)
         log(f"project {name}")
         self.addCleanup(self.check_down)
         return self.p
@@ -336,9 +367,7 @@ class Cluster(ProjectTest):
         p = self.project()
         self.up()    # coordinator, then workers, then trainers (each waits for health)
         for service in DAEMONS:
-            address = podman("inspect", "--format",
-                             "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-                             p.container(service)).strip()
+            address = p.address(service)
             # The engine's address pool (deploy/container-engine.sh): benchmarking range.
             self.assertIn(ipaddress.ip_address(address), ENGINE_POOL, f"{service}: {address}")
         self.assert_daemons_healthy()
@@ -349,7 +378,8 @@ class Cluster(ProjectTest):
         log(f"train0: {verdict}")
         self.assertTrue(verdict and verdict[-1].startswith("VERDICT: OK"), verdict)
 
-        status = p.compose("exec", "-T", "coordinator", "ringsyncctl", "status").stdout
+        status = p.compose("exec", "-T", "coordinator", "ringsyncctl", "status",
+                           *CTL_TLS).stdout
         log(status)
         self.assertRegex(status, r"ring formed, generation \d+")
         for worker in ["w0", "w1", "w2", "w3"]:
@@ -408,6 +438,55 @@ class Monitoring(ProjectTest):
         self.assertEqual(up, {f"{s}:9400": "1" for s in DAEMONS})
         self.assertEqual(ready, {f"w{r}:9400": "1" for r in range(4)})
         self.assertEqual(p.health("prometheus"), "healthy")
+        self.assert_unauthenticated_callers_are_refused(p)
+
+    def assert_unauthenticated_callers_are_refused(self, p):
+        # A worker's /metrics (reached from this host on the compose network): 401
+        # without the bearer token, 200 with it.
+        url = f"http://{p.address('w0')}:9400/metrics"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            direct.open(url, timeout=10)
+        self.assertEqual(refused.exception.code, 401, refused.exception)
+        with open(os.path.join(p.secrets, "http-token"), encoding="utf-8") as f:
+            token = f.read().strip()
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        with direct.open(request, timeout=10) as response:
+            self.assertEqual(response.status, 200)
+            self.assertIn("ringsync_", response.read().decode())
+        log("w0 /metrics: 401 without the token, 200 with it")
+
+        # The coordinator's port (published on this host's loopback): a TLS client that
+        # trusts the CA but has no certificate is refused; with the operator's client
+        # certificate (compose-secrets.sh: ca/client-ops) the server speaks HTTP/2.
+        port = int(p.env["RINGSYNC_COORDINATOR_PORT"])
+        ca = os.path.join(p.secrets, "ca", "ca.pem")
+        try:
+            answer = http2_hello(port, ca)
+        except (ssl.SSLError, ConnectionError) as e:
+            answer = e
+        log(f"coordinator without a client certificate: {answer!r}")
+        self.assertFalse(isinstance(answer, bytes) and answer, "a client without a "
+                         f"certificate got an answer: {answer!r}")
+        answer = http2_hello(port, ca, os.path.join(p.secrets, "ca", "client-ops.pem"),
+                             os.path.join(p.secrets, "ca", "client-ops.key"))
+        # An HTTP/2 frame header: 3 bytes length, then the type, 4 = SETTINGS.
+        self.assertTrue(len(answer) >= 9 and answer[3] == 4, answer)
+        log("coordinator with the client certificate: an HTTP/2 SETTINGS frame")
+
+
+def http2_hello(port, ca, cert=None, key=None):
+    """Mutual TLS to 127.0.0.1:port (the certificate's name: localhost), HTTP/2's client
+    preface and an empty SETTINGS frame; the server's first bytes (b"" when it closed)."""
+    context = ssl.create_default_context(cafile=ca)
+    context.set_alpn_protocols(["h2"])
+    if cert:
+        context.load_cert_chain(cert, key)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+            tls.sendall(preface + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            return tls.recv(64)
 
 
 class Faults(ProjectTest):

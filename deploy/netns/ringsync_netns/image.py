@@ -3,8 +3,10 @@
 The project's image (the one a service builds from the root Dockerfile) is the build
 folder's binaries laid out as the Dockerfile lays them out: /opt/ringsync/bin holds the
 binaries and ringsync-healthcheck (deploy/healthcheck.sh), the entrypoint is the
-Dockerfile's ENTRYPOINT. Prometheus's image is Debian's prometheus program. Any other
-image has no local equivalent and its service cannot run here.
+Dockerfile's ENTRYPOINT. Prometheus's image is Debian's prometheus program; its
+configuration file names container paths too (credentials_file), so the host runs a copy
+with those rewritten (config_flag). Any other image has no local equivalent and its
+service cannot run here.
 """
 import dataclasses
 import json
@@ -24,6 +26,9 @@ class LocalImage:
     path_map: dict            # container path prefix -> host path
     search_path: list         # container directories on the image's PATH
     workdir: str | None       # container working directory
+    # The flag naming a configuration file whose container paths the host must see
+    # rewritten (e.g. "--config.file"), or None.
+    config_flag: str | None = None
 
 
 PROJECT_BIN = "/opt/ringsync/bin"
@@ -79,7 +84,8 @@ def prometheus_image():
                  "--storage.tsdb.path=/prometheus"],
         path_map={"/bin/prometheus": program},
         search_path=[],
-        workdir="/prometheus")
+        workdir="/prometheus",
+        config_flag="--config.file")
 
 
 def resolve(service, project_image_name, make_project_image):

@@ -4,7 +4,10 @@ A host runs the service's own entrypoint, command and environment. Paths inside 
 container (image binaries, volume and bind-mount targets) are rewritten to the host
 paths that stand in for them wherever they appear in an argument or an environment
 value, so `--socket=/run/ringsync/worker.sock` on w0 becomes a socket in w0's volume
-folder, which its trainer (same volume) finds the same way.
+folder, which its trainer (same volume) finds the same way. An image's configuration file
+(Prometheus's --config.file) is rewritten the same way into a copy under the run
+directory, so `credentials_file: /etc/prometheus/secrets/http-token` reads the host's
+copy of the bind-mounted token.
 """
 import dataclasses
 import ipaddress
@@ -64,6 +67,25 @@ def _resolve_program(program, path_map, search_path, env_path):
     return found
 
 
+def _rewritten_config(arg, flag, path_map, directory):
+    """arg, or when it is FLAG=PATH, FLAG=COPY: PATH's text with container paths
+    rewritten, written into directory (relative paths in it would now resolve there: the
+    files it names should be absolute container paths)."""
+    if not arg.startswith(flag + "="):
+        return arg
+    source = arg[len(flag) + 1:]
+    try:
+        with open(source, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as error:
+        raise TopologyError(f"{flag}: cannot read {source}: {error}") from error
+    os.makedirs(directory, exist_ok=True)
+    copy = os.path.join(directory, os.path.basename(source))
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write("\n".join(rewrite(line, path_map) for line in text.split("\n")))
+    return f"{flag}={copy}"
+
+
 def plan(services, project, subnet, repo_root, compose_dir, bin_dir, run_dir,
          project_image_name):
     network = ipaddress.ip_network(subnet)
@@ -94,7 +116,10 @@ def plan(services, project, subnet, repo_root, compose_dir, bin_dir, run_dir,
                 host_path = os.path.abspath(os.path.join(compose_dir, os.path.expanduser(source)))
                 if not os.path.exists(host_path):
                     raise TopologyError(f"service {service.name}: bind mount source "
-                                        f"{host_path} does not exist")
+                                        f"{host_path} does not exist" +
+                                        (" (deploy/compose-secrets.sh makes the compose "
+                                         "file's credentials)" if "secrets" in source
+                                         else ""))
             else:
                 host_path = os.path.join(run_dir, "volumes", f"{service.name}{target}")
                 os.makedirs(host_path, exist_ok=True)
@@ -115,6 +140,10 @@ def plan(services, project, subnet, repo_root, compose_dir, bin_dir, run_dir,
             raise TopologyError(f"service {service.name}: nothing to run")
         argv[0] = _resolve_program(entrypoint[0] if entrypoint else command[0], path_map,
                                    local.search_path, env_path)
+        if local.config_flag:
+            argv = [_rewritten_config(a, local.config_flag, path_map,
+                                      os.path.join(run_dir, "config", service.name))
+                    for a in argv]
 
         health = service.healthcheck
         if health is not None:
