@@ -139,7 +139,7 @@ def cmd_up(args):
             print(f"ringsync-netns: removing leftovers of an earlier run: {', '.join(leftovers)}")
             network.remove_project(args.project)
     run_dir = control.run_dir(args.project)
-    for part in ("image", "volumes", "home", "logs"):
+    for part in ("image", "volumes", "home", "logs", "config"):
         shutil.rmtree(os.path.join(run_dir, part), ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     subnet = ipaddress.ip_network(args.subnet)
