@@ -30,17 +30,48 @@ test: build
 test-containers: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -L containers
 
-# The link, transport, ring and worker tests under ThreadSanitizer, in a build of their own.
-# Debian's gRPC and protobuf are not instrumented: their accesses are ignored, and the
-# suppressions file says which of gRPC's header code is dropped and why.
-TSAN_TESTS = link_test grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test
-TSAN_OPTIONS_ALL = ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1 \
-  suppressions=$(CURDIR)/tools/sanitizers/tsan.supp
+# Every test under AddressSanitizer + UndefinedBehaviorSanitizer, in a build of their own,
+# except the labels that cannot run there: containers (they build release images from the
+# Dockerfile and never run this build's binaries), cluster (root, network namespaces and
+# the machine-wide lock; the same daemons run under ASan in the integration tests) and
+# python (an instrumented extension cannot load into Debian's uninstrumented python3).
+# Every process, the daemons the tests start included, writes its reports to
+# build-asan/sanitizer-reports/; any report fails the target.
+ASAN_EXCLUDED_LABELS = containers|cluster|python
+ASAN_REPORTS = $(CURDIR)/build-asan/sanitizer-reports
+test-asan: export ASAN_OPTIONS = detect_leaks=1 strict_string_checks=1 \
+  detect_stack_use_after_return=1 check_initialization_order=1 log_path=$(ASAN_REPORTS)/asan
+test-asan: export UBSAN_OPTIONS = print_stacktrace=1 halt_on_error=1 log_path=$(ASAN_REPORTS)/ubsan
+test-asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRINGSYNC_ASAN=ON -DRINGSYNC_CUDA=OFF
+	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
+	cmake --build build-asan -j $(JOBS)
+	@status=0; ctest --test-dir build-asan --output-on-failure -j $(JOBS) --timeout 900 \
+	  -LE '$(ASAN_EXCLUDED_LABELS)' || status=1; \
+	if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then cat $(ASAN_REPORTS)/*; status=1; \
+	  echo "test-asan: sanitizer reports above (build-asan/sanitizer-reports)"; fi; \
+	exit $$status
+
+# The link, transport, ring, worker, coordinator, HTTP and integration tests under
+# ThreadSanitizer, in a build of their own; the integration tests start real ringsyncd
+# processes of that build. Debian's gRPC and protobuf are not instrumented: their accesses
+# are ignored, and the suppressions file says which of gRPC's header code is dropped and
+# why. Every process writes its reports to build-tsan/sanitizer-reports/; any report
+# fails the target.
+TSAN_TESTS = link_test grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test \
+  coordinator_server_test http_endpoint_test e2e_test
+TSAN_REPORTS = $(CURDIR)/build-tsan/sanitizer-reports
+test-tsan: export TSAN_OPTIONS = ignore_noninstrumented_modules=1 halt_on_error=1 \
+  second_deadlock_stack=1 suppressions=$(CURDIR)/tools/sanitizers/tsan.supp \
+  log_path=$(TSAN_REPORTS)/tsan
 test-tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRINGSYNC_TSAN=ON -DRINGSYNC_CUDA=OFF
+	rm -rf $(TSAN_REPORTS) && mkdir -p $(TSAN_REPORTS)
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
-	set -e; for t in $(TSAN_TESTS); do \
-	  TSAN_OPTIONS="$(TSAN_OPTIONS_ALL)" build-tsan/bin/$$t --gtest_brief=1; done
+	@status=0; for t in $(TSAN_TESTS); do build-tsan/bin/$$t --gtest_brief=1 || status=1; done; \
+	if [ -n "$$(ls -A $(TSAN_REPORTS))" ]; then cat $(TSAN_REPORTS)/*; status=1; \
+	  echo "test-tsan: ThreadSanitizer reports above (build-tsan/sanitizer-reports)"; fi; \
+	exit $$status
 
 # libFuzzer over the peer frame decoder, the worker's and the coordinator's request checks
 # (fuzz/), in a clang build of their own with ASan and UBSan. Each target runs
