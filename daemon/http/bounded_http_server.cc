@@ -10,6 +10,11 @@
 #include "daemon/http/deadline_stream.h"
 
 namespace ringsync {
+namespace {
+
+constexpr size_t kMaxRequestBodyBytes = 4096;
+
+}  // namespace
 
 // httplib's task queue, with a thread per allowed connection: a connection runs at once
 // on a free thread, or, when all are taken, is refused on the accepting thread (its
@@ -46,6 +51,9 @@ BoundedHttpServer::BoundedHttpServer(HttpLimits limits, RefuseFn refuse)
   // httplib owns the queue it gets from this factory (a raw pointer is its API).
   new_task_queue = [this] { return new ConnectionSlots(*this); };
   set_keep_alive_max_count(1);
+  // No page takes a body, and httplib would read one whole into memory (its default
+  // bound is SIZE_MAX): a larger one is answered 413 without being read.
+  set_payload_max_length(kMaxRequestBodyBytes);
 }
 
 bool BoundedHttpServer::process_and_close_socket(int sock) {

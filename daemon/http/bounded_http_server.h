@@ -6,7 +6,7 @@
 //  * a connection must deliver its whole request within `read_timeout` of being
 //    accepted (DeadlineStream), so a slow client (slowloris) holds its thread no
 //    longer than that; its response must be taken within `write_timeout`;
-//  * one request per connection (no keep-alive).
+//  * one request per connection (no keep-alive), with a body of at most 4 KiB (413).
 // Each refusal goes to `refuse(reason, detail)`: "http_connection_limit" or
 // "http_read_timeout".
 //

@@ -1,7 +1,7 @@
 // Slow and surplus clients against a real HttpEndpoint on 127.0.0.1 (issue 14, class 8):
 // slowloris connections do not starve /healthz, /readyz and /metrics, a client too slow
 // to send its request is disconnected, and connections over the limit are refused at
-// once; both refusals are counted. Deadlines here are generous: the tests check that
+// once; both refusals are counted; a request body is never held in memory. Deadlines here are generous: the tests check that
 // scrapes are answered, not how fast.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -146,6 +146,16 @@ TEST_F(BoundedHttpServerTest, ConnectionsOverTheLimitAreRefusedAtOnceAndCounted)
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(status, 200);
+}
+
+TEST_F(BoundedHttpServerTest, ARequestBodyIsRefusedUnreadRatherThanHeldInMemory) {
+  // httplib discards a body over the bound until the read deadline ends the connection.
+  Start(HttpLimits{.max_connections = 4, .read_timeout = absl::Milliseconds(500)});
+  RawClient client(port_);
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.Send("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n"));
+  EXPECT_THAT(client.ReadAll(), StartsWith("HTTP/1.1 413"));
+  EXPECT_EQ(Scrape("/metrics"), 200);
 }
 
 }  // namespace

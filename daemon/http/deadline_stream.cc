@@ -20,8 +20,9 @@ bool DeadlineStream::WaitFor(short events, absl::Time deadline) const {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return false;
     pollfd poll_fd{sock_, events, 0};
-    const int timeout_ms =
-        static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 60'000));
+    const int64_t left_ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
+    // poll takes int milliseconds: a later deadline is waited for a minute at a time.
+    const int timeout_ms = static_cast<int>(std::min<int64_t>(left_ms, 60'000));
     const int ready = ::poll(&poll_fd, 1, timeout_ms);
     // Ready, or closed / failed: the recv or send that follows says which.
     if (ready > 0) return true;
