@@ -80,13 +80,14 @@ std::shared_ptr<CollectiveJob> Job(CollectiveKind kind, const std::string& name,
   job->client_sequence = client_sequence;
   job->deadline = absl::Now() + kWait;
   job->inline_data.resize(data.size() * sizeof(float));
-  std::memcpy(job->inline_data.data(), data.data(), job->inline_data.size());
+  // memcpy from an empty vector's null data() is UB even for 0 bytes (UBSan says so).
+  if (!data.empty()) std::memcpy(job->inline_data.data(), data.data(), job->inline_data.size());
   return job;
 }
 
 std::vector<float> Floats(const CollectiveJob& job) {
   std::vector<float> out(job.inline_data.size() / sizeof(float));
-  std::memcpy(out.data(), job.inline_data.data(), job.inline_data.size());
+  if (!out.empty()) std::memcpy(out.data(), job.inline_data.data(), job.inline_data.size());
   return out;
 }
 
