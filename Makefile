@@ -35,13 +35,15 @@ test-containers: build
 # Dockerfile and never run this build's binaries), cluster (root, network namespaces and
 # the machine-wide lock; the same daemons run under ASan in the integration tests) and
 # python (an instrumented extension cannot load into Debian's uninstrumented python3).
-# Every process, the daemons the tests start included, writes its reports to
-# build-asan/sanitizer-reports/; any report fails the target.
+# Every process, the daemons the tests start included, writes its ASan reports (leaks too)
+# to build-asan/sanitizer-reports/; any report fails the target. UBSan stops the process
+# at the first undefined behaviour, with the report on its stderr (gcc's UBSan ignores
+# log_path).
 ASAN_EXCLUDED_LABELS = containers|cluster|python
 ASAN_REPORTS = $(CURDIR)/build-asan/sanitizer-reports
 test-asan: export ASAN_OPTIONS = detect_leaks=1 strict_string_checks=1 \
   detect_stack_use_after_return=1 check_initialization_order=1 log_path=$(ASAN_REPORTS)/asan
-test-asan: export UBSAN_OPTIONS = print_stacktrace=1 halt_on_error=1 log_path=$(ASAN_REPORTS)/ubsan
+test-asan: export UBSAN_OPTIONS = print_stacktrace=1 halt_on_error=1
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRINGSYNC_ASAN=ON -DRINGSYNC_CUDA=OFF
 	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
