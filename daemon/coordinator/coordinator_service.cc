@@ -10,6 +10,7 @@
 #include "wire/grpc_options.h"
 #include "wire/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
+#include "daemon/transport/grpc/reaction_order.h"
 #include "spdlog/spdlog.h"
 #include "wire/protocol_version.h"
 #include "wire/security/peer_identity.h"
@@ -92,7 +93,9 @@ void ToProto(const View& view, v1::RingView* out) {
 class CoordinatorService::WatchReactor final : public grpc::ServerWriteReactor<v1::RingView> {
  public:
   WatchReactor(CoordinatorService* service, std::string worker_id, uint64_t session_token)
-      : service_(service), worker_id_(std::move(worker_id)), session_token_(session_token) {}
+      : service_(service), worker_id_(std::move(worker_id)), session_token_(session_token) {
+    HandToGrpc(this);  // gRPC orders this before the reactions; TSan cannot see how
+  }
 
   bool Matches(absl::string_view worker_id, uint64_t session_token) const {
     return worker_id_ == worker_id && session_token_ == session_token;
@@ -117,6 +120,7 @@ class CoordinatorService::WatchReactor final : public grpc::ServerWriteReactor<v
   }
 
   void OnWriteDone(bool ok) override {
+    InReaction(this);
     bool newly_broken = false;
     {
       absl::MutexLock lock(&mu_);
@@ -125,9 +129,11 @@ class CoordinatorService::WatchReactor final : public grpc::ServerWriteReactor<v
       PumpLocked();
     }
     if (newly_broken) service_->OnWatchBroken(worker_id_, session_token_);
+    HandToGrpc(this);  // OnDone, which deletes this, runs after this returns
   }
 
   void OnCancel() override {
+    InReaction(this);
     bool newly_broken = false;
     {
       absl::MutexLock lock(&mu_);
@@ -135,9 +141,11 @@ class CoordinatorService::WatchReactor final : public grpc::ServerWriteReactor<v
       PumpLocked();
     }
     if (newly_broken) service_->OnWatchBroken(worker_id_, session_token_);
+    HandToGrpc(this);
   }
 
   void OnDone() override {
+    InReaction(this);
     service_->Unregister(this);
     delete this;
   }
