@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
 #include "wire/attach_token.h"
+#include "wire/reaction_order.h"
 #include "wire/grpc_options.h"
 #include "wire/security/transport_security.h"
 #include "grpcpp/create_channel.h"
@@ -228,7 +229,10 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
     ClientCore* const core;
     std::shared_ptr<PendingCollective> pending;
   };
-  auto done = [token = std::make_shared<CallbackToken>(this, pending)](const grpc::Status& status) {
+  auto token = std::make_shared<CallbackToken>(this, pending);
+  HandToGrpc(token.get());  // gRPC runs `done` on its thread after this one starts the call
+  auto done = [token = std::move(token)](const grpc::Status& status) {
+    InReaction(token.get());
     token->core->OnRpcDone(*token->pending, status);
   };
   grpc::ClientContext* context = pending->context();

@@ -10,7 +10,7 @@
 #include "wire/grpc_options.h"
 #include "wire/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
-#include "daemon/transport/grpc/reaction_order.h"
+#include "wire/reaction_order.h"
 #include "spdlog/spdlog.h"
 #include "wire/protocol_version.h"
 #include "wire/security/peer_identity.h"

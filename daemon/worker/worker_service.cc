@@ -12,6 +12,7 @@
 #include "wire/attach_token.h"
 #include "wire/grpc_status.h"
 #include "daemon/logging/string_view_formatter.h"
+#include "wire/reaction_order.h"
 #include "spdlog/spdlog.h"
 #include "wire/protocol_version.h"
 
@@ -64,20 +65,27 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
         job_(std::move(job)),
         worker_id_(std::move(worker_id)) {
     job_->on_done = [this] { Answer(); };
+    HandToGrpc(this);  // gRPC orders this before OnCancel and OnDone; TSan cannot see how
   }
 
   void OnCancel() override {
+    InReaction(this);
     job_->client_gone.Cancel(absl::AbortedError(absl::StrCat(
         "the training process attached to worker ", worker_id_,
         " disconnected during the collective")));
+    HandToGrpc(this);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    InReaction(this);
+    delete this;
+  }
 
  private:
   // Called once, by the executor, when the job has its result.
   void Answer() {
     const CollectiveJob& job = *job_;
     if (!job.status.ok()) {
+      HandToGrpc(this);  // Finish lets gRPC run OnDone
       Finish(FromThisWorker(context_, job.status));
       return;
     }
@@ -89,6 +97,7 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
     if (!job.is_shared && !job.inline_data.empty()) {
       response_->set_inline_data(job.inline_data.data(), job.inline_data.size());
     }
+    HandToGrpc(this);
     Finish(grpc::Status::OK);
   }
 

@@ -6,7 +6,7 @@
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "wire/security/peer_identity.h"
-#include "daemon/transport/grpc/reaction_order.h"
+#include "wire/reaction_order.h"
 #include "ringsync/v1/peer.pb.h"
 
 namespace ringsync {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_options.h"
-#include "daemon/transport/grpc/reaction_order.h"
+#include "wire/reaction_order.h"
 #include "ringsync/v1/peer.pb.h"
 
 namespace ringsync {
