@@ -22,8 +22,12 @@ void SetCommon(grpc::ChannelArguments& args) {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Reconnect quickly: a restarted peer or coordinator should be found in about a second.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC reads this as the *minimum connect timeout*: how long one connection attempt
+  // (TCP, TLS handshake, HTTP/2 settings) may take before it is abandoned. At 100 ms (as
+  // it once was here, meant as a backoff) a loaded host or a sanitizer build failed calls
+  // with "connection attempt timed out before receiving SETTINGS frame".
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   // A name that does not resolve yet (a container or host still starting) is asked again
   // within a second, not after gRPC's default 30 s.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);

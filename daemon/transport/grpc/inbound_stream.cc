@@ -101,8 +101,11 @@ void InboundStream::OnReadDone(bool ok) {
     Fail(absl::InvalidArgumentError("a second hello on an open ring stream"));
     return;
   }
-  absl::StatusOr<bool> room = inbox_->Push(std::move(message->frame), !frame_received_);
+  // Before Push: once the frame is queued, a Pop on another thread may start the next
+  // read, whose reaction can run before this one returns.
+  const bool first_on_stream = !frame_received_;
   frame_received_ = true;
+  absl::StatusOr<bool> room = inbox_->Push(std::move(message->frame), first_on_stream);
   if (!room.ok()) {
     if (policy_.refusals) {
       policy_.refusals("frame_out_of_sequence",
