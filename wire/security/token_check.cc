@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpc/grpc_security.h"
+#include "wire/reaction_order.h"
 #include "wire/security/cluster_token.h"
 
 namespace ringsync {
@@ -61,6 +62,7 @@ class PlaintextTokenCredentials final : public grpc::ServerCredentials {
   // gRPC's core calls this synchronously for each call's initial metadata.
   static void Process(void* state, grpc_auth_context* /*context*/, const grpc_metadata* metadata,
                       size_t count, grpc_process_auth_metadata_done_cb done, void* user_data) {
+    InReaction(state);  // gRPC's core hands `state` over from the thread that added the port
     const TokenCheck* check = static_cast<std::shared_ptr<const TokenCheck>*>(state)->get();
     std::optional<absl::string_view> authorization;
     std::string caller = "a call";
@@ -83,6 +85,7 @@ class PlaintextTokenCredentials final : public grpc::ServerCredentials {
     // The core credentials outlive this object (the server keeps them after the
     // ServerBuilder is gone), so they own a reference to the check, dropped by Destroy.
     auto state = std::make_unique<std::shared_ptr<const TokenCheck>>(check_);
+    HandToGrpc(state.get());
     grpc_server_credentials_set_auth_metadata_processor(
         credentials, grpc_auth_metadata_processor{&Process, &Destroy, state.release()});
     const int port = grpc_server_add_http2_port(server, address.c_str(), credentials);
