@@ -247,7 +247,12 @@ cmd_prune() {
   podman build -q --target deps --format docker --pull=never --network=host \
     -t localhost/ringsync-deps:cache "$root" >/dev/null ||
     die "prune: could not name the dependency stage (podman build --target deps $root)"
-  podman image prune -f >/dev/null
+  # Best effort: an image podman is still releasing (a build's last container) makes the
+  # prune fail now and succeed next time; the space is reclaimed then.
+  local pruned
+  if ! pruned=$(podman image prune -f 2>&1); then
+    say "prune: podman image prune did not finish (left for the next prune): ${pruned##*$'\n'}"
+  fi
   after=$(du -sm /var/lib/containers/storage 2>/dev/null | cut -f1)
   say "prune: kept $(podman images -q | sort -u | wc -l) named images (the dependency stage as localhost/ringsync-deps:cache); storage ${before} MB -> ${after} MB"
 }
