@@ -1,6 +1,5 @@
 #include "daemon/transport/grpc/inbound_stream.h"
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
@@ -118,9 +117,7 @@ void InboundStream::OnReadDone(bool ok) {
 }
 
 void InboundStream::AcceptHello(const PeerHello& hello) {
-  // The worker id comes from the network: quoted escaped and cut.
-  sender_ = absl::StrCat("rank ", hello.sender_rank, " (worker ",
-                         absl::CHexEscape(absl::string_view(hello.worker_id).substr(0, 64)), ")");
+  sender_ = DescribeSender(hello.sender_rank, hello.worker_id);
   // A hijack: a caller with a valid certificate for one worker claims to be another.
   if (absl::Status s = CheckClaimedWorker(identity_, hello.worker_id, policy_.require_certificates);
       !s.ok()) {

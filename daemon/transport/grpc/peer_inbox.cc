@@ -9,14 +9,9 @@ namespace ringsync {
 PeerInbox::PeerInbox(uint64_t generation, size_t capacity)
     : generation_(generation), capacity_(std::max<size_t>(1, capacity)) {}
 
-namespace {
-
-// The worker id of a hello comes from the network: quoted escaped and cut.
-std::string Named(int rank, absl::string_view worker_id) {
+std::string DescribeSender(int rank, absl::string_view worker_id) {
   return absl::StrCat("rank ", rank, " (worker ", absl::CHexEscape(worker_id.substr(0, 64)), ")");
 }
-
-}  // namespace
 
 absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
   std::shared_ptr<InboxFeeder> impostor;
@@ -28,9 +23,9 @@ absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
       return absl::OkStatus();
     }
     refused = absl::PermissionDeniedError(absl::StrCat(
-        "the ring stream from ", Named(sender_rank_, sender_worker_), " for generation ",
+        "the ring stream from ", DescribeSender(sender_rank_, sender_worker_), " for generation ",
         generation_, " was opened before this worker knew the view, which names ",
-        Named(sender.rank, sender.worker_id), " as its left neighbour"));
+        DescribeSender(sender.rank, sender.worker_id), " as its left neighbour"));
     impostor = std::move(feeder_);
     ever_attached_ = false;
     sender_rank_ = -1;
@@ -54,8 +49,8 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
     if (expected_.has_value() &&
         (sender_rank != expected_->rank || sender_worker != expected_->worker_id)) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "a ring stream from ", Named(sender_rank, sender_worker), " for generation ",
-          generation_, ", whose view names ", Named(expected_->rank, expected_->worker_id),
+          "a ring stream from ", DescribeSender(sender_rank, sender_worker), " for generation ",
+          generation_, ", whose view names ", DescribeSender(expected_->rank, expected_->worker_id),
           " as this worker's left neighbour"));
     }
     if (ever_attached_ && sender_rank != sender_rank_) {
@@ -91,7 +86,7 @@ absl::StatusOr<bool> PeerInbox::Push(ReceivedFrame frame, bool first_on_stream) 
   absl::MutexLock lock(&mu_);
   if (absl::Status s = fence_.Admit(frame.frame.sequence, first_on_stream); !s.ok()) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "ring stream from ", Named(sender_rank_, sender_worker_), " for generation ",
+        "ring stream from ", DescribeSender(sender_rank_, sender_worker_), " for generation ",
         generation_, ": ", s.message()));
   }
   if (frame.frame.kind == FrameKind::kAbort) {
@@ -179,7 +174,7 @@ bool PeerInbox::attached() const {
 
 std::string PeerInbox::sender_description() const {
   absl::MutexLock lock(&mu_);
-  return Named(sender_rank_, sender_worker_);
+  return DescribeSender(sender_rank_, sender_worker_);
 }
 
 }  // namespace ringsync

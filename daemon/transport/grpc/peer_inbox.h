@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/link/link.h"
 #include "daemon/transport/grpc/sequence_fence.h"
@@ -43,6 +44,10 @@ struct ExpectedSender {
   int rank = -1;
   std::string worker_id;
 };
+
+// "rank 2 (worker w2)": a sender as messages name it. The worker id comes from the
+// network, so it is quoted escaped and cut.
+std::string DescribeSender(int rank, absl::string_view worker_id);
 
 class PeerInbox {
  public:

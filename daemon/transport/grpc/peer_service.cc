@@ -1,15 +1,20 @@
 #include "daemon/transport/grpc/peer_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/transport/grpc/inbound_stream.h"
 #include "wire/security/peer_identity.h"
 
 namespace ringsync {
 
-absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::RefuseRetired(
-    uint64_t generation) const {
+absl::Status InboxRegistry::CheckNotOver(uint64_t generation) const {
+  // Retired, or older than the view this worker's own link is in.
+  const uint64_t oldest_live =
+      std::max(retired_below_, expected_ != nullptr ? expected_generation_ : uint64_t{0});
+  if (generation >= oldest_live) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "generation ", generation, " is over; this worker is at generation ", retired_below_,
+      "generation ", generation, " is over; this worker is at generation ", oldest_live,
       " or later"));
 }
 
@@ -20,12 +25,7 @@ absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::Expect(uint64_t genera
   std::shared_ptr<PeerInbox> superseded;
   {
     absl::MutexLock lock(&mu_);
-    if (generation < retired_below_) return RefuseRetired(generation);
-    if (expected_ != nullptr && generation < expected_generation_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "generation ", generation, " is over; this worker is at generation ",
-          expected_generation_));
-    }
+    if (absl::Status s = CheckNotOver(generation); !s.ok()) return s;
     if (expected_ != nullptr && expected_generation_ == generation) {
       inbox = expected_;
     } else if (ahead_ != nullptr && ahead_->generation() == generation) {
@@ -52,13 +52,8 @@ absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::Expect(uint64_t genera
 
 absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::ForHello(uint64_t generation) {
   absl::MutexLock lock(&mu_);
-  if (generation < retired_below_) return RefuseRetired(generation);
+  if (absl::Status s = CheckNotOver(generation); !s.ok()) return s;
   if (expected_ != nullptr && generation == expected_generation_) return expected_;
-  if (expected_ != nullptr && generation < expected_generation_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "generation ", generation, " is over; this worker is at generation ",
-        expected_generation_));
-  }
   if (ahead_ == nullptr) {
     ahead_ = std::make_shared<PeerInbox>(generation, inbox_capacity_);
   } else if (ahead_->generation() != generation) {

@@ -50,8 +50,8 @@ class InboxRegistry {
   void CloseAll(const absl::Status& why);
 
  private:
-  absl::StatusOr<std::shared_ptr<PeerInbox>> RefuseRetired(uint64_t generation) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FailedPrecondition when `generation` is retired or older than the expected one.
+  absl::Status CheckNotOver(uint64_t generation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t inbox_capacity_;
   const RefusalReporter refusals_;
