@@ -257,7 +257,8 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
 
 void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& status) {
   const bool reported_by_worker = ReportedByWorker(*pending.context());
-  absl::Status result = FromWorkerStatus(status, target_, reported_by_worker);
+  absl::Status result = WithOutcomeMark(FromWorkerStatus(status, target_, reported_by_worker),
+                                        OutcomeMarkFromWorker(*pending.context()));
   {
     absl::MutexLock lock(&mu_);
     if (!result.ok() && !reported_by_worker) {

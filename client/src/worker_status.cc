@@ -12,6 +12,14 @@ bool ReportedByWorker(const grpc::ClientContext& context) {
   return it != trailers.end() && it->second == "worker";
 }
 
+OutcomeMark OutcomeMarkFromWorker(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(std::string(kOutcomeMetadataKey));
+  if (it == trailers.end()) return OutcomeMark::kNone;
+  return ParseOutcomeMark(absl::string_view(it->second.data(), it->second.size()))
+      .value_or(OutcomeMark::kNone);
+}
+
 absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target,
                               bool reported_by_worker) {
   // grpc::StatusCode and absl::StatusCode share their values (both are google.rpc.Code).

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "core/outcome.h"
 #include "client/src/worker_target.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
@@ -17,6 +18,10 @@ namespace ringsync::internal {
 // channel to the worker, and gets no "lost the worker" hint.
 absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target,
                               bool reported_by_worker = false);
+
+// The outcome mark (core/outcome.h) the worker put in the call's trailing metadata;
+// kNone when there is none or its name is unknown.
+OutcomeMark OutcomeMarkFromWorker(const grpc::ClientContext& context);
 
 // Whether the call's trailing metadata marks its status as the worker's own.
 bool ReportedByWorker(const grpc::ClientContext& context);

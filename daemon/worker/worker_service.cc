@@ -1,5 +1,7 @@
 #include "daemon/worker/worker_service.h"
 
+#include "core/outcome.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +51,10 @@ std::string DescribePeer(const std::optional<PeerCredentials>& local, absl::stri
 // See worker.proto: marks a status as the worker's own verdict on the collective.
 grpc::Status FromThisWorker(grpc::ServerContextBase* context, const absl::Status& status) {
   context->AddTrailingMetadata("ringsync-status-origin", "worker");
+  if (OutcomeMark mark = OutcomeMarkOf(status); mark != OutcomeMark::kNone) {
+    context->AddTrailingMetadata(std::string(kOutcomeMetadataKey),
+                                 std::string(OutcomeMarkName(mark)));
+  }
   return ToGrpc(status);
 }
 

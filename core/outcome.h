@@ -1,0 +1,49 @@
+// Outcome marks: what a failed collective's status tells a training loop beyond its code.
+//
+// A collective is all-or-nothing: it returns OK on every rank or fails on every rank.
+// Two failures ask the training loop for more than "retry or give up", so they carry a
+// mark that survives every hop (ring -> worker -> gRPC -> SDK):
+//
+//   kMembershipChanged  the ring's membership changed (a worker was evicted, one was
+//                       admitted, the ring re-formed): the collective did not run on the
+//                       new ring, the caller's buffer is untouched, and rank and world size
+//                       may have changed. The loop re-synchronises its state and goes on.
+//   kInDoubt            this rank holds the complete result but could not learn whether
+//                       every other rank does (the ring broke during the outcome decision,
+//                       after the data). The one case an all-or-nothing ring cannot close:
+//                       the caller's buffer holds the result; the loop should treat the
+//                       step as failed on the ring and re-synchronise.
+//
+// The mark is an absl::Status payload (kOutcomePayloadUrl); on gRPC it travels as the
+// "ringsync-outcome" trailing metadata with OutcomeMarkName's text.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ringsync {
+
+enum class OutcomeMark {
+  kNone,
+  kMembershipChanged,
+  kInDoubt,
+};
+
+inline constexpr absl::string_view kOutcomePayloadUrl = "type.ringsync.dev/ringsync.Outcome";
+inline constexpr absl::string_view kOutcomeMetadataKey = "ringsync-outcome";
+
+// `status` with `mark` attached (replacing any earlier one). An OK status stays OK, unmarked.
+absl::Status WithOutcomeMark(absl::Status status, OutcomeMark mark);
+// kNone for OK and unmarked statuses.
+OutcomeMark OutcomeMarkOf(const absl::Status& status);
+
+// "membership_changed", "in_doubt"; "" for kNone.
+absl::string_view OutcomeMarkName(OutcomeMark mark);
+// The mark named `name`; nullopt for an unknown name (from an unknown peer version).
+std::optional<OutcomeMark> ParseOutcomeMark(absl::string_view name);
+
+}  // namespace ringsync
