@@ -8,11 +8,11 @@
 //                       admitted, the ring re-formed): the collective did not run on the
 //                       new ring, the caller's buffer is untouched, and rank and world size
 //                       may have changed. The loop re-synchronises its state and goes on.
-//   kInDoubt            this rank holds the complete result but could not learn whether
-//                       every other rank does (the ring broke during the outcome decision,
-//                       after the data). The one case an all-or-nothing ring cannot close:
-//                       the caller's buffer holds the result; the loop should treat the
-//                       step as failed on the ring and re-synchronise.
+//   kInDoubt            the ring broke while the ranks were deciding the outcome, after the
+//                       data had moved: this rank failed the collective (its buffer is
+//                       untouched) but cannot know whether another rank completed it. The
+//                       one case an all-or-nothing ring cannot close; the loop
+//                       re-synchronises its state rather than simply retrying the step.
 //
 // The mark is an absl::Status payload (kOutcomePayloadUrl); on gRPC it travels as the
 // "ringsync-outcome" trailing metadata with OutcomeMarkName's text.

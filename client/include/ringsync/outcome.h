@@ -1,7 +1,8 @@
 // What a failed collective asks of the training loop, beyond its status code.
 //
 // Collectives are all-or-nothing: one returns OK on every rank or fails on every rank,
-// and a failed one leaves the caller's buffer untouched — except as IsInDoubt says.
+// and a failed one leaves the caller's buffer untouched. Two failures need more than a
+// retry from the loop; these tell them apart.
 //
 //   absl::Status s = client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kAvg);
 //   if (ringsync::IsMembershipChanged(s)) { /* re-synchronise state, continue */ }
@@ -19,9 +20,9 @@ namespace ringsync {
 bool IsMembershipChanged(const absl::Status& status);
 
 // The one case all-or-nothing cannot close: the ring broke while the ranks were deciding
-// the outcome, after the data had moved. This rank's buffer holds the complete result,
-// but another rank may have failed the collective. Treat the step as failed on the ring
-// (re-synchronise state) rather than as done.
+// the outcome, after the data had moved. This rank failed the collective (its buffer is
+// untouched), but another rank may have completed it. Re-synchronise the training state
+// rather than simply retrying the step.
 bool IsInDoubt(const absl::Status& status);
 
 }  // namespace ringsync
