@@ -133,34 +133,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (absl::Status s = cluster->MakeSecrets(); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options.startup_timeout;
 
-  const std::string port_file = cluster->directory_ + "/coordinator.port";
-  std::vector<std::string> argv = {options.ringsyncd, "coordinator", "--listen=127.0.0.1:0",
-                                   absl::StrCat("--world_size=", options.world_size),
-                                   "--port_file=" + port_file};
-  const std::vector<std::string> http_flags = cluster->HttpFlags("coordinator");
-  argv.insert(argv.end(), http_flags.begin(), http_flags.end());
-  const std::vector<std::string> security_flags = cluster->SecurityFlags("coordinator");
-  argv.insert(argv.end(), security_flags.begin(), security_flags.end());
-  argv.insert(argv.end(), options.coordinator_flags.begin(), options.coordinator_flags.end());
-  absl::StatusOr<ChildProcess> coordinator =
-      ChildProcess::Start(argv, cluster->directory_ + "/coordinator.log");
-  if (!coordinator.ok()) return coordinator.status();
-  cluster->coordinator_ = *std::move(coordinator);
-  absl::StatusOr<std::string> address =
-      AwaitPortFile(port_file, cluster->coordinator_, deadline, "the coordinator");
-  if (!address.ok()) {
-    return absl::Status(address.status().code(), absl::StrCat(address.status().message(), ":\n",
-                                                              cluster->Log("coordinator")));
-  }
-  cluster->coordinator_address_ = *address;
-  if (options.http) {
-    // Written before the gRPC port file: already there.
-    absl::StatusOr<std::string> http = AwaitPortFile(cluster->directory_ + "/coordinator.http",
-                                                     cluster->coordinator_, deadline,
-                                                     "the coordinator's HTTP endpoint");
-    if (!http.ok()) return http.status();
-    cluster->coordinator_http_ = *http;
-  }
+  if (absl::Status s = cluster->StartCoordinator("127.0.0.1:0", deadline); !s.ok()) return s;
 
   cluster->workers_.resize(options.world_size);
   cluster->worker_http_.resize(options.world_size);
@@ -171,6 +144,46 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     if (absl::Status s = cluster->AwaitWorker(i, deadline); !s.ok()) return s;
   }
   return cluster;
+}
+
+absl::Status LocalCluster::StartCoordinator(const std::string& listen, absl::Time deadline) {
+  const std::string port_file = directory_ + "/coordinator.port";
+  ::unlink(port_file.c_str());
+  std::vector<std::string> argv = {options_.ringsyncd, "coordinator", "--listen=" + listen,
+                                   absl::StrCat("--world_size=", options_.world_size),
+                                   "--port_file=" + port_file};
+  const std::vector<std::string> http_flags = HttpFlags("coordinator");
+  argv.insert(argv.end(), http_flags.begin(), http_flags.end());
+  const std::vector<std::string> security_flags = SecurityFlags("coordinator");
+  argv.insert(argv.end(), security_flags.begin(), security_flags.end());
+  argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
+  absl::StatusOr<ChildProcess> coordinator =
+      ChildProcess::Start(argv, directory_ + "/coordinator.log");
+  if (!coordinator.ok()) return coordinator.status();
+  coordinator_ = *std::move(coordinator);
+  absl::StatusOr<std::string> address =
+      AwaitPortFile(port_file, coordinator_, deadline, "the coordinator");
+  if (!address.ok()) {
+    return absl::Status(address.status().code(),
+                        absl::StrCat(address.status().message(), ":\n", Log("coordinator")));
+  }
+  coordinator_address_ = *address;
+  if (options_.http) {
+    // Written before the gRPC port file: already there.
+    absl::StatusOr<std::string> http = AwaitPortFile(directory_ + "/coordinator.http",
+                                                     coordinator_, deadline,
+                                                     "the coordinator's HTTP endpoint");
+    if (!http.ok()) return http.status();
+    coordinator_http_ = *http;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::RestartCoordinator() {
+  coordinator_.Stop();
+  ::unlink((directory_ + "/coordinator.http").c_str());
+  // The same address, which every worker keeps reconnecting to.
+  return StartCoordinator(coordinator_address_, absl::Now() + options_.startup_timeout);
 }
 
 std::vector<std::string> LocalCluster::HttpFlags(const std::string& name) const {

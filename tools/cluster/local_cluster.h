@@ -80,10 +80,15 @@ class LocalCluster {
 
   // Restarts worker i with the same id and socket (after it was killed).
   absl::Status RestartWorker(int i);
+  // Restarts the coordinator on the same address (after it was killed); its HTTP port
+  // may change (coordinator_http_address()).
+  absl::Status RestartCoordinator();
 
  private:
   LocalCluster() = default;
   absl::Status StartWorker(int i);
+  // Starts the coordinator on `listen` and waits for its port files.
+  absl::Status StartCoordinator(const std::string& listen, absl::Time deadline);
   // Waits for worker i's port files (and HTTP port file) after StartWorker.
   absl::Status AwaitWorker(int i, absl::Time deadline);
   // The flags that make a daemon serve HTTP and write its port to DIRECTORY/NAME.http.
