@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Chaos on real hosts: the compose topology in network namespaces (tests/cluster's
+netns_cluster), a ringsync-chaos-trainer beside each worker, and one worker's link cut
+and healed — below the lease (the compose file's 5 s heartbeat timeout) and above it.
+Each scenario has a hard bound; the trainers' logs get the chaos checks
+(ringsync-chaos-check: no wrong result, no partial outcome, failures named) and every
+trainer must get through all its steps after the link is back.
+
+Run one with `netns_chaos_test.py Class.test_name` (ctest does, labels "chaos" and
+"cluster"); exits 77 (skipped) with the reason when namespaces cannot be created here.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+import netns_cluster  # noqa: E402
+from netns_cluster import Cluster  # noqa: E402
+
+WORKERS = ["coordinator", "w0", "w1", "w2", "w3"]
+SOCKET = "unix:/run/ringsync/worker.sock"  # the compose file's path; rewritten per host
+LEASE_S = 5.0    # the compose file's --heartbeat_timeout
+BOUND_S = 150    # every scenario, from the first step to the last
+STEPS = 60
+
+
+def start_trainers(cluster):
+    return [cluster.exec(f"w{i}", "ringsync-chaos-trainer", f"--worker={SOCKET}",
+                         f"--index={i}", f"--steps={STEPS}", "--sizes=17,4096,131072",
+                         "--timeout=20s", f"--deadline={BOUND_S}s", "--reconnect_timeout=60s")
+            for i in range(4)]
+
+
+def check(trainers):
+    """ringsync-chaos-check over the trainers' output: (exit status, verdict)."""
+    with tempfile.TemporaryDirectory(prefix="ringsync-chaos-") as directory:
+        paths = []
+        for i, trainer in enumerate(trainers):
+            paths.append(os.path.join(directory, f"trainer{i}.log"))
+            with open(paths[-1], "w", encoding="utf-8") as f:
+                f.write(trainer.output + "\n")
+        result = subprocess.run([os.path.join(netns_cluster.BIN_DIR, "ringsync-chaos-check"),
+                                 *paths], capture_output=True, text=True, timeout=60)
+        return result.returncode, result.stdout + result.stderr
+
+
+class LinkCuts(unittest.TestCase):
+    def cut_and_heal(self, project, cut_s):
+        """Cuts w2's link for cut_s mid-training, restores it; returns the verdict."""
+        with Cluster(project, WORKERS) as cluster:
+            trainers = start_trainers(cluster)
+            for trainer in trainers:
+                self.assertTrue(trainer.read_until(r"name=step/9 status=ok", 120),
+                                f"{trainer.host} never trained:\n{trainer.output}")
+            started = time.monotonic()
+            cluster.run("cut", "w2")
+            time.sleep(cut_s)
+            cluster.run("restore", "w2")
+            for trainer in trainers:
+                left = max(1.0, BOUND_S - (time.monotonic() - started))
+                self.assertEqual(trainer.wait(left), 0,
+                                 f"{trainer.host} did not finish its steps:\n"
+                                 f"{trainer.output[-4000:]}")
+            status, verdict = check(trainers)
+            print(f"link of w2 cut for {cut_s}s (lease {LEASE_S}s): {verdict}")
+            self.assertEqual(status, 0, verdict)
+            return verdict
+
+    def test_a_link_cut_below_the_lease_and_healed_loses_no_step_or_result(self):
+        verdict = self.cut_and_heal("rsxb", cut_s=2.0)
+        self.assertIn("failed 0,", verdict, "a cut below the lease (TCP retransmits) failed a step")
+
+    def test_a_link_cut_above_the_lease_and_healed_fails_cleanly_and_training_resumes(self):
+        verdict = self.cut_and_heal("rsxa", cut_s=LEASE_S + 2.0)
+        self.assertNotIn("failed 0,", verdict, "a cut past the lease failed nothing")
+
+
+if __name__ == "__main__":
+    reason = netns_cluster.skip_reason()
+    if reason:
+        print(f"SKIPPED: {reason}")
+        sys.exit(netns_cluster.SKIP)
+    unittest.main(verbosity=2)
