@@ -1,6 +1,8 @@
 #include "wire/grpc_options.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -10,14 +12,14 @@ namespace ringsync {
 namespace {
 
 constexpr int kStreamWindowBytes = 8 << 20;
-constexpr int kKeepaliveMs = 2000;
-constexpr int kKeepaliveTimeoutMs = 3000;
 
-void SetCommon(grpc::ChannelArguments& args) {
+int Milliseconds(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
+
+void SetCommon(grpc::ChannelArguments& args, const KeepaliveSettings& keepalive) {
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(keepalive.time));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(keepalive.timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Reconnect quickly: a restarted peer or coordinator should be found in about a second.
@@ -35,37 +37,51 @@ void SetCommon(grpc::ChannelArguments& args) {
 
 }  // namespace
 
+absl::Status ValidateKeepalive(const KeepaliveSettings& keepalive) {
+  for (const auto& [name, value] : {std::pair{"--keepalive_time", keepalive.time},
+                                    std::pair{"--keepalive_timeout", keepalive.timeout}}) {
+    if (value < absl::Milliseconds(10) || value > absl::Hours(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "=", absl::FormatDuration(value),
+                                                     " is outside 10ms..1h"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void UseSystemResolverUnlessConfigured() {
   // overwrite = 0: an explicit GRPC_DNS_RESOLVER wins.
   setenv("GRPC_DNS_RESOLVER", "native", /*overwrite=*/0);
 }
 
-grpc::ChannelArguments PeerChannelArguments() {
+grpc::ChannelArguments PeerChannelArguments(const KeepaliveSettings& keepalive) {
   grpc::ChannelArguments args;
-  SetCommon(args);
+  SetCommon(args, keepalive);
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return args;
 }
 
-grpc::ChannelArguments ControlChannelArguments() {
+grpc::ChannelArguments ControlChannelArguments(const KeepaliveSettings& keepalive) {
   grpc::ChannelArguments args;
-  SetCommon(args);
+  SetCommon(args, keepalive);
   return args;
 }
 
-void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes) {
+void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes,
+                            const KeepaliveSettings& keepalive) {
   builder.SetMaxReceiveMessageSize(max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(-1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(keepalive.time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(keepalive.timeout));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      Milliseconds(std::min(absl::Seconds(1), keepalive.time / 2)));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
 }
 

@@ -9,17 +9,32 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
 namespace ringsync {
 
+// How a connection notices a silent peer (a killed host, a cut link, half-open TCP): a
+// keepalive ping after `time` without data, the connection closed when its answer takes
+// longer than `timeout`. With keepalive set, gRPC also gives the socket TCP_USER_TIMEOUT
+// of `timeout`, so unacknowledged data fails the connection as quickly as a silent ping.
+// The daemons take them from --keepalive_time and --keepalive_timeout; every process of
+// a cluster should use the same values (a server refuses pings more often than half its
+// own keepalive time, and at most every second).
+struct KeepaliveSettings {
+  absl::Duration time = absl::Seconds(2);
+  absl::Duration timeout = absl::Seconds(3);
+};
+// InvalidArgument naming the flags unless both are within 10 ms..1 h.
+absl::Status ValidateKeepalive(const KeepaliveSettings& keepalive);
+
 // Channel arguments for a peer (data-path) connection. Each call gets its own TCP
 // connection: separate connections measured faster than streams sharing one. Messages
 // sent are unbounded here; each server bounds what it receives.
-grpc::ChannelArguments PeerChannelArguments();
+grpc::ChannelArguments PeerChannelArguments(const KeepaliveSettings& keepalive = {});
 
 // Channel arguments for control-plane connections (coordinator, SDK).
-grpc::ChannelArguments ControlChannelArguments();
+grpc::ChannelArguments ControlChannelArguments(const KeepaliveSettings& keepalive = {});
 
 // Host names resolve through the system's resolver (getaddrinfo: /etc/hosts, then
 // what nsswitch.conf says), as for every other program on the host, unless the user
@@ -40,9 +55,12 @@ inline constexpr int kRequestOverheadBytes = 64 << 10;
 // (RESOURCE_EXHAUSTED); the port refused, not shared, when another process holds it
 // (gRPC sets SO_REUSEPORT by default: a second daemon on the same port would start
 // "fine" and take half of the connections); keepalive pings more often than every second
-// without data refused, and the connection closed after two (a flood of pings is work
-// for the server; our own channels ping every 2 s).
-void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes);
+// without data refused (or more often than half of `keepalive.time`, when that is
+// shorter), and the connection closed after two (a flood of pings is work for the server;
+// our own channels ping every `keepalive.time`). The server pings its callers as a
+// channel does, so it notices a silent caller too.
+void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes,
+                            const KeepaliveSettings& keepalive = {});
 
 // "unix:/path", "unix:///path", "host:port", "[v6]:port" are accepted; a bare path that
 // starts with '/' means a unix socket. Returns a gRPC target string.

@@ -23,6 +23,7 @@
 #include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
+#include "daemon/transport/grpc/keepalive_flags.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
@@ -67,6 +68,9 @@ absl::Status ReadOptions(CoordinatorOptions* options, std::string* http_token) {
   options->heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options->heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  absl::StatusOr<KeepaliveSettings> keepalive = KeepaliveFromFlags();
+  if (!keepalive.ok()) return keepalive.status();
+  options->keepalive = *keepalive;
   if (options->world_size == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--world_size is required: the number of workers in the ring, 1..",

@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   auto server = absl::WrapUnique(new CoordinatorServer());
   server->service_ = std::make_unique<CoordinatorService>(options);
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder, options.max_message_bytes);
+  ConfigureServerBuilder(builder, options.max_message_bytes, options.keepalive);
   ListeningPort port;
   port.Add(builder, *target, options.security.ServerCredentials(options.refusals));
   builder.RegisterService(server->service_.get());

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/coordinator/membership.h"
+#include "wire/grpc_options.h"
 #include "wire/security/transport_security.h"
 #include "daemon/metrics/refusals.h"
 #include "prometheus/registry.h"
@@ -37,6 +38,7 @@ struct CoordinatorOptions {
   TransportSecurity security;
   RefusalReporter refusals;  // hears of refused callers; null: not reported
   int max_message_bytes = 1 << 20;  // larger requests are refused unread; 4 KiB..64 MiB
+  KeepaliveSettings keepalive;       // how a silent worker connection is noticed
 };
 
 // InvalidArgument naming the flag when an option is out of range.

@@ -13,8 +13,6 @@ namespace {
 
 // How long the idle executor waits for a job before checking for a stop.
 constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
-// How long forwarding the abort of a collective this rank skips may take.
-constexpr absl::Duration kAbortForwardTimeout = absl::Seconds(2);
 
 }  // namespace
 
@@ -184,6 +182,7 @@ void CollectiveExecutor::FailForAbsentClient(RingEpoch& epoch, const Frame& firs
   epoch.newest_run = first.sequence;
   RingOptions options;
   options.timeout = absl::Seconds(1);  // only an abort frame goes out
+  options.abort_notice_timeout = options_.abort_notice_timeout;
   RingExchange exchange(epoch.me, *epoch.link, spec, options);
   const absl::Status failed = exchange.Reject(absl::FailedPreconditionError(absl::StrCat(
       "worker ", worker_id_, " has no training process attached (its client left ",
@@ -287,6 +286,7 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   options.segment_bytes = options_.segment_bytes;
   options.timeout = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
   options.cancellation = &cancel;
+  options.abort_notice_timeout = options_.abort_notice_timeout;
   if (!job.refusal.ok()) {
     // The request was refused: tell the ring, so every rank fails this collective now.
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
@@ -349,7 +349,7 @@ std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_
       // rank running it would forward it, so that every rank skips it alike.
       Frame forward = *next;
       forward.sender_rank = epoch.me.rank;
-      link.Send(forward, {}, WaitLimit{absl::Now() + kAbortForwardTimeout, &epoch.over})
+      link.Send(forward, {}, WaitLimit{absl::Now() + options_.abort_notice_timeout, &epoch.over})
           .IgnoreError();  // best effort, as for any abort notice
     }
     link.Receive(now).IgnoreError();

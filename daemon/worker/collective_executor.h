@@ -44,6 +44,9 @@ struct ExecutorOptions {
   // request was lost; then the jobs behind it fail after this long rather than holding
   // their tensors until their own (up to 24 h) deadline.
   absl::Duration sequence_gap_timeout = absl::Seconds(10);
+  // How long telling the right neighbour of a failure may take (RingOptions::
+  // abort_notice_timeout), also when forwarding the abort of a collective this rank skips.
+  absl::Duration abort_notice_timeout = absl::Seconds(2);
 };
 
 struct ExecutorCounters {

@@ -27,7 +27,8 @@ CoordinatorSession::CoordinatorSession(CoordinatorSessionOptions options, ViewCa
       report_(std::move(report)),
       on_session_lost_(std::move(on_session_lost)) {
   stub_ = v1::Coordinator::NewStub(
-      options_.security.CreateChannel(options_.coordinator_target, ControlChannelArguments()));
+      options_.security.CreateChannel(options_.coordinator_target,
+                                      ControlChannelArguments(options_.keepalive)));
 }
 
 CoordinatorSession::~CoordinatorSession() { Stop(); }

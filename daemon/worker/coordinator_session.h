@@ -6,6 +6,7 @@
 // Thread-safety: Start and Stop from one thread; callbacks run on the session's threads.
 #pragma once
 
+#include "wire/grpc_options.h"
 #include "wire/security/transport_security.h"
 
 #include <functional>
@@ -32,6 +33,7 @@ struct CoordinatorSessionOptions {
   // restarted coordinator numbers its views above it. Null: 0.
   std::function<uint64_t()> known_generation;
   TransportSecurity security;  // how the channel to the coordinator authenticates
+  KeepaliveSettings keepalive;  // how a silent coordinator connection is noticed
 };
 
 class CoordinatorSession {

@@ -14,7 +14,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   }
   const std::string& address = epoch.peer_addresses[next];
   const RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
-                                  worker_id_, security_};
+                                  worker_id_, security_, keepalive_, open_attempt_};
   const int prev = epoch.me.prev();
   if (prev >= static_cast<int>(epoch.worker_ids.size())) {
     return absl::InvalidArgumentError(

@@ -7,6 +7,7 @@
 
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/ring_epoch.h"
+#include "wire/grpc_options.h"
 #include "wire/security/transport_security.h"
 
 namespace ringsync {
@@ -14,10 +15,16 @@ namespace ringsync {
 class GrpcLinkFactory final : public LinkFactory {
  public:
   // `registry` is the one this worker's Peer service fills; it must outlive this.
-  // `security`: how this worker's streams to rank+1 authenticate.
+  // `security`: how this worker's streams to rank+1 authenticate; `keepalive` and
+  // `open_attempt`: see RingNeighbours.
   GrpcLinkFactory(std::string worker_id, InboxRegistry& registry,
-                  TransportSecurity security = TransportSecurity())
-      : worker_id_(std::move(worker_id)), registry_(registry), security_(std::move(security)) {}
+                  TransportSecurity security = TransportSecurity(),
+                  KeepaliveSettings keepalive = {}, absl::Duration open_attempt = absl::Seconds(2))
+      : worker_id_(std::move(worker_id)),
+        registry_(registry),
+        security_(std::move(security)),
+        keepalive_(keepalive),
+        open_attempt_(open_attempt) {}
 
   absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                 const WaitLimit& limit) override;
@@ -30,6 +37,8 @@ class GrpcLinkFactory final : public LinkFactory {
   const std::string worker_id_;
   InboxRegistry& registry_;
   const TransportSecurity security_;
+  const KeepaliveSettings keepalive_;
+  const absl::Duration open_attempt_;
 };
 
 }  // namespace ringsync

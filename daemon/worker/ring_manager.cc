@@ -10,16 +10,17 @@
 namespace ringsync {
 namespace {
 
-// Retries of a ring connection that failed: the first wait, its growth up to the last,
-// and how often a wait looks whether the generation ended.
-constexpr absl::Duration kConnectRetryFirst = absl::Milliseconds(200);
-constexpr absl::Duration kConnectRetryMax = absl::Seconds(2);
+// How often a pause between connection attempts looks whether the generation ended.
 constexpr absl::Duration kConnectRetrySlice = absl::Milliseconds(50);
 
 }  // namespace
 
-RingManager::RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout)
-    : worker_id_(std::move(worker_id)), links_(links), connect_timeout_(connect_timeout) {
+RingManager::RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout,
+                         ConnectRetry retry)
+    : worker_id_(std::move(worker_id)),
+      links_(links),
+      connect_timeout_(connect_timeout),
+      retry_(retry) {
   status_.detail = "waiting for the coordinator to form the ring";
 }
 
@@ -98,7 +99,7 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
   // A neighbour that does not answer in time (still starting, its name not resolvable
   // yet, a connection lost on the way) is tried again until the generation ends: every
   // member may be alive, so nothing else would ever re-form this ring.
-  absl::Duration backoff = kConnectRetryFirst;
+  absl::Duration backoff = retry_.first;
   while (true) {
     absl::StatusOr<std::unique_ptr<Link>> link =
         links_.Connect(*epoch, WaitLimit{absl::Now() + connect_timeout_, &epoch->over});
@@ -125,7 +126,7 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
       if (epoch->over.IsCancelled()) return;
       absl::SleepFor(std::min(kConnectRetrySlice, until - absl::Now()));
     }
-    backoff = std::min(backoff * 2, kConnectRetryMax);
+    backoff = std::min(backoff * 2, retry_.max);
   }
 }
 

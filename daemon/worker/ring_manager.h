@@ -31,10 +31,18 @@ struct RingStatus {
   uint64_t version = 0;  // bumps on every change
 };
 
+// How a ring connection that failed is tried again: the first pause, doubling up to `max`.
+struct ConnectRetry {
+  absl::Duration first = absl::Milliseconds(200);
+  absl::Duration max = absl::Seconds(2);
+};
+
 class RingManager final : public EpochSource {
  public:
-  // `links` must outlive this.
-  RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout);
+  // `links` must outlive this. `connect_timeout`: one attempt to connect a generation's
+  // link; `retry`: the pauses between attempts.
+  RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout,
+              ConnectRetry retry = {});
   ~RingManager();
 
   // Applies a view from the coordinator; older or repeated generations are ignored,
@@ -79,6 +87,7 @@ class RingManager final : public EpochSource {
   const std::string worker_id_;
   LinkFactory& links_;
   const absl::Duration connect_timeout_;
+  const ConnectRetry retry_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<RingEpoch> epoch_ ABSL_GUARDED_BY(mu_);  // current generation, ready or not

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "daemon/metrics/text_page.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
+#include "daemon/transport/grpc/keepalive_flags.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/coordinator_session.h"
@@ -84,6 +86,21 @@ ABSL_FLAG(absl::Duration, client_reattach_grace, absl::Seconds(1),
           "worker: how long after its training process detached (exited, was killed) the "
           "worker holds the ring's collectives for a restarted one; after that they fail on "
           "every rank at once, naming this worker, instead of waiting out their deadline.");
+ABSL_FLAG(absl::Duration, abort_notice_timeout, absl::Seconds(2),
+          "worker: how long a rank that gives up a collective may take to tell its right "
+          "neighbour (the abort notice), and how long a rank that ran out of time while its "
+          "left neighbour was still sending waits for that neighbour's notice naming the "
+          "cause (1ms..1m). A notice to a neighbour that died fails at once.");
+ABSL_FLAG(absl::Duration, connect_retry_initial, absl::Milliseconds(200),
+          "worker: pause before trying again to connect a ring that failed to connect "
+          "(1ms..1m); it doubles after each failure up to --connect_retry_max.");
+ABSL_FLAG(absl::Duration, connect_retry_max, absl::Seconds(2),
+          "worker: longest pause between attempts to connect a ring (1ms..1m, at least "
+          "--connect_retry_initial).");
+ABSL_FLAG(absl::Duration, ring_open_attempt, absl::Seconds(2),
+          "worker: how long one attempt to open the stream to the right neighbour may wait "
+          "for its answer before it is made again on a new connection (10ms..1m; within "
+          "--connect_timeout).");
 ABSL_FLAG(std::string, shm_dir, "/dev/shm",
           "worker: directory whose ringsync-* files clients may name as shared tensors.");
 
@@ -101,7 +118,38 @@ struct WorkerConfig {
   bool default_socket = false;  // socket_path is DefaultSocketPath: its directory is ours
   std::string coordinator;
   DaemonSecurity security;
+  KeepaliveSettings keepalive;  // --keepalive_time, --keepalive_timeout
 };
+
+// InvalidArgument naming the flag when a timer is outside its documented range.
+absl::Status ValidateTimers() {
+  struct Bound {
+    const char* flag;
+    absl::Duration value, min, max;
+  };
+  const absl::Duration retry_initial = absl::GetFlag(FLAGS_connect_retry_initial);
+  const Bound bounds[] = {
+      {"--abort_notice_timeout", absl::GetFlag(FLAGS_abort_notice_timeout),
+       absl::Milliseconds(1), absl::Minutes(1)},
+      {"--connect_retry_initial", retry_initial, absl::Milliseconds(1), absl::Minutes(1)},
+      {"--connect_retry_max", absl::GetFlag(FLAGS_connect_retry_max),
+       std::max(absl::Milliseconds(1), retry_initial), absl::Minutes(1)},
+      {"--ring_open_attempt", absl::GetFlag(FLAGS_ring_open_attempt), absl::Milliseconds(10),
+       absl::Minutes(1)},
+      {"--connect_timeout", absl::GetFlag(FLAGS_connect_timeout), absl::Milliseconds(10),
+       absl::Hours(24)},
+      {"--join_timeout", absl::GetFlag(FLAGS_join_timeout), absl::Milliseconds(10),
+       absl::Hours(24)},
+  };
+  for (const Bound& b : bounds) {
+    if (b.value < b.min || b.value > b.max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          b.flag, "=", absl::FormatDuration(b.value), " is outside ",
+          absl::FormatDuration(b.min), "..", absl::FormatDuration(b.max)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<WorkerConfig> ReadConfig() {
   if (absl::Status s = ValidateLogFlags(); !s.ok()) return s;
@@ -143,6 +191,10 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   if (absl::GetFlag(FLAGS_client_sequence_gap_timeout) <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--client_sequence_gap_timeout must be positive");
   }
+  if (absl::Status s = ValidateTimers(); !s.ok()) return s;
+  absl::StatusOr<KeepaliveSettings> keepalive = KeepaliveFromFlags();
+  if (!keepalive.ok()) return keepalive.status();
+  config.keepalive = *keepalive;
   return config;
 }
 
@@ -247,8 +299,10 @@ int WorkerServing::StartPeerServer() {
   }
   grpc::ServerBuilder builder;
   // A frame is one segment and its header: nothing larger is read from a peer.
-  ConfigureServerBuilder(builder, static_cast<int>(absl::GetFlag(FLAGS_segment_bytes)) +
-                                      kPeerMessageOverheadBytes);
+  ConfigureServerBuilder(builder,
+                         static_cast<int>(absl::GetFlag(FLAGS_segment_bytes)) +
+                             kPeerMessageOverheadBytes,
+                         parts_.config.keepalive);
   ListeningPort port;
   port.Add(builder, *target, parts_.config.security.transport.ServerCredentials(ReporterOf(parts_.refusals)));
   builder.RegisterService(&parts_.peer_service);
@@ -273,8 +327,10 @@ int WorkerServing::StartClientServer() {
   if (!socket.ok()) return StartFailed(kFailed, socket.status().message());
   socket_ = *std::move(socket);
   grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder, static_cast<int>(absl::GetFlag(FLAGS_max_inline_bytes)) +
-                                      kRequestOverheadBytes);
+  ConfigureServerBuilder(builder,
+                         static_cast<int>(absl::GetFlag(FLAGS_max_inline_bytes)) +
+                             kRequestOverheadBytes,
+                         parts_.config.keepalive);
   ListeningPort tcp_port;
   const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
   if (!client_listen.empty()) {
@@ -312,6 +368,7 @@ int WorkerServing::JoinCoordinator() {
                                     advertised_, http_address, absl::GetFlag(FLAGS_join_timeout),
                                     [&ring] { return ring.Status().generation; },
                                     parts_.config.security.transport};
+  options.keepalive = parts_.config.keepalive;
   session_ = std::make_unique<CoordinatorSession>(
       options, [&ring](const v1::RingView& view) { ring.OnView(view); },
       [&ring, &executor](v1::HeartbeatRequest* report) { ReportHeartbeat(ring, executor, report); },
@@ -365,8 +422,11 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   const RefusalReporter report_refusal = ReporterOf(refusals);
   InboxRegistry registry(/*inbox_capacity=*/4, report_refusal);
   PeerService peer_service(registry, HelloPolicy{config.security.transport.tls(), report_refusal});
-  GrpcLinkFactory links(config.worker_id, registry, config.security.transport);
-  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout));
+  GrpcLinkFactory links(config.worker_id, registry, config.security.transport, config.keepalive,
+                        absl::GetFlag(FLAGS_ring_open_attempt));
+  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout),
+                   ConnectRetry{absl::GetFlag(FLAGS_connect_retry_initial),
+                                absl::GetFlag(FLAGS_connect_retry_max)});
   metrics::AddBuildInfo(metrics);
   const metrics::ProcessCollector process_metrics;
   WorkerMetrics worker_metrics(metrics, ring, reducer.name());
@@ -375,7 +435,8 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
       .reattach_grace = absl::GetFlag(FLAGS_client_reattach_grace),
       .max_queued_jobs = static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_jobs)),
       .max_queued_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_queued_bytes)),
-      .sequence_gap_timeout = absl::GetFlag(FLAGS_client_sequence_gap_timeout)};
+      .sequence_gap_timeout = absl::GetFlag(FLAGS_client_sequence_gap_timeout),
+      .abort_notice_timeout = absl::GetFlag(FLAGS_abort_notice_timeout)};
   CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
   LocalPeers local_peers;
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,

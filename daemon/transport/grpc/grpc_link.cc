@@ -7,20 +7,15 @@
 namespace ringsync {
 namespace {
 
-// How long one attempt to open the stream to rank+1 may wait for its acceptance before
-// it is abandoned and made again on a new channel (new name resolution, new TCP
-// connection): a first attempt can hang on a neighbour that was not reachable yet
-// (a container whose network was still being attached) although the next would succeed.
-constexpr absl::Duration kOpenAttempt = absl::Seconds(2);
-
 absl::StatusOr<std::unique_ptr<OutboundStream>> OpenWithRetries(const RingNeighbours& neighbours,
                                                                  const PeerHello& hello,
                                                                  const WaitLimit& limit) {
   while (true) {
     WaitLimit attempt = limit;
-    attempt.deadline = std::min(limit.deadline, absl::Now() + kOpenAttempt);
-    absl::StatusOr<std::unique_ptr<OutboundStream>> outbound = OutboundStream::Open(
-        neighbours.next_target, hello, neighbours.next_description, attempt, neighbours.security);
+    attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
+    absl::StatusOr<std::unique_ptr<OutboundStream>> outbound =
+        OutboundStream::Open(neighbours.next_target, hello, neighbours.next_description, attempt,
+                             neighbours.security, neighbours.keepalive);
     // Only an attempt that got no answer is worth making again; a refusal says why.
     if (outbound.ok() || !absl::IsDeadlineExceeded(outbound.status()) ||
         absl::Now() >= limit.deadline ||
@@ -81,9 +76,14 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
           "the ring stream to ", neighbours_.next_description, " broke during collective #",
           frame.sequence, "; frames of it may be lost, so it cannot go on"));
     }
+    // Not wait-for-ready: rank+1 of this generation was listening when the link formed,
+    // so a refused connection means it died. Failing at once (rather than waiting out
+    // `limit` for a port that will not come back) lets an abort notice to a dead peer cost
+    // nothing, and this rank fail promptly; a new generation replaces the dead rank.
     absl::StatusOr<std::unique_ptr<OutboundStream>> reopened = OutboundStream::Open(
         neighbours_.next_target, PeerHello{me_.rank, me_.generation, neighbours_.worker_id},
-        neighbours_.next_description, limit, neighbours_.security);
+        neighbours_.next_description, limit, neighbours_.security, neighbours_.keepalive,
+        /*wait_for_ready=*/false);
     if (!reopened.ok()) {
       return absl::Status(reopened.status().code(),
                           absl::StrCat("reconnecting: ", reopened.status().message()));

@@ -21,6 +21,12 @@ struct RingNeighbours {
   std::string next_description;  // "rank 2 (worker w2 at 127.0.0.1:7401)"
   std::string worker_id;         // this worker's id, sent in the hello
   TransportSecurity security;    // how the stream to rank+1 authenticates
+  KeepaliveSettings keepalive;   // how a silent rank+1 is noticed
+  // How long one attempt to open the stream to rank+1 may wait for its acceptance before
+  // it is abandoned and made again on a new channel (new name resolution, new TCP
+  // connection): a first attempt can hang on a neighbour that was not reachable yet
+  // (a container whose network was still being attached) although the next would succeed.
+  absl::Duration open_attempt = absl::Seconds(2);
 };
 
 // Thread-safety: as Link (one sender thread, one receiver thread).

@@ -28,12 +28,14 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::Open(const std::
                                                                      const PeerHello& hello,
                                                                      const std::string& peer,
                                                                      const WaitLimit& limit,
-                                                                     const TransportSecurity& security) {
-  std::shared_ptr<grpc::Channel> channel = security.CreateChannel(target, PeerChannelArguments());
+                                                                     const TransportSecurity& security,
+                                                                     const KeepaliveSettings& keepalive,
+                                                                     bool wait_for_ready) {
+  std::shared_ptr<grpc::Channel> channel =
+      security.CreateChannel(target, PeerChannelArguments(keepalive));
   std::unique_ptr<OutboundStream> stream(new OutboundStream(std::move(channel), peer));
   OutboundStream& s = *stream;
-  // The neighbour may still be starting: wait for its port instead of failing at once.
-  s.context_.set_wait_for_ready(true);
+  s.context_.set_wait_for_ready(wait_for_ready);
   s.stub_.PrepareBidiStreamingCall(&s.context_, kRingStreamMethod, grpc::StubOptions(), &s);
 
   absl::MutexLock lock(&s.mu_);

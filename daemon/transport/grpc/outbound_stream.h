@@ -33,6 +33,7 @@
 #include "daemon/transport/grpc/frame_codec.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "wire/grpc_options.h"
 
 namespace ringsync {
 
@@ -46,10 +47,15 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
  public:
   // Connects to `target`, sends `hello`, and waits within `limit` for the peer to accept.
   // `peer` describes the receiver for messages, e.g. "rank 2 (worker w2 at 10.0.0.3:7401)".
-  // `security`: how the connection authenticates (plain TCP by default).
+  // `security`: how the connection authenticates (plain TCP by default); `keepalive`:
+  // how a silent peer is noticed. `wait_for_ready`: wait within `limit` for a neighbour
+  // that is not listening yet (still starting); without it a refused connection fails
+  // at once (Unavailable) — a neighbour of the same generation that stopped listening is
+  // dead, and waiting for it only delays the failure.
   static absl::StatusOr<std::unique_ptr<OutboundStream>> Open(
       const std::string& target, const PeerHello& hello, const std::string& peer,
-      const WaitLimit& limit, const TransportSecurity& security = TransportSecurity());
+      const WaitLimit& limit, const TransportSecurity& security = TransportSecurity(),
+      const KeepaliveSettings& keepalive = {}, bool wait_for_ready = true);
   ~OutboundStream() override;
 
   // Sends one frame. On cancellation or deadline while gRPC still holds the payload,

@@ -1,0 +1,73 @@
+// End to end, the timers: every timer of the daemons is a flag, checked at start, and the
+// lease — a worker that could not renew it stops acting on its generation.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "tests/integration/cluster_fixture.h"
+#include "tools/cluster/child_process.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `ringsyncd ROLE FLAGS...` until it exits; its exit code and output.
+std::pair<int, std::string> RunDaemon(const std::string& role, std::vector<std::string> flags) {
+  const std::string log = absl::StrCat(::testing::TempDir(), "/lease_e2e_", ::getpid(), ".log");
+  std::filesystem::remove(log);
+  std::vector<std::string> argv = {RINGSYNCD_PATH, role, "--insecure"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<ChildProcess> process = ChildProcess::Start(argv, log);
+  EXPECT_TRUE(process.ok()) << process.status();
+  if (!process.ok()) return {-1, ""};
+  absl::StatusOr<int> exit_code = process->Wait(absl::Seconds(20));
+  EXPECT_TRUE(exit_code.ok()) << exit_code.status();
+  std::string output = ReadFile(log);
+  std::filesystem::remove(log);
+  return {exit_code.ok() ? *exit_code : -1, output};
+}
+
+TEST(TimerFlags, AWorkerRefusesToStartWithATimerOutOfRangeNamingTheFlag) {
+  for (const std::string& flag :
+       {std::string("--abort_notice_timeout=0s"), std::string("--connect_retry_initial=0s"),
+        std::string("--connect_retry_max=2h"), std::string("--ring_open_attempt=1ms"),
+        std::string("--keepalive_time=0s"), std::string("--keepalive_timeout=5h")}) {
+    const auto [exit_code, output] = RunDaemon("worker", {flag, "--coordinator=127.0.0.1:1"});
+    EXPECT_EQ(exit_code, 2) << flag << ": " << output;
+    EXPECT_THAT(output, HasSubstr(flag.substr(0, flag.find('=')))) << output;
+  }
+}
+
+TEST(TimerFlags, ARetryCeilingBelowItsFirstPauseIsRefused) {
+  const auto [exit_code, output] =
+      RunDaemon("worker", {"--connect_retry_initial=1s", "--connect_retry_max=100ms",
+                           "--coordinator=127.0.0.1:1"});
+  EXPECT_EQ(exit_code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--connect_retry_max=100ms is outside 1s..")) << output;
+}
+
+TEST(TimerFlags, ACoordinatorRefusesToStartWithAKeepaliveOutOfRange) {
+  const auto [exit_code, output] =
+      RunDaemon("coordinator", {"--world_size=1", "--listen=127.0.0.1:0", "--keepalive_time=1ms"});
+  EXPECT_EQ(exit_code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--keepalive_time=1ms is outside 10ms..1h")) << output;
+}
+
+}  // namespace
+}  // namespace ringsync
