@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<ChaosJob>> ChaosJob::Start(const ChaosJobOptions&
   job->options_ = options;
   LocalClusterOptions cluster;
   cluster.world_size = options.world_size;
+  cluster.min_world_size = options.min_world_size;
+  cluster.started_workers = options.started_workers;
   cluster.ringsyncd = options.ringsyncd;
   cluster.make_certs = options.make_certs;
   cluster.security = ClusterSecurity::kMutualTls;

@@ -19,6 +19,10 @@ namespace ringsync::chaos {
 
 struct ChaosJobOptions {
   int world_size = 4;
+  // As LocalClusterOptions: an elastic ring between min_world_size and world_size (0: a
+  // fixed-size ring); workers started at first (-1: all).
+  int min_world_size = 0;
+  int started_workers = -1;
   std::string ringsyncd;    // the ringsyncd binary
   std::string trainer;      // the ringsync-chaos-trainer binary
   std::string make_certs;   // deploy/make-certs.sh (mutual TLS, as deployed)

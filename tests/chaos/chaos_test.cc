@@ -10,90 +10,11 @@
 // lines are checked; chaos_job.h how the job is run.
 #include <signal.h>
 
-#include <cstdio>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/chaos/chaos_job.h"
+#include "tests/chaos/chaos_scenario.h"
 
 namespace ringsync::chaos {
 namespace {
-
-// Every scenario, start to end, within this; the trainers are killed (a hang) past it.
-constexpr absl::Duration kBound = absl::Seconds(60);
-constexpr int kSteps = 60;
-constexpr absl::Duration kWarmUp = absl::Seconds(30);  // first steps everywhere (start-up)
-
-std::unique_ptr<ChaosJob> StartJob(std::vector<std::string> coordinator_flags = {},
-                                   std::vector<std::string> trainer_flags = {}) {
-  ChaosJobOptions options;
-  options.ringsyncd = RINGSYNCD_PATH;
-  options.trainer = CHAOS_TRAINER_PATH;
-  options.make_certs = RINGSYNC_MAKE_CERTS;
-  options.worker_flags = {"--collective_timeout=5s", "--connect_timeout=5s"};
-  options.coordinator_flags = {"--heartbeat_interval=100ms", "--heartbeat_timeout=1s"};
-  options.coordinator_flags.insert(options.coordinator_flags.end(), coordinator_flags.begin(),
-                                   coordinator_flags.end());
-  // Mixed sizes: inline (16), a few KiB, 1 MiB through shared memory.
-  options.trainer_flags = {absl::StrCat("--steps=", kSteps), "--sizes=17,4096,131072",
-                           "--timeout=5s", absl::StrCat("--deadline=", absl::FormatDuration(kBound))};
-  options.trainer_flags.insert(options.trainer_flags.end(), trainer_flags.begin(),
-                               trainer_flags.end());
-  absl::StatusOr<std::unique_ptr<ChaosJob>> job = ChaosJob::Start(options);
-  EXPECT_TRUE(job.ok()) << job.status();
-  return job.ok() ? *std::move(job) : nullptr;
-}
-
-// Starts a trainer beside every worker and waits until each has run 10 steps.
-bool StartTraining(ChaosJob& job) {
-  return job.StartTrainers().ok() && job.AwaitOkStepsEverywhere(10, kWarmUp);
-}
-
-// The checks every scenario ends with; returns the verdict for more.
-Verdict ExpectSafeAndLive(ChaosJob& job, absl::Time started) {
-  const std::vector<int> codes = job.AwaitTrainers(started + kBound);
-  for (size_t i = 0; i < codes.size(); ++i) {
-    EXPECT_EQ(codes[i], 0) << "trainer " << i << " did not finish every step within "
-                           << kBound << " (-1: still running, a hang)\n"
-                           << job.Diagnostics();
-  }
-  Verdict verdict = CheckOutcomes(job.Logs());
-  std::printf("%s\n", verdict.Summary().c_str());
-  EXPECT_EQ(verdict.wrong, 0) << verdict.Summary();
-  EXPECT_EQ(verdict.partial, 0) << verdict.Summary();
-  EXPECT_EQ(verdict.unnamed_failures, 0) << verdict.Summary();
-  return verdict;
-}
-
-// Failed calls of the trainers other than `except`, none of which lost its own worker.
-std::vector<CallOutcome> SurvivorFailures(ChaosJob& job, int except) {
-  std::vector<CallOutcome> failures;
-  for (const TrainerLog& log : job.Logs()) {
-    if (log.trainer == except) continue;
-    for (const CallOutcome& call : log.calls) {
-      if (!call.ok) failures.push_back(call);
-    }
-  }
-  return failures;
-}
-
-bool NamesWorker(const CallOutcome& call, ChaosJob& job, int i) {
-  return absl::StrContains(call.message, absl::StrCat("rank ", i)) ||
-         absl::StrContains(call.message, job.cluster().worker_id(i));
-}
-
-// Failures the surviving workers counted, all causes.
-double FailuresCounted(ChaosJob& job, int except) {
-  double sum = 0;
-  for (int i = 0; i < job.world_size(); ++i) {
-    if (i != except) sum += job.WorkerMetric(i, "ringsync_collectives_failed_total").value_or(0);
-  }
-  return sum;
-}
 
 TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJobGoesOn) {
   auto job = StartJob();
@@ -173,6 +94,24 @@ TEST(Chaos, AStragglerPastTheDeadlineFailsThatStepOnEveryRankNamingItAndCatchesU
   EXPECT_EQ(failures.front().name, "step/12");
   EXPECT_TRUE(NamesWorker(failures.front(), *job, 3))
       << "the straggler (rank 3 / w3) should be named: " << failures.front().message;
+}
+
+TEST(Chaos, ASecondProcessWithALiveWorkersIdIsRefusedAndTheRingIsUndisturbed) {
+  auto job = StartJob({}, {"--pause=20ms"});  // 60 steps take over a second
+  ASSERT_NE(job, nullptr);
+  const absl::Time started = absl::Now();
+  ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
+  // A second w1 (a new incarnation) while w1 is alive and heard from.
+  absl::StatusOr<ChildProcess*> twin = job->cluster().SpawnWorkerTwin(1);
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  EXPECT_TRUE(job->AwaitOkStepsEverywhere(40, absl::Seconds(30))) << job->Diagnostics();
+  // The twin is told why and gives up; w1 stays the ring's rank 1.
+  EXPECT_NE((*twin)->Wait(absl::Seconds(10)).value_or(0), 0) << "the twin still runs";
+  EXPECT_TRUE(absl::StrContains(job->cluster().Log("w1-twin"), "already live"))
+      << job->cluster().Log("w1-twin");
+
+  const Verdict verdict = ExpectSafeAndLive(*job, started);
+  EXPECT_EQ(verdict.failed, 0) << "the twin disturbed the ring";
 }
 
 }  // namespace

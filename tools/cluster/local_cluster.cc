@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <filesystem>
@@ -137,10 +138,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
 
   cluster->workers_.resize(options.world_size);
   cluster->worker_http_.resize(options.world_size);
-  for (int i = 0; i < options.world_size; ++i) {
+  const int started = options.started_workers < 0
+                          ? options.world_size
+                          : std::min(options.started_workers, options.world_size);
+  for (int i = 0; i < started; ++i) {
     if (absl::Status s = cluster->StartWorker(i); !s.ok()) return s;
   }
-  for (int i = 0; i < options.world_size; ++i) {
+  for (int i = 0; i < started; ++i) {
     if (absl::Status s = cluster->AwaitWorker(i, deadline); !s.ok()) return s;
   }
   return cluster;
@@ -150,8 +154,13 @@ absl::Status LocalCluster::StartCoordinator(const std::string& listen, absl::Tim
   const std::string port_file = directory_ + "/coordinator.port";
   ::unlink(port_file.c_str());
   std::vector<std::string> argv = {options_.ringsyncd, "coordinator", "--listen=" + listen,
-                                   absl::StrCat("--world_size=", options_.world_size),
                                    "--port_file=" + port_file};
+  if (options_.min_world_size > 0) {
+    argv.push_back(absl::StrCat("--min_world_size=", options_.min_world_size));
+    argv.push_back(absl::StrCat("--max_world_size=", options_.world_size));
+  } else {
+    argv.push_back(absl::StrCat("--world_size=", options_.world_size));
+  }
   const std::vector<std::string> http_flags = HttpFlags("coordinator");
   argv.insert(argv.end(), http_flags.begin(), http_flags.end());
   const std::vector<std::string> security_flags = SecurityFlags("coordinator");
@@ -208,26 +217,35 @@ absl::Status LocalCluster::AwaitWorker(int i, absl::Time deadline) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> LocalCluster::WorkerArgv(int i, const std::string& name) const {
+  std::vector<std::string> argv = {options_.ringsyncd,
+                                   "worker",
+                                   "--coordinator=" + coordinator_address_,
+                                   "--worker_id=" + worker_id(i),
+                                   "--peer_listen=127.0.0.1:0",
+                                   "--socket=" + directory_ + "/" + name + ".sock",
+                                   "--port_file=" + directory_ + "/" + name + ".port"};
+  const std::vector<std::string> http_flags = HttpFlags(name);
+  argv.insert(argv.end(), http_flags.begin(), http_flags.end());
+  const std::vector<std::string> security_flags = SecurityFlags(worker_id(i));
+  argv.insert(argv.end(), security_flags.begin(), security_flags.end());
+  argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
+  return argv;
+}
+
 absl::Status LocalCluster::StartWorker(int i) {
   const std::string id = worker_id(i);
   ::unlink((directory_ + "/" + id + ".port").c_str());
   ::unlink((directory_ + "/" + id + ".http").c_str());
-  std::vector<std::string> argv = {options_.ringsyncd,
-                                   "worker",
-                                   "--coordinator=" + coordinator_address_,
-                                   "--worker_id=" + id,
-                                   "--peer_listen=127.0.0.1:0",
-                                   "--socket=" + directory_ + "/" + id + ".sock",
-                                   "--port_file=" + directory_ + "/" + id + ".port"};
-  const std::vector<std::string> http_flags = HttpFlags(id);
-  argv.insert(argv.end(), http_flags.begin(), http_flags.end());
-  const std::vector<std::string> security_flags = SecurityFlags(id);
-  argv.insert(argv.end(), security_flags.begin(), security_flags.end());
-  argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
-  absl::StatusOr<ChildProcess> worker = ChildProcess::Start(argv, directory_ + "/" + id + ".log");
+  absl::StatusOr<ChildProcess> worker = ChildProcess::Start(WorkerArgv(i, id), directory_ + "/" + id + ".log");
   if (!worker.ok()) return worker.status();
   workers_[i] = *std::move(worker);
   return absl::OkStatus();
+}
+
+absl::StatusOr<ChildProcess*> LocalCluster::SpawnWorkerTwin(int i) {
+  const std::string name = worker_id(i) + "-twin";
+  return Spawn(name, WorkerArgv(i, name));
 }
 
 absl::Status LocalCluster::RestartWorker(int i) {

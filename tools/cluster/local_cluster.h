@@ -27,6 +27,12 @@ enum class ClusterSecurity {
 
 struct LocalClusterOptions {
   int world_size = 4;
+  // An elastic ring: the coordinator gets --min_world_size=min_world_size and
+  // --max_world_size=world_size instead of --world_size. 0: a fixed-size ring.
+  int min_world_size = 0;
+  // Workers started by Start (the first ones); the others start with RestartWorker, e.g.
+  // to scale an elastic ring up. -1: all.
+  int started_workers = -1;
   std::string ringsyncd;                        // path of the ringsyncd binary
   std::vector<std::string> coordinator_flags;   // extra flags, e.g. "--heartbeat_timeout=2s"
   std::vector<std::string> worker_flags;        // extra flags for every worker
@@ -78,8 +84,12 @@ class LocalCluster {
   // Starts another program whose output goes to DIRECTORY/NAME.log; stopped with the cluster.
   absl::StatusOr<ChildProcess*> Spawn(const std::string& name, const std::vector<std::string>& argv);
 
-  // Restarts worker i with the same id and socket (after it was killed).
+  // Restarts worker i with the same id and socket (after it was killed), or starts it
+  // for the first time when options.started_workers left it out.
   absl::Status RestartWorker(int i);
+  // Starts a second process with worker i's id and credentials (a new incarnation) while
+  // worker i may still run: its own socket and port file, its log DIRECTORY/wI-twin.log.
+  absl::StatusOr<ChildProcess*> SpawnWorkerTwin(int i);
   // Restarts the coordinator on the same address (after it was killed); its HTTP port
   // may change (coordinator_http_address()).
   absl::Status RestartCoordinator();
@@ -87,6 +97,8 @@ class LocalCluster {
  private:
   LocalCluster() = default;
   absl::Status StartWorker(int i);
+  // A worker's command line: id of worker i, files named `name` (its id, or a twin's).
+  std::vector<std::string> WorkerArgv(int i, const std::string& name) const;
   // Starts the coordinator on `listen` and waits for its port files.
   absl::Status StartCoordinator(const std::string& listen, absl::Time deadline);
   // Waits for worker i's port files (and HTTP port file) after StartWorker.
