@@ -91,10 +91,7 @@ absl::StatusOr<std::unique_ptr<ChaosJob>> StartJob(std::vector<std::string> trai
   options.coordinator_flags = {
       "--heartbeat_interval=100ms",
       absl::StrCat("--heartbeat_timeout=", absl::FormatDuration(absl::GetFlag(FLAGS_lease)))};
-  if (absl::GetFlag(FLAGS_elastic)) {
-    options.coordinator_flags.push_back(absl::StrCat("--min_world_size=", n - 1));
-    options.coordinator_flags.push_back(absl::StrCat("--max_world_size=", n));
-  }
+  if (absl::GetFlag(FLAGS_elastic)) options.min_world_size = n - 1;
   for (const std::string& f : absl::GetFlag(FLAGS_coordinator_flag)) {
     options.coordinator_flags.push_back(f);
   }
