@@ -263,20 +263,6 @@ std::string UsageLine(ChaosJob& job, const std::string& when) {
   return line;
 }
 
-// The SDK's shared-memory files of the given processes (named ringsync-<pid>-...).
-std::vector<std::string> ShmFilesOf(const std::vector<pid_t>& pids) {
-  std::vector<std::string> files;
-  std::error_code error;
-  for (auto it = std::filesystem::directory_iterator("/dev/shm", error);
-       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    for (pid_t pid : pids) {
-      if (absl::StartsWith(name, absl::StrCat("ringsync-", pid, "-"))) files.push_back(name);
-    }
-  }
-  return files;
-}
-
 // One fault of the soak's rotation; returns what it did.
 std::string InjectFault(ChaosJob& job, int64_t number) {
   const int n = job.world_size();
@@ -372,7 +358,7 @@ int Soak() {
   int unfinished = 0;
   for (int code : codes) unfinished += code != 0;
   started->reset();  // stops every daemon
-  const std::vector<std::string> shm = ShmFilesOf(trainer_pids);
+  const std::vector<std::string> shm = SharedMemoryFilesOf(trainer_pids);
   Say(absl::StrCat("soak: N=", n, ", ", total, " collectives per rank, sizes ",
                    absl::GetFlag(FLAGS_sizes), " x int64, ", faults, " faults (one every ", every,
                    "), ", absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1)))));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -164,6 +165,19 @@ absl::StatusOr<double> ChaosJob::Metric(const std::string& address, absl::string
     return absl::UnavailableError(absl::StrCat("cannot read http://", address, "/metrics"));
   }
   return SumMetric(result->body, family, labels);
+}
+
+std::vector<std::string> SharedMemoryFilesOf(const std::vector<pid_t>& pids) {
+  std::vector<std::string> files;
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator("/dev/shm", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    for (pid_t pid : pids) {
+      if (absl::StartsWith(name, absl::StrCat("ringsync-", pid, "-"))) files.push_back(name);
+    }
+  }
+  return files;
 }
 
 absl::StatusOr<double> SumMetric(absl::string_view page, absl::string_view family,

@@ -84,6 +84,10 @@ class ChaosJob {
   std::vector<std::unique_ptr<Trainer>> trainers_;
 };
 
+// The SDK's shared-memory files in /dev/shm of the given processes (named
+// ringsync-<pid>-...): none may be left once they exited.
+std::vector<std::string> SharedMemoryFilesOf(const std::vector<pid_t>& pids);
+
 // The value of metrics text `page`'s series of `family` whose labels contain `labels`,
 // summed; NotFound when none.
 absl::StatusOr<double> SumMetric(absl::string_view page, absl::string_view family,

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/chaos/chaos_job.h"
 
@@ -56,6 +57,8 @@ inline Verdict ExpectSafeAndLive(ChaosJob& job, absl::Time started) {
                            << kBound << " (-1: still running, a hang)\n"
                            << job.Diagnostics();
   }
+  EXPECT_THAT(SharedMemoryFilesOf(job.TrainerPids()), ::testing::IsEmpty())
+      << "the trainers' shared-memory files outlived them";
   Verdict verdict = CheckOutcomes(job.Logs());
   std::printf("%s\n", verdict.Summary().c_str());
   EXPECT_EQ(verdict.wrong, 0) << verdict.Summary();

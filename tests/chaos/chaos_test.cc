@@ -95,6 +95,7 @@ TEST(Chaos, AStragglerPastTheDeadlineFailsThatStepOnEveryRankNamingItAndCatchesU
   const std::vector<CallOutcome> failures = SurvivorFailures(*job, 3);
   ASSERT_FALSE(failures.empty()) << "nobody waited for the straggler";
   EXPECT_EQ(failures.front().name, "step/12");
+  EXPECT_GT(FailuresCounted(*job, 3), 0) << "ringsync_collectives_failed_total";
   EXPECT_TRUE(NamesWorker(failures.front(), *job, 3))
       << "the straggler (rank 3 / w3) should be named: " << failures.front().message;
 }
