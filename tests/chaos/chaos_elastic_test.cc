@@ -132,6 +132,12 @@ TEST(ElasticChaos, AWorkerKilledForGoodLeavesThreeRanksWithExactResultsAndItsRet
   for (const CallOutcome& call : SurvivorFailures(*job, 2)) told = told || call.membership_changed;
   EXPECT_TRUE(told) << "no survivor was told the membership changed";
   ExpectMembershipCounted(*job, 1, 2);
+  double counted = 0;
+  for (int i : {0, 1, 3}) {
+    counted += job->WorkerMetric(i, "ringsync_collectives_failed_total",
+                                 "cause=\"membership_changed\"").value_or(0);
+  }
+  EXPECT_GT(counted, 0) << "ringsync_collectives_failed_total{cause=\"membership_changed\"}";
 }
 
 TEST(ElasticChaos, ASecondWorkerKilledDuringTheReFormLeavesTwoRanksThenBothReturn) {
