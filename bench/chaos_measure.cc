@@ -10,7 +10,8 @@
 //                  worker stays away until the survivors have re-formed and succeeded
 //                  (the loss), then comes back (the restart): both timed.
 //   --mode=soak    --collectives all-reduces of mixed sizes (--sizes) on N ranks with a
-//                  fault every --fault_every (rotating: worker SIGKILL + restart, SIGSTOP
+//                  fault every --fault_every (rotating: worker SIGKILL + restart (with
+//                  --elastic after a second on the survivors), SIGSTOP
 //                  below and above the lease, coordinator SIGKILL + restart); counts wrong,
 //                  hung and partial outcomes; the workers' RSS and open fds at start and
 //                  end; the SDK's /dev/shm files left at the end.
@@ -271,10 +272,14 @@ std::string InjectFault(ChaosJob& job, int64_t number) {
   const absl::Duration lease = absl::GetFlag(FLAGS_lease);
   switch (number % 4) {
     case 0: {
+      // Elastic: the survivors train on without it for a second (N -> N-1 -> N).
+      const absl::Duration away =
+          absl::GetFlag(FLAGS_elastic) ? absl::Seconds(1) : absl::Milliseconds(100);
       job.cluster().worker(victim).Signal(SIGKILL);
-      absl::SleepFor(absl::Milliseconds(100));
+      absl::SleepFor(away);
       absl::Status s = job.cluster().RestartWorker(victim);
-      return absl::StrCat("SIGKILL w", victim, " + restart", s.ok() ? "" : ": " + s.ToString());
+      return absl::StrCat("SIGKILL w", victim, ", restart after ", absl::FormatDuration(away),
+                          s.ok() ? "" : ": " + s.ToString());
     }
     case 1: {
       const int frozen = static_cast<int>(number / 4 % n);
