@@ -263,6 +263,7 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   response->set_world_size(static_cast<uint32_t>(options_.world_size));
   response->set_session_token(*token);
   response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  response->set_lease_ms(absl::ToInt64Milliseconds(options_.heartbeat_timeout));
   return grpc::Status::OK;
 }
 

@@ -284,9 +284,13 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   Cancellation cancel(&job.client_gone, &epoch.over);
   RingOptions options;
   options.segment_bytes = options_.segment_bytes;
-  options.timeout = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
+  // The ring gives up early enough that its abort notices (and a rank's wait for the
+  // notice naming the cause) still end by the client's deadline: a rank past its deadline
+  // helps no one, and its client would be told only that the call timed out.
+  const absl::Duration remaining = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
+  options.timeout = remaining - std::min(options_.abort_notice_timeout, remaining / 4);
   options.cancellation = &cancel;
-  options.abort_notice_timeout = options_.abort_notice_timeout;
+  options.abort_notice_timeout = std::min(options_.abort_notice_timeout, remaining / 4);
   if (!job.refusal.ok()) {
     // The request was refused: tell the ring, so every rank fails this collective now.
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);

@@ -1,5 +1,7 @@
 #include "daemon/worker/coordinator_session.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_options.h"
@@ -44,6 +46,7 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     if (options_.known_generation) request.set_last_generation(options_.known_generation());
     v1::JoinResponse response;
     grpc::ClientContext context;
+    const absl::Time sent_at = absl::Now();
     // Not wait-for-ready: a coordinator that is not up yet is retried below all the same,
     // and a failed TLS handshake then says so instead of ending as a bare deadline.
     context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kRpcTimeout)));
@@ -54,8 +57,12 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
       if (response.heartbeat_interval_ms() > 0) {
         heartbeat_interval_ = absl::Milliseconds(response.heartbeat_interval_ms());
       }
+      if (response.lease_ms() > 0) lease_ = absl::Milliseconds(response.lease_ms());
       spdlog::info("joined coordinator {} (world size {})", options_.coordinator_target,
                    response.world_size());
+    }
+    if (status.ok()) {
+      Renewed(sent_at);
       return absl::OkStatus();
     }
     last = absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
@@ -81,7 +88,33 @@ absl::Status CoordinatorSession::Start() {
   if (absl::Status s = Join(absl::Now() + options_.join_timeout); !s.ok()) return s;
   watch_thread_ = std::jthread([this](std::stop_token stop) { WatchLoop(stop); });
   heartbeat_thread_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
+  lease_thread_ = std::jthread([this](std::stop_token stop) { LeaseLoop(stop); });
   return absl::OkStatus();
+}
+
+void CoordinatorSession::Renewed(absl::Time sent_at) {
+  absl::Duration lease;
+  {
+    absl::MutexLock lock(&mu_);
+    lease = lease_;
+  }
+  if (lease > absl::ZeroDuration() && options_.on_lease_renewed) {
+    options_.on_lease_renewed(sent_at + lease);
+  }
+}
+
+void CoordinatorSession::LeaseLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    absl::Duration lease;
+    {
+      absl::MutexLock lock(&mu_);
+      lease = lease_;
+    }
+    if (lease > absl::ZeroDuration() && options_.check_lease) options_.check_lease();
+    SleepUnless(stop, lease > absl::ZeroDuration()
+                          ? std::clamp(lease / 10, absl::Milliseconds(5), absl::Milliseconds(100))
+                          : absl::Milliseconds(100));
+  }
 }
 
 void CoordinatorSession::WatchLoop(std::stop_token stop) {
@@ -134,8 +167,10 @@ void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
     report_(&request);
     v1::HeartbeatResponse response;
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
+    const absl::Time sent_at = absl::Now();
+    context.set_deadline(absl::ToChronoTime(sent_at + kRpcTimeout));
     const grpc::Status status = stub_->Heartbeat(&context, request, &response);
+    if (status.ok()) Renewed(sent_at);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND && !stop.stop_requested()) {
       spdlog::warn("coordinator does not know this worker ({}); rejoining", status.error_message());
       Rejoin(request.session_token(), status.error_message(), absl::Now() + kRpcTimeout);
@@ -154,8 +189,10 @@ void CoordinatorSession::Stop() {
     absl::MutexLock lock(&mu_);
     if (watch_context_ != nullptr) watch_context_->TryCancel();
   }
+  lease_thread_.request_stop();
   if (watch_thread_.joinable()) watch_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
   v1::LeaveRequest request;
   {
     absl::MutexLock lock(&mu_);

@@ -34,6 +34,13 @@ struct CoordinatorSessionOptions {
   std::function<uint64_t()> known_generation;
   TransportSecurity security;  // how the channel to the coordinator authenticates
   KeepaliveSettings keepalive;  // how a silent coordinator connection is noticed
+  // The lease (see RingManager::RenewLease): called with how long this worker may act on
+  // its generation, after each Join and heartbeat the coordinator accepted — the time the
+  // request was sent plus the lease the coordinator granted (JoinResponse.lease_ms), so
+  // a reply that arrives late renews nothing. Not called when the coordinator grants none.
+  std::function<void(absl::Time until)> on_lease_renewed;
+  // Called every lease/10 (at most every 100 ms) to publish a lapsed lease.
+  std::function<void()> check_lease;
 };
 
 class CoordinatorSession {
@@ -59,6 +66,9 @@ class CoordinatorSession {
   void Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline);
   void WatchLoop(std::stop_token stop);
   void HeartbeatLoop(std::stop_token stop);
+  void LeaseLoop(std::stop_token stop);
+  // Renews the lease from a request sent at `sent_at` that the coordinator accepted.
+  void Renewed(absl::Time sent_at);
 
   const CoordinatorSessionOptions options_;
   const ViewCallback on_view_;
@@ -70,11 +80,13 @@ class CoordinatorSession {
   absl::Mutex mu_;
   uint64_t session_token_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // none granted
   std::shared_ptr<grpc::ClientContext> watch_context_ ABSL_GUARDED_BY(mu_);
   bool stopped_ = false;
 
   std::jthread watch_thread_;
   std::jthread heartbeat_thread_;
+  std::jthread lease_thread_;
 };
 
 }  // namespace ringsync

@@ -132,14 +132,47 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
 
 
 bool RingManager::IsReady() const {
-  return epoch_ != nullptr && epoch_->link != nullptr && !suspended_;
+  return epoch_ != nullptr && epoch_->link != nullptr && !suspended_ && !LeaseLapsed();
+}
+
+std::string RingManager::FencedDetail() const {
+  return absl::StrCat(
+      "generation ", generation_, " is fenced: this worker's lease with the coordinator ran out ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - lease_until_, absl::Milliseconds(1))),
+      " ago (renewed last ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - lease_renewed_at_, absl::Milliseconds(1))),
+      " ago: was the worker frozen or cut off?); it may have been replaced, so no collective "
+      "starts here until the coordinator answers again");
 }
 
 void RingManager::MarkReady() {
   RingStatus status = status_;
-  status.ready = true;
-  status.detail.clear();
+  status.ready = !LeaseLapsed();
+  status.detail = status.ready ? "" : FencedDetail();
   SetStatus(status);
+}
+
+void RingManager::RenewLease(absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  if (lease_until_ != absl::InfiniteFuture() && until <= lease_until_) return;
+  lease_until_ = until;
+  lease_renewed_at_ = absl::Now();
+  if (!fenced_ || LeaseLapsed()) return;
+  fenced_ = false;
+  spdlog::warn("generation {}: the coordinator renewed this worker's lease; it takes "
+               "collectives again", generation_);
+  if (IsReady()) MarkReady();
+}
+
+void RingManager::CheckLease() {
+  absl::MutexLock lock(&mu_);
+  if (fenced_ || !LeaseLapsed()) return;
+  fenced_ = true;
+  RingStatus status = status_;
+  status.ready = false;
+  status.detail = FencedDetail();
+  SetStatus(status);
+  spdlog::warn("{}", status.detail);
 }
 
 void RingManager::Suspend(absl::string_view why) {
@@ -171,7 +204,7 @@ absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLim
   auto settled = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return IsReady() || left_out_; };
   if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&settled), limit, "waiting for the ring");
       !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(s.message(), " (", status_.detail, ")"));
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (", StatusLocked().detail, ")"));
   }
   if (left_out_) return absl::UnavailableError(status_.detail);
   return epoch_;
@@ -184,14 +217,24 @@ std::shared_ptr<RingEpoch> RingManager::Ready() {
 
 RingStatus RingManager::Status() const {
   absl::MutexLock lock(&mu_);
-  return status_;
+  return StatusLocked();
+}
+
+RingStatus RingManager::StatusLocked() const {
+  RingStatus status = status_;
+  if (status.ready && LeaseLapsed()) {
+    // Not published yet (CheckLease runs periodically): fenced all the same.
+    status.ready = false;
+    status.detail = FencedDetail();
+  }
+  return status;
 }
 
 RingStatus RingManager::AwaitChange(uint64_t seen, absl::Duration wait) const {
   absl::MutexLock lock(&mu_);
   auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return status_.version != seen; };
   mu_.AwaitWithTimeout(absl::Condition(&changed), wait);
-  return status_;
+  return StatusLocked();
 }
 
 void RingManager::Shutdown() {

@@ -58,8 +58,20 @@ class RingManager final : public EpochSource {
   // coordinator) resumes it.
   void Suspend(absl::string_view why);
 
-  // The ready epoch; waits within `limit` while the ring is forming, connecting or
-  // suspended. Fails at once (Unavailable, naming the view's reason: the lost worker)
+  // The lease: the coordinator keeps this worker in its ring only while heartbeats
+  // arrive (its --heartbeat_timeout). A worker that could not renew it in time (it was
+  // frozen, or cut off) may have been replaced already, so from `until` on it fences
+  // itself: no collective starts on its epoch and it reports not ready, until a renewal
+  // (a heartbeat the coordinator accepted, sent before the new `until` minus the lease)
+  // or a view says the generation is still current. Without a renewal the lease never
+  // lapses (a coordinator that grants none).
+  void RenewLease(absl::Time until);
+  // Publishes a lapse (not ready, with why) if the lease ran out; the session calls it
+  // often. Readiness itself never waits for this: a lapsed lease fences at once.
+  void CheckLease();
+
+  // The ready epoch; waits within `limit` while the ring is forming, connecting,
+  // suspended or fenced (see RenewLease). Fails at once (Unavailable, naming the view's reason: the lost worker)
   // when the newest view leaves this worker out — the ring dissolved — instead of sitting
   // out the limit: nothing will run until the coordinator forms a new ring, and the
   // ranks that were running with this one have failed already.
@@ -79,10 +91,17 @@ class RingManager final : public EpochSource {
   // until it succeeds or the generation ends.
   void Connect(std::shared_ptr<RingEpoch> epoch);
   void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // status_, fenced when the lease lapsed though CheckLease has not published it yet.
+  RingStatus StatusLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Resume(uint64_t coordinator_generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The current epoch is connected and not suspended: collectives may start on it.
+  // The current epoch is connected, not suspended, and the lease held: collectives may
+  // start on it.
   bool IsReady() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void MarkReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // status: ready, no detail
+  bool LeaseLapsed() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return absl::Now() >= lease_until_; }
+  // Why this worker is fenced, for the status and the log.
+  std::string FencedDetail() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Status: ready, no detail; or fenced when the lease lapsed.
+  void MarkReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string worker_id_;
   LinkFactory& links_;
@@ -94,6 +113,9 @@ class RingManager final : public EpochSource {
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   bool left_out_ ABSL_GUARDED_BY(mu_) = false;  // the newest view has no place for this worker
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time lease_renewed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // last RenewLease
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;  // a lapse was published (CheckLease)
   RingStatus status_ ABSL_GUARDED_BY(mu_);
   absl::Mutex connector_mu_;
   std::jthread connector_ ABSL_GUARDED_BY(connector_mu_);  // connects the newest epoch

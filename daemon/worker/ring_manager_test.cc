@@ -140,6 +140,61 @@ TEST_F(RingManagerTest, ACollectiveWaitingForADissolvedRingFailsAtOnceNamingTheL
   EXPECT_EQ((*waited)->me.generation, 3u);
 }
 
+TEST_F(RingManagerTest, AWorkerWhoseLeaseRanOutFencesItselfUntilTheCoordinatorRenewsIt) {
+  ring_.OnView(View(1));
+  ASSERT_TRUE(AwaitReadiness(true).ready);
+  const uint64_t before = ring_.Status().version;
+  ring_.RenewLease(absl::Now() + absl::Milliseconds(100));
+  ASSERT_NE(ring_.Ready(), nullptr) << "the lease is held";
+
+  // No renewal for the lease period (the worker was frozen, or cut off): from then on
+  // nothing starts on its generation and it says why, before anyone published the lapse.
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_EQ(ring_.Ready(), nullptr);
+  RingStatus status = ring_.Status();
+  EXPECT_FALSE(status.ready);
+  EXPECT_THAT(status.detail, HasSubstr("generation 1 is fenced"));
+  EXPECT_THAT(status.detail, HasSubstr("lease"));
+  Cancellation never;
+  absl::StatusOr<std::shared_ptr<RingEpoch>> waited =
+      ring_.AwaitReady(WaitLimit{absl::Now() + absl::Milliseconds(100), &never});
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
+  EXPECT_THAT(waited.status().message(), HasSubstr("fenced"));
+
+  // The lapse is published (the attached client hears of it as a status change)...
+  ring_.CheckLease();
+  status = ring_.Status();
+  EXPECT_GT(status.version, before);
+  EXPECT_FALSE(status.ready);
+  // ...and a renewal that was itself too late changes nothing.
+  ring_.RenewLease(absl::Now() - absl::Milliseconds(1));
+  EXPECT_EQ(ring_.Ready(), nullptr);
+
+  // A heartbeat the coordinator accepted in time: the generation is still current.
+  ring_.RenewLease(absl::Now() + absl::Seconds(60));
+  status = ring_.Status();
+  EXPECT_TRUE(status.ready) << status.detail;
+  EXPECT_NE(ring_.Ready(), nullptr);
+}
+
+TEST_F(RingManagerTest, AFencedWorkerWhoseSessionWasLostWaitsForANewView) {
+  ring_.OnView(View(1));
+  ASSERT_TRUE(AwaitReadiness(true).ready);
+  ring_.RenewLease(absl::Now() + absl::Milliseconds(50));
+  absl::SleepFor(absl::Milliseconds(80));
+  ring_.CheckLease();
+  // The coordinator evicted it: its heartbeat is refused, it rejoins (a new lease)...
+  ring_.Suspend("worker w0 missed heartbeats");
+  ring_.RenewLease(absl::Now() + absl::Seconds(60));
+  EXPECT_FALSE(ring_.Status().ready) << "the old generation stays suspended";
+  EXPECT_EQ(ring_.Ready(), nullptr);
+  // ...and only the view the coordinator then publishes makes it ready.
+  ring_.OnView(View(2));
+  const RingStatus status = AwaitReadiness(true);
+  EXPECT_TRUE(status.ready) << status.detail;
+  EXPECT_EQ(status.generation, 2u);
+}
+
 TEST_F(RingManagerTest, SuspendingWithoutARingChangesNothing) {
   ring_.Suspend("never joined");
   EXPECT_THAT(ring_.Status().detail, HasSubstr("waiting for the coordinator"));

@@ -30,6 +30,7 @@
 #include "daemon/worker/grpc_link_factory.h"
 #include "daemon/worker/local_peers.h"
 #include "daemon/worker/ring_manager.h"
+#include "daemon/worker/shm_sweep.h"
 #include "daemon/worker/socket_path.h"
 #include "daemon/worker/unix_socket_listener.h"
 #include "daemon/worker/worker_metrics.h"
@@ -103,6 +104,11 @@ ABSL_FLAG(absl::Duration, ring_open_attempt, absl::Seconds(2),
           "--connect_timeout).");
 ABSL_FLAG(std::string, shm_dir, "/dev/shm",
           "worker: directory whose ringsync-* files clients may name as shared tensors.");
+ABSL_FLAG(bool, shm_sweep, true,
+          "worker: at start, remove the SDK's shared tensors (ringsync-<pid>-...) in "
+          "--shm_dir that this worker's user owns and whose process is gone (a training "
+          "process killed together with its worker). Turn off when training processes run "
+          "in another pid namespace and share --shm_dir: their pids mean nothing here.");
 
 namespace ringsync {
 namespace {
@@ -369,6 +375,8 @@ int WorkerServing::JoinCoordinator() {
                                     [&ring] { return ring.Status().generation; },
                                     parts_.config.security.transport};
   options.keepalive = parts_.config.keepalive;
+  options.on_lease_renewed = [&ring](absl::Time until) { ring.RenewLease(until); };
+  options.check_lease = [&ring] { ring.CheckLease(); };
   session_ = std::make_unique<CoordinatorSession>(
       options, [&ring](const v1::RingView& view) { ring.OnView(view); },
       [&ring, &executor](v1::HeartbeatRequest* report) { ReportHeartbeat(ring, executor, report); },
@@ -413,8 +421,21 @@ WorkerServiceOptions ServiceOptions(const WorkerConfig& config, const Reducer& r
   return options;
 }
 
+// Removes the shared tensors of training processes that died with an earlier worker
+// (killed together, nobody removed them).
+void SweepSharedMemory() {
+  if (!absl::GetFlag(FLAGS_shm_sweep)) return;
+  const std::string dir = absl::GetFlag(FLAGS_shm_dir);
+  const std::vector<std::string> removed = SweepDeadClientFiles(dir, ::geteuid());
+  if (!removed.empty()) {
+    spdlog::info("removed {} shared tensor file(s) of training processes that died in {} "
+                 "(e.g. {})", removed.size(), dir, removed.front());
+  }
+}
+
 // Wires the worker's parts together, serves until SIGINT or SIGTERM, then stops.
 int RunWorker(const WorkerConfig& config, Reducer& reducer) {
+  SweepSharedMemory();
   // Before any thread starts, so that every thread inherits the blocked stop signals.
   const StopSignals stop_signals;
   prometheus::Registry metrics;

@@ -71,3 +71,43 @@ TEST(TimerFlags, ACoordinatorRefusesToStartWithAKeepaliveOutOfRange) {
 
 }  // namespace
 }  // namespace ringsync
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ConnectAll;
+using testing::StartCluster;
+
+// The coordinator's lease at the tests' 100 ms scale.
+const std::vector<std::string> kShortLease = {"--heartbeat_timeout=500ms",
+                                              "--heartbeat_interval=100ms"};
+
+TEST(Lease, AWorkerFrozenPastItsLeaseNeverReportsItsDeadGenerationAsReady) {
+  auto cluster = StartCluster(2, {"--collective_timeout=10s"}, kShortLease, false,
+                              ClusterSecurity::kToken);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  ASSERT_TRUE(clients[1] != nullptr);
+  const uint64_t formed = clients[1]->generation();
+  clients.clear();  // both trainers leave cleanly: nothing of theirs is pending
+
+  // Frozen well past the lease: the coordinator loses the worker and the ring dissolves.
+  cluster->worker(1).Signal(SIGSTOP);
+  absl::SleepFor(absl::Milliseconds(1500));
+  cluster->worker(1).Signal(SIGCONT);
+
+  // At once, before the worker heard anything from the coordinator: a training process
+  // that connects is not told the dead generation is ready.
+  ClientOptions options;
+  options.connect_timeout = absl::Seconds(30);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(cluster->worker_target(1), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_GT((*client)->generation(), formed)
+      << "Connect reported the generation the coordinator dissolved as ready";
+  EXPECT_THAT(cluster->Log("w1"), HasSubstr("is fenced"));
+}
+
+}  // namespace
+}  // namespace ringsync

@@ -1,5 +1,6 @@
 // The ring all-reduce over real gRPC streams on 127.0.0.1: N ranks in one process, each
 // with its own Peer server, ring links connected exactly as the worker connects them.
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -109,6 +110,59 @@ TEST(GrpcRing, ALostPeerFailsItsNeighboursWithAClearError) {
   EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("rank 2")) << statuses[0];
   // Rank 1 sends to rank 2.
   EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("rank 2")) << statuses[1];
+}
+
+TEST(GrpcRing, APeerLostMidCollectiveFailsItsNeighboursAtOnceNotAtTheDeadline) {
+  const int n = 3;
+  GrpcRing ring(n);
+  RingOptions options;
+  options.timeout = absl::Seconds(60);
+  options.abort_notice_timeout = absl::Seconds(20);  // a wait on the dead peer would show
+  std::jthread killer([&] {
+    // Rank 2 never runs the collective; it dies while ranks 0 and 1 wait for it, as a
+    // process killed with SIGKILL: its server goes, its stream to rank 0 is reset.
+    absl::SleepFor(absl::Milliseconds(300));
+    ring.server(2).Stop();
+    ring.DropLink(2);
+  });
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = SpawnRanks(2, [&](int r) {
+    CpuReducer reducer;
+    Bytes buffer(4096 * 4);
+    return RingAllReduce(ring.member(r), ring.link(r), reducer, FloatSum(4096),
+                         absl::MakeSpan(buffer), options);
+  });
+  // Neither the deadline nor an abort-notice wait: the broken stream itself is the news.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  // Rank 0 was waiting for rank 2's frames when its stream broke.
+  EXPECT_TRUE(absl::IsUnavailable(statuses[0])) << statuses[0];
+  EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("from rank 2")) << statuses[0];
+  // Rank 1 hears of it from rank 0's abort notice, which names the cause.
+  EXPECT_FALSE(statuses[1].ok());
+  EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("rank 0 gave up")) << statuses[1];
+  EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("rank 2")) << statuses[1];
+}
+
+TEST(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
+  GrpcRing ring(2);
+  ring.server(1).Stop();
+  ring.DropLink(1);
+  absl::SleepFor(absl::Milliseconds(300));  // rank 0's stream learns that it broke
+  Frame abort;
+  abort.kind = FrameKind::kAbort;
+  abort.generation = 1;
+  abort.sequence = 1;
+  abort.abort_origin = 0;
+  abort.abort_reason = "test";
+  // The stream to rank 1 is gone; a notice that waited for rank 1 to listen again would
+  // take the whole limit.
+  const absl::Time start = absl::Now();
+  absl::Status sent;
+  for (int attempt = 0; attempt < 2 && sent.ok(); ++attempt) {
+    sent = ring.link(0).Send(abort, {}, {absl::Now() + absl::Seconds(30)});
+  }
+  EXPECT_FALSE(sent.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << sent;
 }
 
 TEST(GrpcRing, AStreamOfARetiredGenerationIsRefused) {

@@ -74,6 +74,7 @@ void PeerInbox::Detach(const InboxFeeder* feeder, const absl::Status& why) {
   if (feeder_.get() != feeder) return;  // an older stream, already replaced
   feeder_ = nullptr;
   stream_end_ = why.ok() ? absl::UnavailableError("stream closed") : why;
+  ++streams_lost_;
 }
 
 absl::Status PeerInbox::Explain(const absl::Status& waited) const {
@@ -125,13 +126,19 @@ absl::StatusOr<Frame> PeerInbox::Peek(const WaitLimit& limit) {
 }
 
 absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || !closed_.ok(); };
+  const uint64_t lost_before = streams_lost_;
+  auto ready = [this, lost_before]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || !closed_.ok() || streams_lost_ != lost_before;
+  };
   if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
                                       absl::StrCat("receive from rank ", sender_rank_));
       !s.ok()) {
     return Explain(s);
   }
-  return queue_.empty() ? closed_ : absl::OkStatus();
+  if (!queue_.empty()) return absl::OkStatus();
+  if (!closed_.ok()) return closed_;
+  return absl::UnavailableError(absl::StrCat(
+      stream_end_.message(), " while this rank waited for its frames; frames may be lost with it"));
 }
 
 absl::StatusOr<int> PeerInbox::AwaitSender(const WaitLimit& limit) {

@@ -66,8 +66,13 @@ class PeerInbox {
   // (PermissionDenied when the view names someone else).
   absl::Status Attach(std::shared_ptr<InboxFeeder> feeder, int sender_rank,
                       const std::string& sender_worker);
-  // The feeding stream `feeder` is gone. Frames already queued are still delivered, and
-  // receivers wait (within their limits) for the sender to reconnect.
+  // The feeding stream `feeder` is gone. Frames already queued are still delivered. A
+  // receiver that was waiting when it went fails at once (Unavailable, `why`): frames of
+  // its collective may have been lost with the stream, and the stream's end is usually
+  // the sender's death (a killed process resets its connections), so waiting out the
+  // deadline would only delay the failure. A wait that starts later waits (within its
+  // limit) for the sender to reconnect: a sender that lived opens a new stream for its
+  // next frame.
   void Detach(const InboxFeeder* feeder, const absl::Status& why);
 
   // Called by the feeder for each frame, `first_on_stream` for the first after its hello;
@@ -117,6 +122,7 @@ class PeerInbox {
   uint64_t newest_aborted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come
   absl::Status stream_end_ ABSL_GUARDED_BY(mu_);  // why the last stream ended, while none is attached
+  uint64_t streams_lost_ ABSL_GUARDED_BY(mu_) = 0;  // Detach calls that ended the attached stream
 };
 
 }  // namespace ringsync
