@@ -213,6 +213,17 @@ int Reform() {
       }
     }
     Say(line);
+    if (restart_ms.back() > 2000) {
+      // What the ranks were told meanwhile: why this trial was slow.
+      for (int i : everyone) {
+        for (const CallOutcome& call : job.Log(i).calls) {
+          if (!call.ok && call.t_us >= kill_us && call.t_us <= *back) {
+            Say(absl::StrFormat("  slow trial: trainer %d call %d '%s' failed after %.0f ms: %s", i,
+                                call.k, call.name, call.ms, call.message));
+          }
+        }
+      }
+    }
   }
   const Verdict verdict = CheckOutcomes(job.Logs());
   Say(absl::StrCat("N=", n, elastic ? ", elastic" : ", fixed size", ", lease ",
