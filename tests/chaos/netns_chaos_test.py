@@ -64,14 +64,22 @@ class LinkCuts(unittest.TestCase):
                 self.assertEqual(trainer.wait(left), 0,
                                  f"{trainer.host} did not finish its steps:\n"
                                  f"{trainer.output[-4000:]}")
+            self.failures = [f"{t.host}: {line}" for t in trainers
+                             for line in t.output.splitlines() if "status=failed" in line]
             status, verdict = check(trainers)
             print(f"link of w2 cut for {cut_s}s (lease {LEASE_S}s): {verdict}")
             self.assertEqual(status, 0, verdict)
             return verdict
 
-    def test_a_link_cut_below_the_lease_and_healed_loses_no_step_or_result(self):
-        verdict = self.cut_and_heal("rsxb", cut_s=2.0)
-        self.assertIn("failed 0,", verdict, "a cut below the lease (TCP retransmits) failed a step")
+    def test_a_link_cut_below_the_lease_and_healed_keeps_the_ring(self):
+        self.cut_and_heal("rsxb", cut_s=2.0)
+        # The ring outlives the cut: at most the collective in flight (and the trainers'
+        # re-synchronisation after it) fails, alike everywhere, and no view is replaced.
+        # (Before the ring streams' keepalives were tightened a 2 s cut failed nothing.)
+        failed = "\n".join(self.failures)
+        self.assertLessEqual(len(self.failures), 4 * 2, failed)
+        self.assertNotIn("dissolved", failed)
+        self.assertNotIn("replaced it", failed)
 
     def test_a_link_cut_above_the_lease_and_healed_fails_cleanly_and_training_resumes(self):
         verdict = self.cut_and_heal("rsxa", cut_s=LEASE_S + 2.0)
