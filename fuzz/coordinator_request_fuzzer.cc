@@ -8,7 +8,9 @@
 // index (the harness remembers them); any other value is used as sent.
 // Properties: no string from a request reaches a stored field, a view or a log message
 // with a control character in it; accepted ids and addresses pass their checks; a
-// formed view has world_size members ranked in order, and generations only grow.
+// formed view has min..max members ranked in order, and generations only grow (an
+// adopted view is the one exception: it keeps the generation its workers reported, which
+// is above everything this coordinator published, since it publishes nothing before).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/coordinator/coordinator_service.h"
 #include "daemon/coordinator/membership.h"
 #include "daemon/coordinator/request_validation.h"
 #include "daemon/logging/sanitized_text.h"
@@ -26,7 +29,8 @@ namespace ringsync {
 namespace {
 
 constexpr size_t kSessionSlots = 8;
-constexpr int kWorldSize = 3;
+constexpr int kMinWorldSize = 2;
+constexpr int kMaxWorldSize = 3;
 
 enum class Op : uint8_t { kJoin, kHeartbeat, kLeave, kWatch, kWatchClosed, kExpire, kCount };
 
@@ -48,7 +52,9 @@ void CheckSanitized(absl::string_view text, size_t max_bytes) {
 
 class Harness {
  public:
-  Harness() : membership_({kWorldSize, absl::Seconds(5)}) {}
+  Harness()
+      : membership_({kMinWorldSize, kMaxWorldSize, absl::Seconds(5), absl::Seconds(1),
+                     absl::Milliseconds(500)}) {}
 
   void Run(Op op, absl::string_view message) {
     switch (op) {
@@ -69,9 +75,10 @@ class Harness {
     const View& view = membership_.view();
     FUZZ_CHECK(view.generation >= last_generation_);
     last_generation_ = view.generation;
-    FUZZ_CHECK(membership_.live_workers() <= kWorldSize);
+    FUZZ_CHECK(membership_.live_workers() <= kMaxWorldSize);
     if (view.formed()) {
-      FUZZ_CHECK(static_cast<int>(view.members.size()) == kWorldSize);
+      FUZZ_CHECK(static_cast<int>(view.members.size()) >= kMinWorldSize);
+      FUZZ_CHECK(static_cast<int>(view.members.size()) <= kMaxWorldSize);
       for (size_t rank = 0; rank < view.members.size(); ++rank) {
         FUZZ_CHECK(view.members[rank].rank == static_cast<int>(rank));
         FUZZ_CHECK(ValidateWorkerId(view.members[rank].worker_id).ok());
@@ -86,6 +93,7 @@ class Harness {
     for (const MembershipEvent& event : membership_.TakeEvents()) {
       FUZZ_CHECK(OneLine(event.message));
       FUZZ_CHECK(OneLine(event.view.dissolved_reason));
+      FUZZ_CHECK(OneLine(event.view.change_reason));
     }
   }
 
@@ -99,7 +107,8 @@ class Harness {
     if (!request.ParseFromArray(message.data(), static_cast<int>(message.size()))) return;
     CheckSanitized(request.worker_id(), kMaxWorkerIdBytes);
     const JoinInfo info{request.worker_id(), request.peer_address(), request.http_address(),
-                        request.last_generation()};
+                        request.last_generation(), request.incarnation(),
+                        FromProto(request.current_view())};
     absl::StatusOr<uint64_t> token = membership_.Join(info, now_);
     if (!token.ok()) {
       FUZZ_CHECK(OneLine(token.status().message()));

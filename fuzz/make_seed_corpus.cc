@@ -118,12 +118,18 @@ void CoordinatorSeeds(const fs::path& dir) {
                     static_cast<char>(bytes.size() & 0xff), static_cast<char>(bytes.size() >> 8)};
     return out + bytes;
   };
-  std::string ring;
-  for (int i = 0; i < 3; ++i) {
+  // Worker wI's first join.
+  const auto join_request = [](int i) {
     v1::JoinRequest join;
     join.set_protocol_version(v1::PROTOCOL_VERSION_1);
     join.set_worker_id("w" + std::to_string(i));
     join.set_peer_address("10.0.0." + std::to_string(i + 1) + ":7500");
+    join.set_incarnation(1000 + i);
+    return join;
+  };
+  std::string ring;
+  for (int i = 0; i < 3; ++i) {
+    v1::JoinRequest join = join_request(i);
     join.set_http_address("10.0.0." + std::to_string(i + 1) + ":9400");
     ring += record(0, 1, join);
   }
@@ -145,6 +151,29 @@ void CoordinatorSeeds(const fs::path& dir) {
   leave.set_reason("training finished");
   Write(dir, "ring-then-leave", ring + record(2, 1, leave));
   Write(dir, "ring-then-expiry", ring + record(5, 100, v1::LeaveRequest()));
+  // A restarted coordinator: every member rejoins reporting the ring of generation 5.
+  v1::RingView reported;
+  reported.set_generation(5);
+  for (int i = 0; i < 3; ++i) {
+    const v1::JoinRequest join = join_request(i);
+    v1::RingMember* m = reported.add_members();
+    m->set_rank(i);
+    m->set_worker_id(join.worker_id());
+    m->set_peer_address(join.peer_address());
+    m->set_incarnation(join.incarnation());
+  }
+  std::string adopted;
+  for (int i = 0; i < 3; ++i) {
+    v1::JoinRequest join = join_request(i);
+    join.set_last_generation(5);
+    *join.mutable_current_view() = reported;
+    adopted += record(0, 1, join);
+  }
+  Write(dir, "members-rejoin-and-the-ring-is-adopted", adopted);
+  // A member restarts: a new incarnation of w1 once its old session went quiet.
+  v1::JoinRequest restarted = join_request(1);
+  restarted.set_incarnation(2001);
+  Write(dir, "a-member-restarts-with-a-new-incarnation", ring + record(0, 30, restarted));
 }
 
 }  // namespace

@@ -31,11 +31,27 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7400",
           "services). Port 0 picks a free port; see --port_file. Use 0.0.0.0:7400 to accept "
           "workers from other machines.");
 ABSL_FLAG(int, world_size, 0,
-          "coordinator (required): number of workers in the ring, 1..1024. The ring forms when "
-          "this many workers have joined; further joins are refused.");
+          "coordinator: number of workers in a fixed-size ring, 1..1024 (the same as "
+          "--min_world_size=N --max_world_size=N). The ring forms when this many workers have "
+          "joined; further joins are refused; losing one dissolves it until it is back. Give "
+          "either this or --max_world_size.");
+ABSL_FLAG(int, min_world_size, 0,
+          "coordinator: elastic ring: the fewest workers the ring forms or stays formed with, "
+          "1..--max_world_size (default 1). When a member is lost and at least this many remain, "
+          "the ring re-forms with them at once; below it the ring dissolves.");
+ABSL_FLAG(int, max_world_size, 0,
+          "coordinator: elastic ring: the most workers in the ring, 1..1024; further joins are "
+          "refused. The ring forms at once when this many are live, or with at least "
+          "--min_world_size once no worker has joined for --formation_grace; later arrivals "
+          "are admitted the same way.");
+ABSL_FLAG(absl::Duration, formation_grace, absl::Seconds(1),
+          "coordinator: how long arrivals must pause before a ring of fewer than "
+          "--max_world_size workers forms or grows (several arrivals then cost one re-form), "
+          "0s..10m.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(5),
-          "coordinator: a worker that sends no heartbeat for this long is lost and the ring "
-          "dissolves (a worker whose WatchRing stream breaks is lost at once).");
+          "coordinator: a worker's lease: one that sends no heartbeat for this long is lost and "
+          "the ring re-forms without it (a worker whose WatchRing stream breaks is lost at "
+          "once).");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "coordinator: how often workers are told to send heartbeats; must be shorter than "
           "--heartbeat_timeout.");
@@ -57,6 +73,31 @@ constexpr int kBadFlags = 2;
 // deadline if their clients have not closed them.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(1);
 
+// --world_size=N is --min_world_size=N --max_world_size=N; the ranges are checked by
+// ValidateCoordinatorOptions.
+absl::Status ReadWorldSize(CoordinatorOptions* options) {
+  const int fixed = absl::GetFlag(FLAGS_world_size);
+  const int min = absl::GetFlag(FLAGS_min_world_size);
+  const int max = absl::GetFlag(FLAGS_max_world_size);
+  if (fixed != 0 && (min != 0 || max != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "give either --world_size=", fixed, " (a fixed-size ring) or --min_world_size and "
+        "--max_world_size (an elastic ring), not both"));
+  }
+  if (fixed != 0) {
+    options->min_world_size = options->max_world_size = fixed;
+    return absl::OkStatus();
+  }
+  if (max == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world_size (or --max_world_size) is required: the number of workers in the ring, "
+        "1..", Membership::kMaxWorldSize));
+  }
+  options->max_world_size = max;
+  options->min_world_size = min == 0 ? 1 : min;
+  return absl::OkStatus();
+}
+
 absl::Status ReadOptions(CoordinatorOptions* options, std::string* http_token) {
   if (absl::Status s = ValidateLogFlags(); !s.ok()) return s;
   absl::StatusOr<DaemonSecurity> security = DaemonSecurityFromFlags(HttpEndpointRequested());
@@ -64,18 +105,14 @@ absl::Status ReadOptions(CoordinatorOptions* options, std::string* http_token) {
   options->security = std::move(security->transport);
   *http_token = std::move(security->http_token);
   options->listen = absl::GetFlag(FLAGS_listen);
-  options->world_size = absl::GetFlag(FLAGS_world_size);
+  if (absl::Status s = ReadWorldSize(options); !s.ok()) return s;
+  options->formation_grace = absl::GetFlag(FLAGS_formation_grace);
   options->heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options->heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   absl::StatusOr<KeepaliveSettings> keepalive = KeepaliveFromFlags();
   if (!keepalive.ok()) return keepalive.status();
   options->keepalive = *keepalive;
-  if (options->world_size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--world_size is required: the number of workers in the ring, 1..",
-        Membership::kMaxWorldSize));
-  }
   return ValidateCoordinatorOptions(*options);
 }
 
@@ -152,8 +189,13 @@ int CoordinatorServing::StartHttpEndpoint() {
 }
 
 void CoordinatorServing::LogServing() const {
-  spdlog::info("coordinator serving on {} ({}): world_size {}, heartbeat interval {}, timeout {}{}",
-               server_->address(), options_.security.Describe(), options_.world_size,
+  spdlog::info("coordinator serving on {} ({}): world size {}, formation grace {}, heartbeat "
+               "interval {}, timeout {}{}",
+               server_->address(), options_.security.Describe(),
+               options_.min_world_size == options_.max_world_size
+                   ? absl::StrCat(options_.max_world_size)
+                   : absl::StrCat(options_.min_world_size, "..", options_.max_world_size),
+               absl::FormatDuration(options_.formation_grace),
                absl::FormatDuration(options_.heartbeat_interval),
                absl::FormatDuration(options_.heartbeat_timeout),
                http_ == nullptr ? std::string()

@@ -15,8 +15,22 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
       SingleSample("ringsync_coordinator_workers_joined",
                    "Workers with a live session (joined, heartbeating).", MetricType::Gauge,
                    status.workers_size()),
-      SingleSample("ringsync_coordinator_world_size", "Workers the ring needs (--world_size).",
-                   MetricType::Gauge, status.world_size()),
+      SingleSample("ringsync_coordinator_world_size",
+                   "The most workers the ring may have (--max_world_size or --world_size).",
+                   MetricType::Gauge, status.max_world_size()),
+      SingleSample("ringsync_coordinator_min_world_size",
+                   "The fewest workers the ring forms or stays formed with (--min_world_size).",
+                   MetricType::Gauge, status.min_world_size()),
+      SingleSample("ringsync_coordinator_ring_size",
+                   "Members of the current ring view (0 while it is not formed).",
+                   MetricType::Gauge, status.view().members_size()),
+      SingleSample("ringsync_membership_changes_total",
+                   "Ring views published with a new generation: formations, re-forms after an "
+                   "eviction, admissions, dissolutions.",
+                   MetricType::Counter, static_cast<double>(status.membership_changes_total())),
+      SingleSample("ringsync_coordinator_views_adopted_total",
+                   "Rings a restarted coordinator adopted unchanged from its rejoining workers.",
+                   MetricType::Counter, static_cast<double>(status.views_adopted_total())),
       SingleSample("ringsync_coordinator_joins_total",
                    "Successful joins since the coordinator started (a rejoin counts again).",
                    MetricType::Counter, static_cast<double>(status.joins_total())),
@@ -34,6 +48,19 @@ std::vector<prometheus::MetricFamily> CoordinatorCollector::Collect() const {
                                 "Seconds since each live worker's last heartbeat (or its join).",
                                 MetricType::Gauge,
                                 {}};
+  // Every reason is listed, 0 included, so the page documents them.
+  prometheus::MetricFamily evictions{
+      "ringsync_evictions_total",
+      "Worker sessions ended, by reason: heartbeat_timeout (lease expired), watch_closed, "
+      "left, restarted (replaced by a new incarnation).",
+      MetricType::Counter,
+      {}};
+  for (const char* reason : {"heartbeat_timeout", "watch_closed", "left", "restarted"}) {
+    const auto it = status.evictions_total().find(reason);
+    const double count = it == status.evictions_total().end() ? 0 : static_cast<double>(it->second);
+    evictions.metric.push_back(metrics::Sample(MetricType::Counter, count, {{"reason", reason}}));
+  }
+  out.push_back(std::move(evictions));
   for (const v1::WorkerStatus& worker : status.workers()) {
     ages.metric.push_back(
         metrics::Sample(MetricType::Gauge,

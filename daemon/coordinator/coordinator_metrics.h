@@ -12,9 +12,10 @@
 
 namespace ringsync {
 
-// ringsync_coordinator_workers_joined, _world_size, _joins_total,
-// _generations_published_total, _generation, _ring_formed and
-// _heartbeat_age_seconds{worker_id}.
+// ringsync_coordinator_workers_joined, _world_size, _min_world_size, _ring_size,
+// _joins_total, _generations_published_total, _generation, _ring_formed,
+// _views_adopted_total and _heartbeat_age_seconds{worker_id}; and
+// ringsync_membership_changes_total and ringsync_evictions_total{reason}.
 class CoordinatorCollector final : public prometheus::Collectable {
  public:
   // REQUIRES: `server` outlives every scrape.

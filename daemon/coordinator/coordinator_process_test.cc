@@ -149,6 +149,7 @@ TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
   request.set_protocol_version(kProtocolVersion);
   request.set_worker_id("solo");
   request.set_peer_address("127.0.0.1:7501");
+  request.set_incarnation(1);
   v1::JoinResponse response;
   const grpc::Status joined = stub->Join(&context, request, &response);
   ASSERT_TRUE(joined.ok()) << joined.error_message();
@@ -187,7 +188,38 @@ TEST(CoordinatorProcess, WithoutWorldSizeItExitsTwoSayingTheFlagIsRequired) {
   CoordinatorProcess process({"--listen=127.0.0.1:0"});
   ASSERT_TRUE(process.spawned());
   EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
-  EXPECT_THAT(process.Stderr(), HasSubstr("--world_size is required"));
+  EXPECT_THAT(process.Stderr(), HasSubstr("--world_size (or --max_world_size) is required"));
+}
+
+TEST(CoordinatorProcess, AFixedAndAnElasticWorldSizeTogetherExitTwo) {
+  CoordinatorProcess process({"--world_size=4", "--max_world_size=4", "--listen=127.0.0.1:0"});
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
+  EXPECT_THAT(process.Stderr(), HasSubstr("give either --world_size=4"));
+}
+
+TEST(CoordinatorProcess, AMinWorldSizeAboveTheMaxExitsTwoNamingBoth) {
+  CoordinatorProcess process(
+      {"--min_world_size=5", "--max_world_size=4", "--listen=127.0.0.1:0"});
+  ASSERT_TRUE(process.spawned());
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
+  EXPECT_THAT(process.Stderr(),
+              ::testing::AllOf(HasSubstr("--min_world_size=5"), HasSubstr("--max_world_size=4")));
+}
+
+TEST(CoordinatorProcess, AnElasticRingLogsItsRangeAndGrace) {
+  const std::string port_file =
+      absl::StrCat(::testing::TempDir(), "/coordinator_elastic_", getpid(), ".port");
+  unlink(port_file.c_str());
+  CoordinatorProcess process({"--min_world_size=2", "--max_world_size=4",
+                              "--formation_grace=150ms", "--listen=127.0.0.1:0",
+                              absl::StrCat("--port_file=", port_file), "--log_level=info"});
+  ASSERT_TRUE(process.spawned());
+  ASSERT_FALSE(WaitForPortFile(port_file, absl::Seconds(10)).empty()) << process.Stderr();
+  process.Signal(SIGTERM);
+  EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 0) << process.Stderr();
+  EXPECT_THAT(process.Stderr(), HasSubstr("world size 2..4, formation grace 150ms"));
+  unlink(port_file.c_str());
 }
 
 TEST(CoordinatorProcess, AnUnknownLogLevelExitsTwo) {

@@ -6,6 +6,7 @@
 #include "prometheus/registry.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,10 +91,14 @@ class CoordinatorServerTest : public ::testing::Test {
   void Start(int world_size, absl::Duration heartbeat_timeout = absl::Seconds(30),
              absl::Duration heartbeat_interval = absl::Seconds(1)) {
     CoordinatorOptions options;
-    options.listen = "127.0.0.1:0";
-    options.world_size = world_size;
+    options.min_world_size = options.max_world_size = world_size;
     options.heartbeat_timeout = heartbeat_timeout;
     options.heartbeat_interval = heartbeat_interval;
+    Start(options);
+  }
+
+  void Start(CoordinatorOptions options) {
+    options.listen = "127.0.0.1:0";
     options.refusals = [this](absl::string_view reason, absl::string_view detail) {
       refusals_.Refuse(reason, detail);
     };
@@ -105,17 +110,29 @@ class CoordinatorServerTest : public ::testing::Test {
     stub_ = v1::Coordinator::NewStub(channel_);
   }
 
-  grpc::Status Join(const std::string& worker_id, v1::JoinResponse* response = nullptr,
-                    v1::ProtocolVersion version = kProtocolVersion) {
+  // A first join of `worker_id`: its own peer port and an incarnation of its own.
+  v1::JoinRequest JoinRequest(const std::string& worker_id) {
     v1::JoinRequest request;
-    request.set_protocol_version(version);
+    request.set_protocol_version(kProtocolVersion);
     request.set_worker_id(worker_id);
     request.set_peer_address(absl::StrCat("127.0.0.1:", 7500 + tokens_.size()));
+    request.set_incarnation(std::hash<std::string>{}(worker_id) | 1);
+    return request;
+  }
+
+  grpc::Status Join(const v1::JoinRequest& request, v1::JoinResponse* response = nullptr) {
     v1::JoinResponse local;
     if (response == nullptr) response = &local;
     grpc::Status status = stub_->Join(NewContext().get(), request, response);
-    if (status.ok()) tokens_[worker_id] = response->session_token();
+    if (status.ok()) tokens_[request.worker_id()] = response->session_token();
     return status;
+  }
+
+  grpc::Status Join(const std::string& worker_id, v1::JoinResponse* response = nullptr,
+                    v1::ProtocolVersion version = kProtocolVersion) {
+    v1::JoinRequest request = JoinRequest(worker_id);
+    request.set_protocol_version(version);
+    return Join(request, response);
   }
 
   grpc::Status Heartbeat(const std::string& worker_id, v1::HeartbeatResponse* response = nullptr) {
@@ -133,6 +150,14 @@ class CoordinatorServerTest : public ::testing::Test {
     request.set_reason(reason);
     v1::LeaveResponse response;
     return stub_->Leave(NewContext().get(), request, &response);
+  }
+
+  v1::ClusterStatus ClusterStatus() {
+    v1::ClusterStatus status;
+    const grpc::Status s =
+        stub_->GetClusterStatus(NewContext().get(), v1::GetClusterStatusRequest(), &status);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return status;
   }
 
   std::unique_ptr<Watch> WatchAs(const std::string& worker_id) {
@@ -368,9 +393,7 @@ TEST_F(CoordinatorServerTest, ClusterStatusShowsTheViewAndWhatEachWorkerReported
   v1::HeartbeatResponse ack;
   ASSERT_TRUE(stub_->Heartbeat(NewContext().get(), report, &ack).ok());
 
-  v1::ClusterStatus status;
-  ASSERT_TRUE(
-      stub_->GetClusterStatus(NewContext().get(), v1::GetClusterStatusRequest(), &status).ok());
+  const v1::ClusterStatus status = ClusterStatus();
   EXPECT_EQ(status.world_size(), 2u);
   EXPECT_EQ(status.generations_published(), 1u);
   EXPECT_THAT(MemberIds(status.view()), ElementsAre("w0", "w1"));
@@ -428,14 +451,154 @@ TEST_F(CoordinatorServerTest, ShutdownDoesNotWaitForAClientThatStoppedReading) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
+// --- Elastic membership over the wire (the rules: elastic_membership_test.cc) ----------
+
+// A grace long enough that four joins in a row never straddle it, even on a loaded machine.
+CoordinatorOptions ElasticOptions(int min_world_size, int max_world_size,
+                                  absl::Duration heartbeat_interval = absl::Milliseconds(100)) {
+  CoordinatorOptions options;
+  options.min_world_size = min_world_size;
+  options.max_world_size = max_world_size;
+  options.formation_grace = absl::Seconds(1);
+  options.heartbeat_timeout = absl::Seconds(30);
+  options.heartbeat_interval = heartbeat_interval;
+  return options;
+}
+
+TEST_F(CoordinatorServerTest, AnElasticRingReformsWithTheSurvivorsWhenAMembersWatchBreaks) {
+  Start(ElasticOptions(2, 4));
+  std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
+  watches[2]->Cancel();
+  for (int i : {0, 1, 3}) {
+    std::optional<v1::RingView> reformed = watches[i]->WaitForGeneration(2);
+    ASSERT_TRUE(reformed.has_value()) << i;
+    EXPECT_THAT(MemberIds(*reformed), ElementsAre("w0", "w1", "w3"));
+    EXPECT_EQ(reformed->dissolved_reason(), "");
+    EXPECT_THAT(reformed->change_reason(),
+                AllOf(HasSubstr("worker w2 (rank 2) closed its WatchRing stream"),
+                      HasSubstr("re-formed with 3 workers")));
+  }
+  CoordinatorCollector collector(*server_);
+  const std::string page = metrics::TextPage({&collector});
+  EXPECT_THAT(page, HasSubstr("ringsync_evictions_total{reason=\"watch_closed\"} 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_evictions_total{reason=\"heartbeat_timeout\"} 0\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_membership_changes_total 2\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_ring_size 3\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_min_world_size 2\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_coordinator_world_size 4\n"));
+}
+
+TEST_F(CoordinatorServerTest, FewerThanMaxWorkersFormAfterTheFormationGrace) {
+  Start(ElasticOptions(2, 4));
+  v1::JoinResponse response;
+  ASSERT_TRUE(Join("w0", &response).ok());
+  EXPECT_EQ(response.min_world_size(), 2u);
+  EXPECT_EQ(response.max_world_size(), 4u);
+  ASSERT_TRUE(Join("w1").ok());
+  std::unique_ptr<Watch> watch = WatchAs("w0");
+  std::optional<v1::RingView> formed = watch->WaitForGeneration(1);
+  ASSERT_TRUE(formed.has_value());
+  EXPECT_THAT(MemberIds(*formed), ElementsAre("w0", "w1"));
+  EXPECT_THAT(formed->change_reason(), HasSubstr("formed with w0, w1"));
+}
+
+TEST_F(CoordinatorServerTest, ARestartedWorkerReplacesItsQuietSessionAndViewsCarryIncarnations) {
+  Start(ElasticOptions(2, 4));
+  std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
+  absl::SleepFor(absl::Milliseconds(300));  // w2 sends no heartbeat: more than 2 intervals
+  for (const char* id : {"w0", "w1", "w3"}) ASSERT_TRUE(Heartbeat(id).ok());
+  v1::JoinRequest restarted = JoinRequest("w2");
+  restarted.set_peer_address("127.0.0.1:7600");
+  restarted.set_incarnation(restarted.incarnation() + 2);
+  ASSERT_TRUE(Join(restarted).ok());
+  std::optional<v1::RingView> reformed = watches[0]->WaitForGeneration(2);
+  ASSERT_TRUE(reformed.has_value());
+  ASSERT_EQ(reformed->members_size(), 4);
+  EXPECT_EQ(reformed->members(2).incarnation(), restarted.incarnation());
+  EXPECT_EQ(reformed->members(2).peer_address(), "127.0.0.1:7600");
+  EXPECT_THAT(reformed->change_reason(), HasSubstr("replaced by its restarted process"));
+  const grpc::Status old_watch = watches[2]->Finish();
+  EXPECT_EQ(old_watch.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  const v1::ClusterStatus status = ClusterStatus();
+  EXPECT_EQ(status.min_world_size(), 2u);
+  EXPECT_EQ(status.max_world_size(), 4u);
+  EXPECT_EQ(status.evictions_total().at("restarted"), 1u);
+  EXPECT_EQ(status.workers(2).incarnation(), restarted.incarnation());
+}
+
+TEST_F(CoordinatorServerTest, ASecondDaemonWithALiveWorkersIdIsRefusedNamingBothIncarnations) {
+  Start(ElasticOptions(2, 4, /*heartbeat_interval=*/absl::Seconds(2)));
+  std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
+  ASSERT_TRUE(Heartbeat("w2").ok());
+  v1::JoinRequest duplicate = JoinRequest("w2");
+  duplicate.set_incarnation(duplicate.incarnation() + 2);
+  const grpc::Status status = Join(duplicate);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(status.error_message(),
+              AllOf(HasSubstr(absl::StrCat("incarnation ", duplicate.incarnation())),
+                    HasSubstr("unique --worker_id")));
+}
+
+TEST_F(CoordinatorServerTest, AJoinWithoutAnIncarnationIsRefused) {
+  Start(2);
+  v1::JoinRequest request = JoinRequest("w0");
+  request.clear_incarnation();
+  const grpc::Status status = Join(request);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("incarnation"));
+}
+
+TEST_F(CoordinatorServerTest, ARestartedCoordinatorAdoptsTheRingItsWorkersReport) {
+  Start(ElasticOptions(2, 4));
+  v1::RingView ring;
+  ring.set_generation(7);
+  std::vector<v1::JoinRequest> requests;
+  for (const char* id : {"w0", "w1", "w2"}) {
+    requests.push_back(JoinRequest(id));
+    requests.back().set_peer_address(absl::StrCat("127.0.0.1:", 7500 + requests.size()));
+    v1::RingMember* m = ring.add_members();
+    m->set_rank(static_cast<int>(requests.size()) - 1);
+    m->set_worker_id(id);
+    m->set_peer_address(requests.back().peer_address());
+    m->set_incarnation(requests.back().incarnation());
+  }
+  for (v1::JoinRequest& request : requests) {
+    request.set_last_generation(7);
+    *request.mutable_current_view() = ring;
+    ASSERT_TRUE(Join(request).ok());
+  }
+  std::unique_ptr<Watch> watch = WatchAs("w0");
+  std::optional<v1::RingView> adopted = watch->Next();
+  ASSERT_TRUE(adopted.has_value());
+  EXPECT_EQ(adopted->generation(), 7u);
+  EXPECT_THAT(MemberIds(*adopted), ElementsAre("w0", "w1", "w2"));
+  EXPECT_THAT(adopted->change_reason(), HasSubstr("adopted"));
+  const v1::ClusterStatus status = ClusterStatus();
+  EXPECT_EQ(status.views_adopted_total(), 1u);
+  EXPECT_EQ(status.membership_changes_total(), 0u);
+}
+
 TEST(CoordinatorServerOptions, BadOptionsAreRefusedNamingTheFlag) {
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
-  options.world_size = 0;
-  EXPECT_THAT(CoordinatorServer::Start(options).status().message(), HasSubstr("--world_size"));
-  options.world_size = 1025;
+  options.max_world_size = 0;
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(),
+              AllOf(HasSubstr("--max_world_size=0"), HasSubstr("--world_size")));
+  options.max_world_size = 1025;
   EXPECT_THAT(CoordinatorServer::Start(options).status().message(), HasSubstr("1..1024"));
-  options.world_size = 2;
+  options.max_world_size = 2;
+  options.min_world_size = 3;
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(),
+              AllOf(HasSubstr("--min_world_size=3"), HasSubstr("1..2")));
+  options.min_world_size = 0;
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(),
+              HasSubstr("--min_world_size=0"));
+  options.min_world_size = 1;
+  options.formation_grace = absl::Seconds(-1);
+  EXPECT_THAT(CoordinatorServer::Start(options).status().message(),
+              HasSubstr("--formation_grace"));
+  options.formation_grace = absl::Seconds(1);
   options.heartbeat_interval = absl::Seconds(10);
   EXPECT_THAT(CoordinatorServer::Start(options).status().message(),
               HasSubstr("--heartbeat_interval"));
@@ -447,7 +610,6 @@ TEST(CoordinatorServerOptions, BadOptionsAreRefusedNamingTheFlag) {
 TEST(CoordinatorServerStart, AnAddressInUseIsUnavailableAndSaysSo) {
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
-  options.world_size = 1;
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> first = CoordinatorServer::Start(options);
   ASSERT_TRUE(first.ok()) << first.status();
   options.listen = (*first)->address();

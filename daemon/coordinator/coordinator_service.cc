@@ -44,10 +44,25 @@ absl::Time MonotonicNow() {
 }
 
 absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options) {
-  if (options.world_size < 1 || options.world_size > Membership::kMaxWorldSize) {
+  if (options.max_world_size < 1 || options.max_world_size > Membership::kMaxWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--world_size=", options.world_size, " is out of range: give the number of workers in "
-        "the ring, 1..", Membership::kMaxWorldSize));
+        "--max_world_size=", options.max_world_size,
+        " is out of range (--world_size sets it too): give the largest number of workers in "
+        "the ring, 1..",
+        Membership::kMaxWorldSize));
+  }
+  if (options.min_world_size < 1 || options.min_world_size > options.max_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--min_world_size=", options.min_world_size, " is out of range: the ring needs at least "
+        "one worker and at most --max_world_size=", options.max_world_size,
+        ", so give 1..", options.max_world_size));
+  }
+  if (options.formation_grace < absl::ZeroDuration() ||
+      options.formation_grace > absl::Minutes(10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--formation_grace=", absl::FormatDuration(options.formation_grace),
+        " is out of range: 0s..10m (how long arrivals must pause before the ring forms or "
+        "grows, e.g. 1s)"));
   }
   if (options.heartbeat_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -82,8 +97,24 @@ void ToProto(const View& view, v1::RingView* out) {
     m->set_rank(member.rank);
     m->set_worker_id(member.worker_id);
     m->set_peer_address(member.peer_address);
+    m->set_incarnation(member.incarnation);
   }
   out->set_dissolved_reason(view.dissolved_reason);
+  out->set_change_reason(view.change_reason);
+}
+
+View FromProto(const v1::RingView& view) {
+  View out;
+  out.generation = view.generation();
+  // One more than a ring may hold is enough for Membership to refuse the report.
+  const int kept = std::min(view.members_size(), Membership::kMaxWorldSize + 1);
+  out.members.reserve(kept);
+  for (int i = 0; i < kept; ++i) {
+    const v1::RingMember& m = view.members(i);
+    out.members.push_back(ViewMember{m.rank(), m.worker_id(), m.peer_address(), m.incarnation()});
+  }
+  out.dissolved_reason = view.dissolved_reason();
+  return out;
 }
 
 // One open WatchRing stream. Writes views one at a time (the next when the previous is
@@ -194,7 +225,9 @@ class CoordinatorService::WatchReactor final : public grpc::ServerWriteReactor<v
 
 CoordinatorService::CoordinatorService(const CoordinatorOptions& options)
     : options_(options),
-      membership_(Membership::Options{options.world_size, options.heartbeat_timeout}) {
+      membership_(Membership::Options{options.min_world_size, options.max_world_size,
+                                      options.heartbeat_timeout, options.heartbeat_interval,
+                                      options.formation_grace}) {
   expiry_thread_ = std::thread([this] { ExpiryLoop(); });
 }
 
@@ -252,7 +285,8 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return ShuttingDown();
   JoinInfo info{request.worker_id(), request.peer_address(), request.http_address(),
-                request.last_generation()};
+                request.last_generation(), request.incarnation(),
+                FromProto(request.current_view())};
   absl::StatusOr<uint64_t> token = membership_.Join(info, MonotonicNow());
   ProcessEventsLocked();
   if (!token.ok()) {
@@ -260,7 +294,9 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
                                           token.status().message()));
     return ToGrpc(token.status());
   }
-  response->set_world_size(static_cast<uint32_t>(options_.world_size));
+  response->set_world_size(static_cast<uint32_t>(options_.max_world_size));
+  response->set_min_world_size(static_cast<uint32_t>(options_.min_world_size));
+  response->set_max_world_size(static_cast<uint32_t>(options_.max_world_size));
   response->set_session_token(*token);
   response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   response->set_lease_ms(absl::ToInt64Milliseconds(options_.heartbeat_timeout));
@@ -363,15 +399,24 @@ void CoordinatorService::DoGetClusterStatus(v1::ClusterStatus* response) {
   const absl::Time now = MonotonicNow();
   membership_.Expire(now);
   ProcessEventsLocked();
-  response->set_world_size(static_cast<uint32_t>(membership_.world_size()));
+  response->set_world_size(static_cast<uint32_t>(membership_.max_world_size()));
+  response->set_min_world_size(static_cast<uint32_t>(membership_.min_world_size()));
+  response->set_max_world_size(static_cast<uint32_t>(membership_.max_world_size()));
   ToProto(membership_.view(), response->mutable_view());
   response->set_generations_published(membership_.view().generation);
   response->set_joins_total(joins_total_);
+  const Membership::Counters& counters = membership_.counters();
+  response->set_membership_changes_total(counters.membership_changes);
+  response->set_views_adopted_total(counters.views_adopted);
+  for (const auto& [reason, count] : counters.evictions) {
+    (*response->mutable_evictions_total())[reason] = count;
+  }
   for (const WorkerSnapshot& w : membership_.Workers(now)) {
     v1::WorkerStatus* out = response->add_workers();
     out->set_worker_id(w.worker_id);
     out->set_rank(w.rank);
     out->set_peer_address(w.peer_address);
+    out->set_incarnation(w.incarnation);
     out->set_http_address(w.http_address);
     out->set_ready(w.ready);
     out->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(w.since_last_heartbeat));
@@ -436,10 +481,12 @@ void CoordinatorService::Unregister(WatchReactor* watcher) {
 }
 
 void CoordinatorService::ExpiryLoop() {
-  // A tenth of the timeout: a lost worker is noticed within 10% of --heartbeat_timeout,
-  // at most 4 wake-ups a second.
-  const absl::Duration tick = std::clamp(options_.heartbeat_timeout / 10,
-                                         absl::Milliseconds(10), absl::Milliseconds(250));
+  // A tenth of the timeout (or of the formation grace, when shorter): a lost worker is
+  // noticed within 10% of --heartbeat_timeout and a ring forms within 10% of its grace;
+  // at most 4 wake-ups a second, at least one per 10 ms.
+  const absl::Duration tick =
+      std::clamp(std::min(options_.heartbeat_timeout, options_.formation_grace) / 10,
+                 absl::Milliseconds(10), absl::Milliseconds(250));
   absl::MutexLock lock(&mu_);
   while (!shutting_down_) {
     mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), tick);

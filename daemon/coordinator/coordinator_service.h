@@ -30,7 +30,12 @@ namespace ringsync {
 
 struct CoordinatorOptions {
   std::string listen = "127.0.0.1:7400";  // HOST:PORT (port 0: ephemeral) or unix:PATH
-  int world_size = 1;                     // 1..Membership::kMaxWorldSize
+  // The ring forms with min_world_size..max_world_size workers (membership.h):
+  // 1 <= min <= max <= Membership::kMaxWorldSize.
+  int min_world_size = 1;
+  int max_world_size = 1;
+  // How long arrivals must pause before a ring of fewer than max_world_size forms or grows.
+  absl::Duration formation_grace = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   absl::Duration heartbeat_interval = absl::Seconds(1);  // told to workers in JoinResponse
   // How --listen authenticates callers. With mutual TLS a Join for worker W is accepted
@@ -44,8 +49,9 @@ struct CoordinatorOptions {
 // InvalidArgument naming the flag when an option is out of range.
 absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options);
 
-// Converts a published view to its wire form.
+// Converts a published view to its wire form, and back (a view a worker reports).
 void ToProto(const View& view, v1::RingView* out);
+View FromProto(const v1::RingView& view);
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:

@@ -38,15 +38,39 @@ std::string DescribeView(const View& view) {
                       " ranks [", absl::StrJoin(listed, ", "), "]");
 }
 
+// "4" for a fixed-size ring, "2..4" for an elastic one.
+std::string SizeRange(const Membership::Options& options) {
+  if (options.min_world_size == options.max_world_size) {
+    return absl::StrCat(options.max_world_size);
+  }
+  return absl::StrCat(options.min_world_size, "..", options.max_world_size);
+}
+
+std::string ListIds(const std::vector<std::string>& ids) {
+  std::vector<std::string> listed;
+  for (const std::string& id : ids) {
+    if (listed.size() == kMaxListedWorkers) {
+      listed.push_back("...");
+      break;
+    }
+    listed.push_back(id);
+  }
+  return absl::StrJoin(listed, ", ");
+}
+
+// The same ring: generation and every member's rank, id, address and incarnation.
+bool SameView(const View& a, const View& b) {
+  return a.generation == b.generation && a.members == b.members;
+}
+
 }  // namespace
 
 Membership::Membership(Options options) : options_(options) {
   view_.dissolved_reason =
-      absl::StrCat("ring not formed yet: waiting for ", options_.world_size, " workers to join");
+      absl::StrCat("ring not formed yet: waiting for ", SizeRange(options_), " workers to join");
 }
 
-absl::StatusOr<uint64_t> Membership::Join(const JoinInfo& info, absl::Time now) {
-  Expire(now);
+absl::Status Membership::ValidateJoin(const JoinInfo& info) const {
   if (absl::Status s = ValidateWorkerId(info.worker_id); !s.ok()) return s;
   if (absl::Status s = ValidateHostPort("peer_address", info.peer_address, /*reachable=*/true);
       !s.ok()) {
@@ -58,51 +82,104 @@ absl::StatusOr<uint64_t> Membership::Join(const JoinInfo& info, absl::Time now) 
       return s;
     }
   }
-  if (info.last_generation > kMaxGeneration) {
+  if (absl::Status s = ValidateIncarnation(info.worker_id, info.incarnation); !s.ok()) return s;
+  if (info.last_generation > kMaxGeneration || info.current_view.generation > kMaxGeneration) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "last_generation ", info.last_generation, " of worker '", info.worker_id,
-        "' is implausible (more than 2^62)"));
+        "last_generation ", std::max(info.last_generation, info.current_view.generation),
+        " of worker '", info.worker_id, "' is implausible (more than 2^62)"));
   }
-  if (auto it = workers_.find(info.worker_id); it != workers_.end()) {
+  const View& reported = info.current_view;
+  if (reported.members.size() > static_cast<size_t>(kMaxWorldSize)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker '", info.worker_id, "' reports a view of ", reported.members.size(),
+        " members; a ring has at most ", kMaxWorldSize));
+  }
+  for (size_t rank = 0; rank < reported.members.size(); ++rank) {
+    const ViewMember& m = reported.members[rank];
+    absl::Status s = m.rank == static_cast<int>(rank)
+                         ? ValidateWorkerId(m.worker_id)
+                         : absl::InvalidArgumentError(absl::StrCat("its rank is ", m.rank));
+    if (s.ok()) s = ValidateHostPort("peer_address", m.peer_address, /*reachable=*/true);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("worker '", info.worker_id,
+                                                     "' reports a view whose member at index ",
+                                                     rank, " is invalid: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Membership::ReplaceOrRefuse(WorkerMap::iterator live, const JoinInfo& info,
+                                         absl::Time now) {
+  const Worker& old = live->second;
+  const absl::Duration silent = now - old.last_seen;
+  // A restarted process's old session stops heartbeating; a second live daemon with the
+  // same id keeps it up. One missed beat more than the schedule tells them apart.
+  const absl::Duration quiet = 2 * options_.heartbeat_interval;
+  const std::string heard =
+      absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1)));
+  if (info.incarnation != old.info.incarnation && silent > quiet) {
+    Remove(live, MembershipEvent::Kind::kLost,
+           absl::StrCat("was replaced by its restarted process (incarnation ",
+                        old.info.incarnation, " -> ", info.incarnation,
+                        "; the old one was last heard ", heard, " ago)"),
+           "restarted");
+    return absl::OkStatus();
+  }
+  if (info.incarnation != old.info.incarnation) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "worker id '", info.worker_id, "' is already live (joined with peer address ",
-        it->second.info.peer_address, ", last heard ",
-        absl::FormatDuration(absl::Trunc(now - it->second.last_seen, absl::Milliseconds(1))),
-        " ago); give every worker a unique --worker_id, or, if that process is gone, retry "
-        "after its session expires (heartbeat timeout ",
+        "worker id '", info.worker_id, "' is already live as incarnation ",
+        old.info.incarnation, " (peer address ", old.info.peer_address, ", last heard ", heard,
+        " ago), and another process (incarnation ", info.incarnation, ", peer address ",
+        info.peer_address, ") asks to join with it: give every worker a unique --worker_id. "
+        "A restarted worker replaces its old session once that one misses heartbeats for ",
+        absl::FormatDuration(quiet), ", or after its session expires (heartbeat timeout ",
         absl::FormatDuration(options_.heartbeat_timeout), ")"));
   }
-  if (live_workers() >= options_.world_size) {
+  return absl::AlreadyExistsError(absl::StrCat(
+      "worker id '", info.worker_id, "' is already live (joined with peer address ",
+      old.info.peer_address, ", incarnation ", old.info.incarnation, ", last heard ", heard,
+      " ago); give every worker a unique --worker_id, or, if that process is gone, retry "
+      "after its session expires (heartbeat timeout ",
+      absl::FormatDuration(options_.heartbeat_timeout), ")"));
+}
+
+absl::StatusOr<uint64_t> Membership::Join(const JoinInfo& info, absl::Time now) {
+  Expire(now);
+  if (absl::Status s = ValidateJoin(info); !s.ok()) return s;
+  if (auto it = workers_.find(info.worker_id); it != workers_.end()) {
+    if (absl::Status s = ReplaceOrRefuse(it, info, now); !s.ok()) return s;
+  }
+  if (live_workers() >= options_.max_world_size) {
     std::vector<std::string> ids;
-    for (const auto& [id, worker] : workers_) {
-      if (ids.size() == kMaxListedWorkers) {
-        ids.push_back("...");
-        break;
-      }
-      ids.push_back(id);
-    }
+    for (const auto& [id, worker] : workers_) ids.push_back(id);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the ring is full: ", live_workers(), " of ", options_.world_size,
-        " workers are live (", absl::StrJoin(ids, ", "), "), so worker '", info.worker_id,
-        "' cannot join; start the coordinator with a larger --world_size, or stop a worker "
-        "first"));
+        "the ring is full: ", live_workers(), " of ", options_.max_world_size,
+        " workers are live (", ListIds(ids), "), so worker '", info.worker_id,
+        "' cannot join; start the coordinator with a larger --world_size or "
+        "--max_world_size, or stop a worker first"));
   }
 
   Worker worker;
   worker.info = info;
+  if (adoption_over_) worker.info.current_view = View{};
   worker.session_token = NewToken();
   worker.last_seen = now;
   worker.last_report.worker_id = info.worker_id;
   const uint64_t token = worker.session_token;
   workers_.emplace(info.worker_id, std::move(worker));
   ended_sessions_.erase(info.worker_id);
-  generation_floor_ = std::max(generation_floor_, info.last_generation);
+  generation_floor_ =
+      std::max({generation_floor_, info.last_generation, info.current_view.generation});
+  if (!first_join_) first_join_ = now;
+  last_join_ = now;
   events_.push_back(MembershipEvent{
       MembershipEvent::Kind::kJoined, info.worker_id, token,
       absl::StrCat("worker ", info.worker_id, " joined with peer address ", info.peer_address,
-                   " (", live_workers(), " of ", options_.world_size, " live)"),
+                   ", incarnation ", info.incarnation, " (", live_workers(), " of ",
+                   SizeRange(options_), " live)"),
       View{}});
-  Reconcile();
+  Reconcile(now);
   return token;
 }
 
@@ -125,8 +202,8 @@ absl::Status Membership::Leave(absl::string_view worker_id, uint64_t session_tok
   absl::StatusOr<WorkerMap::iterator> it = FindSession(worker_id, session_token);
   if (!it.ok()) return it.status();
   const std::string why = reason.empty() ? "no reason given" : SanitizeText(reason, 256);
-  Remove(*it, MembershipEvent::Kind::kLeft, absl::StrCat("left: ", why));
-  Reconcile();
+  Remove(*it, MembershipEvent::Kind::kLeft, absl::StrCat("left: ", why), "left");
+  Reconcile(now);
   return absl::OkStatus();
 }
 
@@ -144,8 +221,9 @@ void Membership::WatchClosed(absl::string_view worker_id, uint64_t session_token
   if (it == workers_.end() || it->second.session_token != session_token) return;
   Remove(it, MembershipEvent::Kind::kLost,
          "closed its WatchRing stream (the worker exited or lost its connection to the "
-         "coordinator)");
-  Reconcile();
+         "coordinator)",
+         "watch_closed");
+  Reconcile(now);
 }
 
 void Membership::Expire(absl::Time now) {
@@ -153,13 +231,12 @@ void Membership::Expire(absl::Time now) {
   for (const auto& [id, worker] : workers_) {
     if (now - worker.last_seen >= options_.heartbeat_timeout) overdue.push_back(id);
   }
-  if (overdue.empty()) return;
   const std::string why =
       absl::StrCat("missed heartbeats for ", absl::FormatDuration(options_.heartbeat_timeout));
   for (const std::string& id : overdue) {
-    Remove(workers_.find(id), MembershipEvent::Kind::kLost, why);
+    Remove(workers_.find(id), MembershipEvent::Kind::kLost, why, "heartbeat_timeout");
   }
-  Reconcile();
+  Reconcile(now);
 }
 
 std::vector<WorkerSnapshot> Membership::Workers(absl::Time now) const {
@@ -170,6 +247,7 @@ std::vector<WorkerSnapshot> Membership::Workers(absl::Time now) const {
     s.worker_id = id;
     s.rank = worker.rank;
     s.peer_address = worker.info.peer_address;
+    s.incarnation = worker.info.incarnation;
     s.http_address = worker.info.http_address;
     s.ready = worker.last_report.ready;
     s.generation = worker.last_report.generation;
@@ -210,48 +288,148 @@ absl::StatusOr<Membership::WorkerMap::iterator> Membership::FindSession(
 }
 
 void Membership::Remove(WorkerMap::iterator it, MembershipEvent::Kind kind,
-                        absl::string_view why) {
+                        absl::string_view why, absl::string_view label) {
   const std::string& id = it->first;
   const std::string reason = absl::StrCat(Describe(id, it->second.rank), " ", why);
-  if (it->second.rank >= 0) pending_dissolve_reasons_.push_back(reason);
+  if (it->second.rank >= 0) pending_removals_.push_back(reason);
+  ++counters_.evictions[std::string(label)];
   if (ended_sessions_.size() >= kMaxRememberedEndings) ended_sessions_.clear();
   ended_sessions_[id] = reason;
   events_.push_back(MembershipEvent{kind, id, it->second.session_token, reason, View{}});
   workers_.erase(it);
 }
 
-void Membership::Reconcile() {
-  const bool complete = live_workers() == options_.world_size;
-  if (view_.formed() && !complete) {
+void Membership::Reconcile(absl::Time now) {
+  const std::vector<std::string> removed = std::exchange(pending_removals_, {});
+  if (!adoption_over_) {
+    View adoptable;
+    switch (ConsiderAdoption(now, &adoptable)) {
+      case Adoption::kAdopt: return Adopt(std::move(adoptable));
+      case Adoption::kWait: return;  // nothing is formed yet, so nobody was removed
+      case Adoption::kNone: break;
+    }
+  }
+  const int live = live_workers();
+  const int members = static_cast<int>(view_.members.size());
+  if (view_.formed() && !removed.empty()) {
+    if (live >= options_.min_world_size) {
+      return PublishFormed(absl::StrCat(absl::StrJoin(removed, "; "), "; re-formed with ",
+                                        live, " workers"));
+    }
     View dissolved;
     dissolved.generation = NextGeneration();
-    dissolved.dissolved_reason = pending_dissolve_reasons_.empty()
-                                     ? std::string("membership changed")
-                                     : absl::StrJoin(pending_dissolve_reasons_, "; ");
+    dissolved.dissolved_reason = absl::StrJoin(removed, "; ");
+    dissolved.change_reason = dissolved.dissolved_reason;
     for (auto& [id, worker] : workers_) worker.rank = -1;
-    Publish(std::move(dissolved));
-  } else if (!view_.formed() && complete) {
-    View formed;
-    formed.generation = NextGeneration();
-    int rank = 0;
-    for (auto& [id, worker] : workers_) {  // std::map: sorted by worker id
-      worker.rank = rank;
-      formed.members.push_back(ViewMember{rank, id, worker.info.peer_address});
-      ++rank;
-    }
-    Publish(std::move(formed));
+    return Publish(std::move(dissolved),
+                   absl::StrCat(" (", live, " live, fewer than the ", options_.min_world_size,
+                                " a ring needs)"));
   }
-  pending_dissolve_reasons_.clear();
+  // Form or grow: once the ring would be full, or arrivals have paused for the grace.
+  const bool quiet = now - last_join_ >= options_.formation_grace;
+  if (live > members && live >= options_.min_world_size &&
+      (live == options_.max_world_size || quiet)) {
+    std::vector<std::string> admitted;
+    for (const auto& [id, worker] : workers_) {
+      if (worker.rank < 0) admitted.push_back(id);
+    }
+    PublishFormed(absl::StrCat(view_.formed() ? "admitted " : "formed with ", ListIds(admitted),
+                               " (", live, " of at most ", options_.max_world_size, " live",
+                               live < options_.max_world_size
+                                   ? absl::StrCat(", no join for ",
+                                                  absl::FormatDuration(options_.formation_grace))
+                                   : "",
+                               ")"));
+  }
+}
+
+Membership::Adoption Membership::ConsiderAdoption(absl::Time now, View* view) {
+  const auto over = [this] {
+    adoption_over_ = true;
+    for (auto& [id, worker] : workers_) worker.info.current_view = View{};
+    return Adoption::kNone;
+  };
+  if (view_.generation != 0) return over();  // this coordinator published a view already
+  if (first_join_ && now - *first_join_ >= options_.heartbeat_timeout) return over();
+  // The candidate: the newest view any worker reports.
+  uint64_t newest = 0;
+  const View* candidate = nullptr;
+  for (const auto& [id, worker] : workers_) {
+    newest = std::max({newest, worker.info.last_generation, worker.info.current_view.generation});
+    if (worker.info.current_view.formed() &&
+        (candidate == nullptr || worker.info.current_view.generation > candidate->generation)) {
+      candidate = &worker.info.current_view;
+    }
+  }
+  if (newest == 0) return Adoption::kNone;  // nobody was in a ring (yet): form as usual
+  if (candidate == nullptr || candidate->generation != newest) return over();
+  const int size = static_cast<int>(candidate->members.size());
+  if (size < options_.min_world_size || size > options_.max_world_size) return over();
+  // Everyone who was in that generation reports exactly that view.
+  for (const auto& [id, worker] : workers_) {
+    const View& reported = worker.info.current_view;
+    if (reported.generation == newest && !SameView(reported, *candidate)) return over();
+  }
+  int missing = 0;
+  for (const ViewMember& m : candidate->members) {
+    auto it = workers_.find(m.worker_id);
+    if (it == workers_.end()) {
+      ++missing;
+      continue;
+    }
+    const Worker& w = it->second;
+    if (w.info.incarnation != m.incarnation || w.info.peer_address != m.peer_address ||
+        !SameView(w.info.current_view, *candidate)) {
+      return over();  // restarted, moved, or never in it
+    }
+  }
+  if (missing > 0) {
+    // A missing member could not join a full coordinator: wait only while it can.
+    return live_workers() + missing <= options_.max_world_size ? Adoption::kWait : over();
+  }
+  *view = *candidate;
+  return Adoption::kAdopt;
+}
+
+void Membership::Adopt(View view) {
+  adoption_over_ = true;
+  for (auto& [id, worker] : workers_) worker.info.current_view = View{};
+  for (const ViewMember& m : view.members) workers_.find(m.worker_id)->second.rank = m.rank;
+  view.dissolved_reason.clear();
+  view.change_reason = absl::StrCat("adopted: every member of generation ", view.generation,
+                                    " rejoined this coordinator reporting it; the ring goes on");
+  ++counters_.views_adopted;
+  view_ = std::move(view);
+  events_.push_back(MembershipEvent{MembershipEvent::Kind::kViewPublished, "", 0,
+                                    absl::StrCat(DescribeView(view_), ": ", view_.change_reason),
+                                    view_});
+}
+
+void Membership::PublishFormed(std::string change_reason) {
+  View formed;
+  formed.generation = NextGeneration();
+  formed.change_reason = std::move(change_reason);
+  int rank = 0;
+  for (auto& [id, worker] : workers_) {  // std::map: sorted by worker id
+    worker.rank = rank;
+    formed.members.push_back(
+        ViewMember{rank, id, worker.info.peer_address, worker.info.incarnation});
+    ++rank;
+  }
+  Publish(std::move(formed));
 }
 
 uint64_t Membership::NextGeneration() const {
   return std::max(view_.generation, generation_floor_) + 1;
 }
 
-void Membership::Publish(View view) {
+void Membership::Publish(View view, absl::string_view note) {
   view_ = std::move(view);
+  ++counters_.membership_changes;
+  std::string message = absl::StrCat(DescribeView(view_), note);
+  if (view_.formed()) absl::StrAppend(&message, ": ", view_.change_reason);
   events_.push_back(MembershipEvent{MembershipEvent::Kind::kViewPublished, "", 0,
-                                    DescribeView(view_), view_});
+                                    std::move(message), view_});
 }
 
 uint64_t Membership::NewToken() {

@@ -3,6 +3,7 @@
 // The clock is a variable; no test sleeps.
 #include "daemon/coordinator/membership.h"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -26,10 +27,16 @@ constexpr absl::Duration kTimeout = absl::Seconds(5);
 class MembershipTest : public ::testing::Test {
  protected:
   explicit MembershipTest(int world_size = 4)
-      : membership_(Membership::Options{world_size, kTimeout}) {}
+      : MembershipTest(Membership::Options::Fixed(world_size, kTimeout)) {}
+  explicit MembershipTest(Membership::Options options) : membership_(options) {}
+
+  // The same incarnation for the same id, as one process rejoining would send.
+  static uint64_t IncarnationOf(const std::string& id) {
+    return std::hash<std::string>{}(id) | 1;
+  }
 
   static JoinInfo Info(const std::string& id) {
-    return JoinInfo{id, absl::StrCat(id, ".test:7500"), ""};
+    return JoinInfo{id, absl::StrCat(id, ".test:7500"), "", 0, IncarnationOf(id)};
   }
 
   // Joins `id` at the current time; fails the test when refused.
@@ -169,7 +176,10 @@ TEST_F(MembershipTest, JoinValidatesEveryField) {
         << info.worker_id << " " << info.peer_address << " " << info.http_address;
   }
   EXPECT_EQ(membership_.live_workers(), 0);
-  EXPECT_TRUE(membership_.Join({"w0", "127.0.0.1:7500", "127.0.0.1:9100"}, now_).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      membership_.Join({"w0", "127.0.0.1:7500", "127.0.0.1:9100", 0, /*incarnation=*/0}, now_)
+          .status()));
+  EXPECT_TRUE(membership_.Join({"w0", "127.0.0.1:7500", "127.0.0.1:9100", 0, 77}, now_).ok());
 }
 
 TEST_F(MembershipTest, MissedHeartbeatsDissolveTheRingNamingWorkerRankAndTimeout) {

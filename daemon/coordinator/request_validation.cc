@@ -114,4 +114,12 @@ absl::Status ValidateHostPort(absl::string_view field, absl::string_view address
   return absl::OkStatus();
 }
 
+absl::Status ValidateIncarnation(absl::string_view worker_id, uint64_t incarnation) {
+  if (incarnation != 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "worker '", SanitizeText(worker_id, kMaxWorkerIdBytes),
+      "' sent no incarnation (0): every worker process picks a random non-zero one at start; "
+      "run the same ringsyncd release on the coordinator and every worker"));
+}
+
 }  // namespace ringsync

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -27,5 +28,9 @@ absl::Status ValidateWorkerId(absl::string_view worker_id);
 // other machines cannot connect to them.
 absl::Status ValidateHostPort(absl::string_view field, absl::string_view address,
                               bool reachable);
+
+// A worker's incarnation: random per process start and never 0, which is what an unset
+// field reads as (a daemon of an older release).
+absl::Status ValidateIncarnation(absl::string_view worker_id, uint64_t incarnation);
 
 }  // namespace ringsync

@@ -1,7 +1,9 @@
 #include "daemon/worker/coordinator_session.h"
 
 #include <algorithm>
+#include <limits>
 
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_options.h"
@@ -15,6 +17,12 @@ namespace {
 constexpr absl::Duration kRpcTimeout = absl::Seconds(5);
 constexpr absl::Duration kRetryPause = absl::Milliseconds(200);
 
+uint64_t RandomIncarnation() {
+  absl::BitGen random;
+  return absl::Uniform<uint64_t>(absl::IntervalClosed, random, 1,
+                                 std::numeric_limits<uint64_t>::max());
+}
+
 void SleepUnless(std::stop_token& stop, absl::Duration d) {
   const absl::Time until = absl::Now() + d;
   while (!stop.stop_requested() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
@@ -27,7 +35,8 @@ CoordinatorSession::CoordinatorSession(CoordinatorSessionOptions options, ViewCa
     : options_(std::move(options)),
       on_view_(std::move(on_view)),
       report_(std::move(report)),
-      on_session_lost_(std::move(on_session_lost)) {
+      on_session_lost_(std::move(on_session_lost)),
+      incarnation_(options_.incarnation != 0 ? options_.incarnation : RandomIncarnation()) {
   stub_ = v1::Coordinator::NewStub(
       options_.security.CreateChannel(options_.coordinator_target,
                                       ControlChannelArguments(options_.keepalive)));
@@ -44,6 +53,11 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     request.set_peer_address(options_.peer_address);
     request.set_http_address(options_.http_address);
     if (options_.known_generation) request.set_last_generation(options_.known_generation());
+    request.set_incarnation(incarnation_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (newest_view_.generation() != 0) *request.mutable_current_view() = newest_view_;
+    }
     v1::JoinResponse response;
     grpc::ClientContext context;
     const absl::Time sent_at = absl::Now();
@@ -58,7 +72,8 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
         heartbeat_interval_ = absl::Milliseconds(response.heartbeat_interval_ms());
       }
       if (response.lease_ms() > 0) lease_ = absl::Milliseconds(response.lease_ms());
-      spdlog::info("joined coordinator {} (world size {})", options_.coordinator_target,
+      spdlog::info("joined coordinator {} as incarnation {} (world size {}..{})",
+                   options_.coordinator_target, incarnation_, response.min_world_size(),
                    response.world_size());
     }
     if (status.ok()) {
@@ -130,7 +145,10 @@ void CoordinatorSession::WatchLoop(std::stop_token stop) {
     if (stop.stop_requested()) break;
     std::unique_ptr<grpc::ClientReader<v1::RingView>> reader = stub_->WatchRing(context.get(), request);
     v1::RingView view;
-    while (reader->Read(&view)) on_view_(view);
+    while (reader->Read(&view)) {
+      Remember(view);
+      on_view_(view);
+    }
     const grpc::Status status = reader->Finish();
     if (stop.stop_requested()) break;
     spdlog::warn("ring watch ended ({}); reconnecting to the coordinator", status.error_message());
@@ -140,6 +158,11 @@ void CoordinatorSession::WatchLoop(std::stop_token stop) {
       Rejoin(request.session_token(), status.error_message(), absl::Now() + options_.join_timeout);
     }
   }
+}
+
+void CoordinatorSession::Remember(const v1::RingView& view) {
+  absl::MutexLock lock(&mu_);
+  if (view.generation() > newest_view_.generation()) newest_view_ = view;
 }
 
 void CoordinatorSession::Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline) {

@@ -3,6 +3,11 @@
 // heartbeat every interval the coordinator asked for. If the coordinator restarts or
 // forgets this worker, it joins again. Stop() leaves cleanly.
 //
+// Every Join carries this process's incarnation (random, non-zero, the same for the
+// session's life: a restarted process replaces its old session at once) and the newest
+// view the session received, so that a restarted coordinator can adopt the ring the
+// workers are in instead of forming a new generation.
+//
 // Thread-safety: Start and Stop from one thread; callbacks run on the session's threads.
 #pragma once
 
@@ -41,6 +46,7 @@ struct CoordinatorSessionOptions {
   std::function<void(absl::Time until)> on_lease_renewed;
   // Called every lease/10 (at most every 100 ms) to publish a lapsed lease.
   std::function<void()> check_lease;
+  uint64_t incarnation = 0;    // of this worker process; 0: drawn at random
 };
 
 class CoordinatorSession {
@@ -60,11 +66,15 @@ class CoordinatorSession {
   absl::Status Start();
   void Stop();
 
+  uint64_t incarnation() const { return incarnation_; }
+
  private:
   absl::Status Join(absl::Time deadline);
   // Joins again unless the session `lost_token` was already replaced.
   void Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline);
   void WatchLoop(std::stop_token stop);
+  // Keeps `view` as the one to report when rejoining if it is the newest seen.
+  void Remember(const v1::RingView& view) ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop(std::stop_token stop);
   void LeaseLoop(std::stop_token stop);
   // Renews the lease from a request sent at `sent_at` that the coordinator accepted.
@@ -74,6 +84,7 @@ class CoordinatorSession {
   const ViewCallback on_view_;
   const ReportCallback report_;
   const SessionLostCallback on_session_lost_;
+  const uint64_t incarnation_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 
   absl::Mutex rejoin_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -82,6 +93,7 @@ class CoordinatorSession {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // none granted
   std::shared_ptr<grpc::ClientContext> watch_context_ ABSL_GUARDED_BY(mu_);
+  v1::RingView newest_view_ ABSL_GUARDED_BY(mu_);  // generation 0: none yet
   bool stopped_ = false;
 
   std::jthread watch_thread_;

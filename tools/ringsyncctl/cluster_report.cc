@@ -34,6 +34,19 @@ std::string OneLine(std::string text) {
   return text;
 }
 
+// "-" for an older daemon that sent none.
+std::string Incarnation(uint64_t incarnation) {
+  return incarnation == 0 ? "-" : absl::StrFormat("%016x", incarnation);
+}
+
+// "4" for a fixed-size ring, "2..4" for an elastic one.
+std::string WorldSize(const v1::ClusterStatus& status) {
+  if (status.min_world_size() == 0 || status.min_world_size() == status.world_size()) {
+    return absl::StrCat(status.world_size());
+  }
+  return absl::StrCat(status.min_world_size(), "..", status.world_size());
+}
+
 std::string Summary(const std::string& coordinator, const v1::ClusterStatus& status) {
   const v1::RingView& view = status.view();
   const std::string ring =
@@ -44,21 +57,23 @@ std::string Summary(const std::string& coordinator, const v1::ClusterStatus& sta
   const auto plural = [](uint64_t n, absl::string_view one, absl::string_view many) {
     return absl::StrCat(n, " ", n == 1 ? one : many);
   };
-  return absl::StrCat("coordinator ", coordinator, ": ", ring, ", ", status.workers_size(), " of ",
-                      status.world_size(), " workers joined (",
-                      plural(status.joins_total(), "join", "joins"), ", ",
-                      plural(status.generations_published(), "view", "views"), " published)\n");
+  std::string out = absl::StrCat(
+      "coordinator ", coordinator, ": ", ring, ", ", status.workers_size(), " of ",
+      WorldSize(status), " workers joined (", plural(status.joins_total(), "join", "joins"), ", ",
+      plural(status.generations_published(), "view", "views"), " published)\n");
+  if (!view.change_reason().empty()) absl::StrAppend(&out, "last change: ", view.change_reason(), "\n");
+  return out;
 }
 
 }  // namespace
 
 std::string FormatClusterTable(const std::string& coordinator, const v1::ClusterStatus& status) {
-  std::vector<std::vector<std::string>> rows = {{"RANK", "WORKER", "ADDRESS", "HTTP", "READY",
-                                                 "HEARTBEAT", "GEN", "DONE", "FAILED",
-                                                 "LAST ERROR"}};
+  std::vector<std::vector<std::string>> rows = {{"RANK", "WORKER", "INCARNATION", "ADDRESS",
+                                                 "HTTP", "READY", "HEARTBEAT", "GEN", "DONE",
+                                                 "FAILED", "LAST ERROR"}};
   for (const v1::WorkerStatus* w : InRankOrder(status)) {
     rows.push_back({w->rank() >= 0 ? absl::StrCat(w->rank()) : "-", w->worker_id(),
-                    w->peer_address(), OrDash(w->http_address()), w->ready() ? "yes" : "no",
+                    Incarnation(w->incarnation()), w->peer_address(), OrDash(w->http_address()), w->ready() ? "yes" : "no",
                     absl::StrFormat("%.1fs", static_cast<double>(w->last_heartbeat_age_ms()) / 1000),
                     absl::StrCat(w->generation()), absl::StrCat(w->collectives_completed()),
                     absl::StrCat(w->collectives_failed()), OneLine(OrDash(w->last_error()))});
@@ -89,6 +104,7 @@ std::string FormatClusterJson(const std::string& coordinator, const v1::ClusterS
   for (const v1::WorkerStatus* w : InRankOrder(status)) {
     workers.push_back(absl::StrCat(
         "{\"rank\":", w->rank(), ",\"worker_id\":", JsonString(w->worker_id()),
+        ",\"incarnation\":", JsonString(Incarnation(w->incarnation())),
         ",\"peer_address\":", JsonString(w->peer_address()),
         ",\"http_address\":", JsonString(w->http_address()),
         ",\"ready\":", w->ready() ? "true" : "false",
@@ -105,8 +121,13 @@ std::string FormatClusterJson(const std::string& coordinator, const v1::ClusterS
                       ",\"formed\":", view.members_size() > 0 ? "true" : "false",
                       ",\"dissolved_reason\":", JsonString(view.dissolved_reason()),
                       ",\"generations_published\":", status.generations_published(),
-                      ",\"joins_total\":", status.joins_total(), ",\"workers\":[",
-                      absl::StrJoin(workers, ","), "]}\n");
+                      ",\"joins_total\":", status.joins_total(),
+                      ",\"min_world_size\":", status.min_world_size(),
+                      ",\"max_world_size\":", status.max_world_size(),
+                      ",\"change_reason\":", JsonString(view.change_reason()),
+                      ",\"membership_changes_total\":", status.membership_changes_total(),
+                      ",\"views_adopted_total\":", status.views_adopted_total(),
+                      ",\"workers\":[", absl::StrJoin(workers, ","), "]}\n");
 }
 
 }  // namespace ringsync

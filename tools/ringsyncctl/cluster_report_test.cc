@@ -30,6 +30,7 @@ v1::ClusterStatus TwoWorkers() {
     w->set_generation(3);
     w->set_collectives_completed(10 + r);
     w->set_collectives_failed(r);
+    w->set_incarnation(0xabc0 + r);
   }
   status.mutable_workers(0)->set_last_error(std::string(200, 'x') + "\"quoted\"");
   return status;
@@ -42,12 +43,27 @@ TEST(FormatClusterTable, SummarizesTheRingAndListsWorkersInRankOrder) {
   EXPECT_EQ(lines[0],
             "coordinator 127.0.0.1:7400: ring formed, generation 3, 2 of 2 workers joined "
             "(4 joins, 3 views published)");
-  EXPECT_THAT(lines[1], StartsWith("RANK  WORKER  ADDRESS         HTTP  READY  HEARTBEAT  GEN  "
-                                   "DONE  FAILED  LAST ERROR"));
-  EXPECT_EQ(lines[2], "0     w0      127.0.0.1:4000  -     yes    0.2s       3    10    0       -");
-  EXPECT_THAT(lines[3], StartsWith("1     w1      127.0.0.1:4001  -     yes    0.2s       3    11    1       xxx"));
+  EXPECT_THAT(lines[1], StartsWith("RANK  WORKER  INCARNATION       ADDRESS         HTTP  READY  "
+                                   "HEARTBEAT  GEN  DONE  FAILED  LAST ERROR"));
+  EXPECT_EQ(lines[2], "0     w0      000000000000abc0  127.0.0.1:4000  -     yes    0.2s       "
+                      "3    10    0       -");
+  EXPECT_THAT(lines[3], StartsWith("1     w1      000000000000abc1  127.0.0.1:4001  -     yes    "
+                                   "0.2s       3    11    1       xxx"));
   EXPECT_THAT(lines[3], HasSubstr("..."));
-  EXPECT_LT(lines[3].size(), 160u);
+  EXPECT_LT(lines[3].size(), 180u);
+}
+
+TEST(FormatClusterTable, ShowsAnElasticRangeAndTheLastChange) {
+  v1::ClusterStatus status = TwoWorkers();
+  status.set_min_world_size(2);
+  status.set_max_world_size(4);
+  status.set_world_size(4);
+  status.mutable_view()->set_change_reason("worker w2 (rank 2) missed heartbeats for 5s; "
+                                           "re-formed with 2 workers");
+  const std::string table = FormatClusterTable("c:1", status);
+  EXPECT_THAT(table, HasSubstr("2 of 2..4 workers joined"));
+  EXPECT_THAT(table, HasSubstr("\nlast change: worker w2 (rank 2) missed heartbeats for 5s; "
+                               "re-formed with 2 workers\n"));
 }
 
 TEST(FormatClusterTable, SaysWhyTheRingIsNotFormed) {
@@ -65,8 +81,11 @@ TEST(FormatClusterJson, HasNumbersAndWholeEscapedErrors) {
   const std::string json = FormatClusterJson("127.0.0.1:7400", TwoWorkers());
   EXPECT_THAT(json, StartsWith("{\"coordinator\":\"127.0.0.1:7400\",\"world_size\":2,"
                                "\"generation\":3,\"formed\":true,\"dissolved_reason\":\"\","
-                               "\"generations_published\":3,\"joins_total\":4,\"workers\":[{"
-                               "\"rank\":0,\"worker_id\":\"w0\""));
+                               "\"generations_published\":3,\"joins_total\":4,"
+                               "\"min_world_size\":0,\"max_world_size\":0,\"change_reason\":\"\","
+                               "\"membership_changes_total\":0,\"views_adopted_total\":0,"
+                               "\"workers\":[{\"rank\":0,\"worker_id\":\"w0\","
+                               "\"incarnation\":\"000000000000abc0\""));
   EXPECT_THAT(json, HasSubstr("\"collectives_completed\":11,\"collectives_failed\":1,"
                               "\"last_error\":\"" + std::string(200, 'x') + "\\\"quoted\\\"\"}"));
   EXPECT_THAT(json, HasSubstr("\"last_heartbeat_age_seconds\":0.250"));

@@ -1,0 +1,135 @@
+// Elastic membership end to end: a real coordinator and real workers (ringsyncd
+// processes on loopback). A worker killed with SIGKILL is evicted and the survivors
+// re-form a ring of 3 on their own; restarted, it joins with a new incarnation and the
+// ring grows back to 4. The coordinator is watched through GetClusterStatus, as
+// `ringsyncctl status` sees it; every wait is bounded.
+#include <signal.h>
+
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ringsync/v1/coordinator.grpc.pb.h"
+#include "tools/cluster/local_cluster.h"
+#include "wire/grpc_options.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Far above lease + grace + start-up on a loaded machine: a bug fails, never hangs.
+constexpr absl::Duration kSettleBound = absl::Seconds(30);
+
+class ElasticClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LocalClusterOptions options;
+    options.ringsyncd = RINGSYNCD_PATH;
+    options.world_size = 4;
+    options.min_world_size = 2;
+    options.security = ClusterSecurity::kInsecure;  // so this test may call the coordinator
+    options.coordinator_flags = {"--formation_grace=200ms", "--heartbeat_timeout=2s",
+                                 "--heartbeat_interval=200ms"};
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
+        cluster_->coordinator_address(), grpc::InsecureChannelCredentials(),
+        ControlChannelArguments()));
+  }
+
+  v1::ClusterStatus Status() {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::ClusterStatus status;
+    const grpc::Status s = stub_->GetClusterStatus(&context, v1::GetClusterStatusRequest(), &status);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return status;
+  }
+
+  // Polls GetClusterStatus until `settled` holds (returns that status) or kSettleBound.
+  std::optional<v1::ClusterStatus> AwaitStatus(
+      const std::function<bool(const v1::ClusterStatus&)>& settled) {
+    const absl::Time deadline = absl::Now() + kSettleBound;
+    while (absl::Now() < deadline) {
+      v1::ClusterStatus status = Status();
+      if (settled(status)) return status;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return std::nullopt;
+  }
+
+  // Every member of the current view reports being ready in that generation: the
+  // workers followed the view and connected its ring.
+  static bool EveryMemberReady(const v1::ClusterStatus& status, int members) {
+    if (status.view().members_size() != members) return false;
+    int ready = 0;
+    for (const v1::WorkerStatus& w : status.workers()) {
+      if (w.rank() >= 0 && w.ready() && w.generation() == status.view().generation()) ++ready;
+    }
+    return ready == members;
+  }
+
+  static std::vector<std::string> MemberIds(const v1::ClusterStatus& status) {
+    std::vector<std::string> ids;
+    for (const v1::RingMember& m : status.view().members()) ids.push_back(m.worker_id());
+    return ids;
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestartGrowsTheRing) {
+  std::optional<v1::ClusterStatus> formed =
+      AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 4); });
+  ASSERT_TRUE(formed.has_value()) << cluster_->Log("coordinator");
+  EXPECT_EQ(formed->view().generation(), 1u) << "a cluster starting up forms once";
+  EXPECT_EQ(formed->min_world_size(), 2u);
+  EXPECT_EQ(formed->max_world_size(), 4u);
+  const uint64_t old_incarnation = formed->view().members(2).incarnation();
+  EXPECT_NE(old_incarnation, 0u);
+
+  cluster_->worker(2).Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  std::optional<v1::ClusterStatus> survivors =
+      AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 3); });
+  ASSERT_TRUE(survivors.has_value()) << cluster_->Log("coordinator");
+  const absl::Duration reformed_after = absl::Now() - killed;
+  EXPECT_THAT(MemberIds(*survivors), ElementsAre("w0", "w1", "w3"));
+  EXPECT_EQ(survivors->view().generation(), 2u) << "straight from 4 to 3, never dissolved";
+  EXPECT_THAT(survivors->view().change_reason(),
+              AllOf(HasSubstr("worker w2 (rank 2)"), HasSubstr("re-formed with 3 workers"),
+                    AnyOf(HasSubstr("closed its WatchRing"), HasSubstr("missed heartbeats"))));
+  std::cerr << "re-formed with 3 (every survivor ready) " << reformed_after << " after SIGKILL\n";
+
+  ASSERT_TRUE(cluster_->RestartWorker(2).ok());
+  std::optional<v1::ClusterStatus> grown =
+      AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 4); });
+  ASSERT_TRUE(grown.has_value()) << cluster_->Log("coordinator");
+  EXPECT_EQ(grown->view().generation(), 3u);
+  EXPECT_THAT(MemberIds(*grown), ElementsAre("w0", "w1", "w2", "w3"));
+  EXPECT_NE(grown->view().members(2).incarnation(), old_incarnation)
+      << "the restarted process is a new incarnation";
+  EXPECT_THAT(grown->view().change_reason(), HasSubstr("admitted w2"));
+  EXPECT_EQ(grown->membership_changes_total(), 3u);
+  const auto& evictions = grown->evictions_total();
+  uint64_t evicted = 0;
+  for (const auto& [reason, count] : evictions) evicted += count;
+  EXPECT_EQ(evicted, 1u);
+}
+
+}  // namespace
+}  // namespace ringsync
