@@ -131,5 +131,26 @@ TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestart
   EXPECT_EQ(evicted, 1u);
 }
 
+TEST_F(ElasticClusterTest, ARestartedCoordinatorAdoptsTheRingWithoutANewGeneration) {
+  std::optional<v1::ClusterStatus> formed =
+      AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 4); });
+  ASSERT_TRUE(formed.has_value()) << cluster_->Log("coordinator");
+  const v1::RingView before = formed->view();
+
+  ASSERT_TRUE(cluster_->RestartCoordinator().ok());
+  // Every worker rejoins reporting the view it is in; the new coordinator takes it over.
+  std::optional<v1::ClusterStatus> adopted = AwaitStatus([](const v1::ClusterStatus& s) {
+    return s.views_adopted_total() == 1 && EveryMemberReady(s, 4);
+  });
+  ASSERT_TRUE(adopted.has_value()) << cluster_->Log("coordinator");
+  EXPECT_EQ(adopted->view().generation(), before.generation()) << "the ring was not disturbed";
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(adopted->view().members(rank).worker_id(), before.members(rank).worker_id());
+    EXPECT_EQ(adopted->view().members(rank).incarnation(), before.members(rank).incarnation());
+  }
+  EXPECT_EQ(adopted->membership_changes_total(), 0u);
+  EXPECT_THAT(adopted->view().change_reason(), HasSubstr("adopted"));
+}
+
 }  // namespace
 }  // namespace ringsync
