@@ -279,7 +279,7 @@ TEST(Observability, PrometheusScrapesEveryDaemonAndSeesExactlyWhatTheRingDid) {
 std::string RowPattern(LocalCluster& cluster, int i) {
   std::string peer = ReadFile(cluster.directory() + "/" + cluster.worker_id(i) + ".port");
   peer.erase(peer.find_last_not_of('\n') + 1);
-  return absl::StrCat("\n", i, " +", cluster.worker_id(i), " +", peer, " +",
+  return absl::StrCat("\n", i, " +", cluster.worker_id(i), " +[0-9a-f]{16} +", peer, " +",
                       cluster.worker_http_address(i),
                       " +yes +[0-9.]+s +1 +([0-9]+) +([0-9]+) +rank [0-9] \\(generation 1, [^\n]+\n");
 }
