@@ -35,6 +35,9 @@ enum class OutcomeMark {
 
 inline constexpr absl::string_view kOutcomePayloadUrl = "type.ringsync.dev/ringsync.Outcome";
 inline constexpr absl::string_view kOutcomeMetadataKey = "ringsync-outcome";
+// With kMembershipChanged on gRPC: the id of the ring's new membership, which the client
+// names in its next requests (worker.proto, CollectiveRequest.membership).
+inline constexpr absl::string_view kMembershipMetadataKey = "ringsync-membership";
 
 // `status` with `mark` attached (replacing any earlier one). An OK status stays OK, unmarked.
 absl::Status WithOutcomeMark(absl::Status status, OutcomeMark mark);

@@ -39,6 +39,11 @@ int Client::world_size() const { return core_->info().world_size(); }
 uint64_t Client::generation() const { return core_->info().generation(); }
 bool Client::ready() const { return core_->ready(); }
 
+absl::Status Client::AwaitRing(absl::Duration timeout) {
+  return core_->AwaitReady(absl::Now() + timeout, timeout,
+                           "the timeout given to Client::AwaitRing");
+}
+
 absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count, DType dtype,
                                ReduceOp op, const AllReduceOptions& options) {
   return AllReduceAsync(name, data, count, dtype, op, options).Wait();

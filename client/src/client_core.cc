@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -66,7 +67,8 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
                         : ""));
   }
   core->attach_thread_ = std::thread(&ClientCore::ReadEvents, core.get());
-  if (absl::Status ready = core->AwaitReady(deadline); !ready.ok()) return ready;
+  if (absl::Status ready = core->AwaitReady(deadline, options.connect_timeout,
+                                                  "ClientOptions::connect_timeout"); !ready.ok()) return ready;
   return core;
 }
 
@@ -96,7 +98,10 @@ void ClientCore::ReadEvents() {
     absl::MutexLock lock(&mu_);
     info_ = event.info();
     has_info_ = true;
-    if (!event.attach_token().empty()) attach_token_ = event.attach_token();
+    if (!event.attach_token().empty()) {  // the first event
+      attach_token_ = event.attach_token();
+      membership_ = event.info().membership();
+    }
   }
   const grpc::Status status = reader->Finish();
   absl::MutexLock lock(&mu_);
@@ -112,7 +117,8 @@ bool ClientCore::ReadyOrDetached() const { return detached_.has_value() || Ready
 
 bool ClientCore::NothingInFlight() const { return in_flight_.empty(); }
 
-absl::Status ClientCore::AwaitReady(absl::Time deadline) {
+absl::Status ClientCore::AwaitReady(absl::Time deadline, absl::Duration wait,
+                                    absl::string_view knob) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithDeadline(absl::Condition(this, &ClientCore::ReadyOrDetached), deadline);
   if (detached_.has_value()) {
@@ -129,10 +135,10 @@ absl::Status ClientCore::AwaitReady(absl::Time deadline) {
     return absl::DeadlineExceededError(absl::StrCat(
         "the ringsync worker at ", target_.grpc_target,
         " answered, but reported no formed ring within ",
-        absl::FormatDuration(options_.connect_timeout),
+        absl::FormatDuration(wait),
         " (last report: ", has_info_ ? DescribeInfo(info_) : "none",
         "); are all workers of the ring running and "
-        "registered with the same coordinator? (ClientOptions::connect_timeout sets the wait)"));
+        "registered with the same coordinator? (", knob, " sets the wait)"));
   }
   return absl::OkStatus();
 }
@@ -217,6 +223,7 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
     in_flight_.insert(pending);
     // Without it the worker refuses the request: only its attached client may ask.
     pending->context()->AddMetadata(kAttachTokenMetadata, attach_token_);
+    pending->request()->set_membership(membership_);
   }
   // The token lives as long as gRPC keeps the callback; its destruction is the last
   // thing gRPC does with this collective's RPC on its thread.
@@ -261,6 +268,12 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
                                         OutcomeMarkFromWorker(*pending.context()));
   {
     absl::MutexLock lock(&mu_);
+    if (std::optional<uint64_t> membership = MembershipFromWorker(*pending.context());
+        membership.has_value() && OutcomeMarkOf(result) == OutcomeMark::kMembershipChanged) {
+      // The caller hears of the change with this failure: what it issues next is for the
+      // new membership.
+      membership_ = std::max(membership_, *membership);
+    }
     if (!result.ok() && !reported_by_worker) {
       // The worker's own failures name rank, generation and collective; a broken channel
       // to the worker ("Socket closed") names none, so say them here.

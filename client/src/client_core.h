@@ -38,6 +38,10 @@ class ClientCore {
   // True while attached and the worker reports a formed ring.
   bool ready() const;
 
+  // Waits until `deadline` for the worker to report a formed ring; the error says what
+  // was missing, and that `knob` sets the wait (of `wait`).
+  absl::Status AwaitReady(absl::Time deadline, absl::Duration wait, absl::string_view knob);
+
   // Validates `call`, numbers it, and starts its RPC. Failures before the RPC come back
   // as an already-completed handle and do not use up a sequence number.
   CollectiveHandle Start(CollectiveCall call);
@@ -48,8 +52,6 @@ class ClientCore {
 
   // Body of the attach thread: reads WorkerEvents until the stream ends.
   void ReadEvents();
-  // Waits until the worker reports a formed ring; the error says what was missing.
-  absl::Status AwaitReady(absl::Time deadline);
   bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadyOrDetached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NothingInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -79,6 +81,12 @@ class ClientCore {
   // The worker's secret for this attachment (its first event), sent with every request.
   std::string attach_token_ ABSL_GUARDED_BY(mu_);
   bool has_info_ ABSL_GUARDED_BY(mu_) = false;
+  // The ring membership this client's collectives are issued for (worker.proto,
+  // CollectiveRequest.membership): the worker's on attach, then the one named by the
+  // newest membership-changed failure returned to the caller. Not simply the newest
+  // WorkerInfo's: collectives the caller issues before it has seen the failure belong to
+  // the old membership, and must fail alike on every rank.
+  uint64_t membership_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when the Attach stream ended, with how it ended.
   std::optional<absl::Status> detached_ ABSL_GUARDED_BY(mu_);
   // Collectives whose RPC callback gRPC still holds. The destructor waits for this to

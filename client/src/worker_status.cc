@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringsync::internal {
@@ -18,6 +19,17 @@ OutcomeMark OutcomeMarkFromWorker(const grpc::ClientContext& context) {
   if (it == trailers.end()) return OutcomeMark::kNone;
   return ParseOutcomeMark(absl::string_view(it->second.data(), it->second.size()))
       .value_or(OutcomeMark::kNone);
+}
+
+std::optional<uint64_t> MembershipFromWorker(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(std::string(kMembershipMetadataKey));
+  uint64_t membership = 0;
+  if (it == trailers.end() ||
+      !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &membership)) {
+    return std::nullopt;
+  }
+  return membership;
 }
 
 absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target,

@@ -5,6 +5,9 @@
 // Thread-safety: a pure function.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "absl/status/status.h"
 #include "core/outcome.h"
 #include "client/src/worker_target.h"
@@ -22,6 +25,10 @@ absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& ta
 // The outcome mark (core/outcome.h) the worker put in the call's trailing metadata;
 // kNone when there is none or its name is unknown.
 OutcomeMark OutcomeMarkFromWorker(const grpc::ClientContext& context);
+
+// The ring membership a membership-changed failure names (core/outcome.h's
+// kMembershipMetadataKey trailer); nullopt when there is none or it does not parse.
+std::optional<uint64_t> MembershipFromWorker(const grpc::ClientContext& context);
 
 // Whether the call's trailing metadata marks its status as the worker's own.
 bool ReportedByWorker(const grpc::ClientContext& context);

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ringsync/client.h"
+#include "ringsync/outcome.h"
 
 namespace ringsync {
 namespace {
@@ -534,6 +535,38 @@ TEST_F(ClientTest, RingChangesReachTheClient) {
   info.set_ready(false);
   worker_.SetInfo(info);
   EXPECT_TRUE(Eventually([&] { return !client->ready(); }));
+}
+
+TEST_F(ClientTest, AMembershipChangeIsItsOwnStatusAndTheNextCollectivesNameTheNewMembership) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  worker_.FailNextForMembershipChange("grad", 5);
+  std::vector<float> grad = Iota(4);
+  absl::Status failed = client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsAborted(failed)) << failed;
+  EXPECT_TRUE(IsMembershipChanged(failed)) << failed;
+  EXPECT_FALSE(IsInDoubt(failed));
+  EXPECT_EQ(grad, Iota(4)) << "the buffer is untouched";
+  // A world of another size: rank, world size and AllGather's output follow it.
+  v1::WorkerInfo info = worker_.info();
+  info.set_generation(5);
+  info.set_world_size(3);
+  info.set_rank(2);
+  worker_.SetInfo(info);
+  ASSERT_TRUE(Eventually([&] { return client->world_size() == 3; }));
+  EXPECT_EQ(client->rank(), 2);
+  std::vector<float> all(3);
+  EXPECT_TRUE(client->AllGather<float>("ids", Iota(1), absl::MakeSpan(all)).ok());
+  std::vector<float> too_small(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      client->AllGather<float>("ids2", Iota(1), absl::MakeSpan(too_small))));
+  EXPECT_TRUE(client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kSum).ok());
+  std::vector<uint64_t> memberships;
+  for (const testing::SeenRequest& seen : worker_.seen()) {
+    if (seen.request.spec().name() == "grad") memberships.push_back(seen.request.membership());
+  }
+  EXPECT_EQ(memberships, (std::vector<uint64_t>{0, 5}))
+      << "issued after the caller saw the change: for the new membership";
 }
 
 TEST_F(ClientTest, ADetachedClientSaysToReconnect) {

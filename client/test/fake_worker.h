@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -126,6 +127,22 @@ class FakeRing {
     return out;
   }
 
+  // int64 MAX or MIN, for ElasticState::Sync.
+  static std::string Extreme(const std::vector<std::string>& inputs, bool max) {
+    std::string out = inputs[0];
+    for (size_t i = 0; i < out.size() / sizeof(int64_t); ++i) {
+      int64_t best;
+      std::memcpy(&best, inputs[0].data() + i * sizeof(int64_t), sizeof(int64_t));
+      for (const std::string& input : inputs) {
+        int64_t v;
+        std::memcpy(&v, input.data() + i * sizeof(int64_t), sizeof(int64_t));
+        best = max ? std::max(best, v) : std::min(best, v);
+      }
+      std::memcpy(out.data() + i * sizeof(int64_t), &best, sizeof(int64_t));
+    }
+    return out;
+  }
+
   static absl::StatusOr<std::string> Combine(const std::string& method,
                                              const v1::CollectiveRequest& request,
                                              const std::vector<std::string>& inputs,
@@ -137,8 +154,12 @@ class FakeRing {
     }
     if (method == "Broadcast") return inputs[request.spec().root()];
     if (method == "Barrier") return std::string();
+    if ((request.spec().op() == v1::REDUCE_OP_MAX || request.spec().op() == v1::REDUCE_OP_MIN) &&
+        request.spec().dtype() == v1::DTYPE_INT64) {
+      return Extreme(inputs, request.spec().op() == v1::REDUCE_OP_MAX);
+    }
     if (request.spec().op() != v1::REDUCE_OP_SUM && request.spec().op() != v1::REDUCE_OP_AVG) {
-      return absl::UnimplementedError("fake ring: only sum and avg");
+      return absl::UnimplementedError("fake ring: only sum and avg (and int64 max, min)");
     }
     const bool average = request.spec().op() == v1::REDUCE_OP_AVG && !sum_for_avg;
     if (request.spec().dtype() == v1::DTYPE_FLOAT64) return Reduce<double>(inputs, average);
@@ -220,6 +241,13 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     failures_[name] = std::move(status);
     if (as_channel) channel_failures_.insert(name);
+  }
+  // The next collective named `name` fails as the worker fails one that a change of the
+  // ring's membership interrupted: ABORTED, marked membership changed, naming the new
+  // membership `membership` (core/outcome.h's trailers). Later ones run.
+  void FailNextForMembershipChange(const std::string& name, uint64_t membership) {
+    absl::MutexLock lock(&mu_);
+    membership_failures_[name] = membership;
   }
   // Collectives named `name` take at least `delay` (less when cancelled).
   void DelayCollective(const std::string& name, absl::Duration delay) {
@@ -390,6 +418,15 @@ class FakeWorker final : public v1::Worker::Service {
       absl::MutexLock lock(&mu_);
       seen_.push_back(seen);
       if (auto it = failures_.find(request->spec().name()); it != failures_.end()) failure = it->second;
+      if (auto it = membership_failures_.find(request->spec().name());
+          it != membership_failures_.end()) {
+        failure = grpc::Status(grpc::StatusCode::ABORTED,
+                               "rank 0 (generation 3, collective 'x'): the ring's membership "
+                               "changed: generation 3 (2 workers) -> generation 5 (1 workers)");
+        context->AddTrailingMetadata("ringsync-outcome", "membership_changed");
+        context->AddTrailingMetadata("ringsync-membership", absl::StrCat(it->second));
+        membership_failures_.erase(it);
+      }
       marked = !channel_failures_.contains(request->spec().name());
       if (auto it = delays_.find(request->spec().name()); it != delays_.end()) delay = it->second;
       for (const std::string& name : truncated_) truncate |= name == request->spec().name();
@@ -472,6 +509,7 @@ class FakeWorker final : public v1::Worker::Service {
   std::optional<grpc::Status> end_attach_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> channel_failures_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> membership_failures_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Duration> delays_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> truncated_ ABSL_GUARDED_BY(mu_);
   std::vector<SeenRequest> seen_ ABSL_GUARDED_BY(mu_);

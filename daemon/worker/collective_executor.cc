@@ -58,6 +58,7 @@ absl::Status CollectiveExecutor::CheckRoomLocked(uint64_t bytes) const {
 }
 
 absl::Status CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
+  if (!job->membership.has_value()) job->membership = ring_.Membership().id;
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
@@ -233,6 +234,12 @@ void CollectiveExecutor::DropStalledJobs() {
 
 void CollectiveExecutor::Run(CollectiveJob& job) {
   const absl::Time start = absl::Now();
+  if (absl::Status gone = FailIfMembershipMoved(job); !gone.ok()) {
+    job.elapsed = absl::Now() - start;
+    Record(job.spec, nullptr, job.stats, job.elapsed, gone);
+    job.Finish(gone);
+    return;
+  }
   if (job.refusal.ok() && job.is_shared) {
     // Read now, not when queued: a waiting job holds a descriptor, not the tensor's bytes.
     // And before the ring is looked up, so that the ring it runs on is the current one.
@@ -252,6 +259,13 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
     result = RunOnRing(job, **epoch);
     last_ring_ = LastRing{(*epoch)->me, (*epoch)->next_sequence};
   }
+  if (!result.ok()) {
+    // It failed because the ring changed under it (a dissolution, a re-form): the loop
+    // has to resynchronise rather than retry.
+    const MembershipSnapshot now = ring_.Membership();
+    job.membership_now = now.id;
+    result = MarkIfMembershipChanged(std::move(result), *job.membership, now);
+  }
   job.elapsed = absl::Now() - start;
   Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result);
   if (result.ok()) {
@@ -260,6 +274,28 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
                   absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received);
   }
   job.Finish(result);
+}
+
+absl::Status CollectiveExecutor::FailIfMembershipMoved(CollectiveJob& job) const {
+  const MembershipSnapshot now = ring_.Membership();
+  job.membership_now = now.id;
+  if (*job.membership == now.id) return absl::OkStatus();
+  // Its data and the client's idea of rank and world size were for the old ring. Every
+  // rank's collective issued before the change fails here alike, without a turn on the
+  // new ring, so the new ring's first collective is every rank's first one after the
+  // change (ElasticState::Sync's).
+  const std::string where =
+      last_ring_.has_value()
+          ? absl::StrCat("rank ", last_ring_->me.rank, " (generation ", last_ring_->me.generation,
+                         ", collective '", job.spec.name, "', client collective ",
+                         job.client_sequence, ")")
+          : absl::StrCat("collective '", job.spec.name, "' (client collective ",
+                         job.client_sequence, ")");
+  return MarkIfMembershipChanged(
+      absl::AbortedError(absl::StrCat(where, " was issued for the ring before its membership "
+                                             "changed and did not run; the caller's buffer is "
+                                             "untouched")),
+      *job.membership, now);
 }
 
 absl::Status CollectiveExecutor::NoRing(const CollectiveJob& job, const absl::Status& why) const {

@@ -90,6 +90,9 @@ class CollectiveExecutor {
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
   void Run(CollectiveJob& job);
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
+  // Aborted, marked kMembershipChanged, when `job` was issued for a membership of the
+  // ring that is gone; OK otherwise. Sets job.membership_now.
+  absl::Status FailIfMembershipMoved(CollectiveJob& job) const;
   // The failure of a collective that found no ring (`why`), named after the last ring
   // this worker ran on, when there was one.
   absl::Status NoRing(const CollectiveJob& job, const absl::Status& why) const;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/link/faulty_link.h"
 #include "core/link/memory_link.h"
+#include "core/outcome.h"
 #include "core/reduce/cpu_reducer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -31,11 +32,27 @@ class FixedEpochs final : public EpochSource {
     return epoch_;
   }
   std::shared_ptr<RingEpoch> Ready() override { return fail_with.ok() ? epoch_ : nullptr; }
+  MembershipSnapshot Membership() override {
+    absl::MutexLock lock(&mu_);
+    return membership_;
+  }
+
+  // As RingManager on a view with other members: the membership changes, then the
+  // epoch ends.
+  void ChangeMembership(const MembershipSnapshot& membership, const absl::Status& why) {
+    {
+      absl::MutexLock lock(&mu_);
+      membership_ = membership;
+    }
+    epoch_->over.Cancel(why);
+  }
 
   absl::Status fail_with;  // set before use: no ring, for this reason
 
  private:
   std::shared_ptr<RingEpoch> epoch_;
+  absl::Mutex mu_;
+  MembershipSnapshot membership_ ABSL_GUARDED_BY(mu_);
 };
 
 class ExecutorRing {
@@ -334,6 +351,46 @@ TEST(CollectiveExecutor, TellsTheRpcWhenAJobIsDone) {
   };
   ring.executor(0).Submit(job);
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(kWait));
+}
+
+TEST(CollectiveExecutor, AMembershipChangeFailsTheCollectivesInFlightAndQueuedOnEveryRankMarked) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> in_flight, queued;
+  for (int r = 0; r < 3; ++r) {
+    // Client collectives 2 and 3 wait behind 1, which only ranks 0 and 1 have sent: it
+    // runs there, waiting for rank 2.
+    for (uint64_t sequence : {2, 3}) {
+      queued.push_back(Job(CollectiveKind::kAllReduce, absl::StrCat("step", sequence), sequence, {1}));
+      queued.back()->queued_at = absl::Now();
+      ring.executor(r).Submit(queued.back());
+    }
+    in_flight.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
+    if (r < 2) ring.executor(r).Submit(in_flight.back());
+  }
+  absl::SleepFor(absl::Milliseconds(100));  // ranks 0 and 1 are inside the ring algorithm
+  MembershipChange change{.from_generation = 5, .from_size = 3, .to_generation = 7,
+                          .to_size = 2, .left = {"w2"}};
+  for (int r = 0; r < 3; ++r) {
+    ring.epochs(r).ChangeMembership(MembershipSnapshot{7, change},
+                                    absl::AbortedError("generation 5 ended: generation 7 replaced it"));
+  }
+  in_flight[2]->membership = 0;  // its client issued it before it heard of the change
+  ring.executor(2).Submit(in_flight[2]);
+  AwaitAll(in_flight);
+  AwaitAll(queued);
+  for (const auto& job : in_flight) {
+    EXPECT_TRUE(absl::IsAborted(job->status)) << job->status;
+    EXPECT_TRUE(OutcomeMarkOf(job->status) == OutcomeMark::kMembershipChanged) << job->status;
+    EXPECT_THAT(std::string(job->status.message()),
+                HasSubstr("generation 5 (3 workers) -> generation 7 (2 workers): w2 left"));
+    EXPECT_EQ(job->membership_now, 7u) << "the membership the client names next";
+    EXPECT_EQ(Floats(*job), (std::vector<float>{1, 2})) << "the data is untouched";
+  }
+  for (const auto& job : queued) {
+    EXPECT_TRUE(OutcomeMarkOf(job->status) == OutcomeMark::kMembershipChanged) << job->status;
+    EXPECT_THAT(std::string(job->status.message()), HasSubstr("did not run"));
+    EXPECT_EQ(job->stats.bytes_sent, 0u) << "no turn on any ring";
+  }
 }
 
 }  // namespace

@@ -24,6 +24,9 @@ struct CollectiveJob {
   uint64_t client_sequence = 0;
   absl::Time deadline;
   absl::Time queued_at;  // when the worker accepted the request
+  // The ring membership (ring_membership.h) the client issued it for: the request's
+  // membership, or the worker's when the request says none. Set by Submit at the latest.
+  std::optional<uint64_t> membership;
 
   // The data: bytes owned here, from the request (inline) or read from the client's
   // shared-memory region when the collective starts (LoadShared; see shared_tensor.h).
@@ -47,6 +50,7 @@ struct CollectiveJob {
   absl::Notification done;
   absl::Status status;
   uint64_t generation = 0;
+  uint64_t membership_now = 0;  // the membership it was judged against
   RingStats stats;
   absl::Duration elapsed;
 

@@ -109,6 +109,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   auto job = std::make_shared<CollectiveJob>();
   job->spec = *std::move(spec);
   job->client_sequence = request.client_sequence();
+  if (request.has_membership()) job->membership = request.membership();
   job->deadline = DeadlineOf(request, limits, now);
   job->queued_at = now;
   if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
@@ -140,6 +141,7 @@ std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
   job->spec.name = name.size() <= kMaxCollectiveNameBytes ? name : name.substr(0, kShownName) + "...";
   job->spec.dtype = DType::kUInt8;
   job->client_sequence = request.client_sequence();
+  if (request.has_membership()) job->membership = request.membership();
   job->deadline = DeadlineOf(request, limits, now);
   job->queued_at = now;
   return job;

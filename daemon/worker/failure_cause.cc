@@ -3,6 +3,7 @@
 #include <initializer_list>
 
 #include "absl/strings/match.h"
+#include "core/outcome.h"
 
 namespace ringsync {
 namespace {
@@ -28,6 +29,8 @@ absl::string_view FailureCauseName(FailureCause cause) {
       return "client_gone";
     case FailureCause::kGenerationChanged:
       return "generation_changed";
+    case FailureCause::kMembershipChanged:
+      return "membership_changed";
     case FailureCause::kInvalid:
       return "invalid";
     case FailureCause::kOther:
@@ -37,6 +40,9 @@ absl::string_view FailureCauseName(FailureCause cause) {
 }
 
 FailureCause ClassifyFailure(const absl::Status& status) {
+  if (OutcomeMarkOf(status) == OutcomeMark::kMembershipChanged) {
+    return FailureCause::kMembershipChanged;
+  }
   const absl::string_view m = status.message();
   // The phrases below are the ones the ring (core/ring) and the worker write; their
   // tests pin them (failure_cause_test.cc quotes each).

@@ -14,14 +14,16 @@ enum class FailureCause {
   kPeerLost,           // a ring stream broke or a worker left / missed heartbeats
   kClientGone,         // a training process went away (here or on another rank)
   kGenerationChanged,  // a new ring view replaced the generation it ran on
+  kMembershipChanged,  // marked OutcomeMark::kMembershipChanged: workers left or joined
   kInvalid,            // bad input: a malformed request or frame
   kOther,              // anything else (e.g. the worker is shutting down)
 };
 
-// "mismatch", "timeout", "peer_lost", "client_gone", "generation_changed", "invalid", "other".
+// "mismatch", "timeout", "peer_lost", "client_gone", "generation_changed",
+// "membership_changed", "invalid", "other".
 absl::string_view FailureCauseName(FailureCause cause);
 
-// REQUIRES: !status.ok(). Where a message holds several causes (another rank's abort
+// REQUIRES: !status.ok(). A status marked membership changed is that cause. Where a message holds several causes (another rank's abort
 // quoting its reason), the most specific one wins: client_gone, mismatch, peer_lost,
 // generation_changed, timeout, invalid, in that order.
 FailureCause ClassifyFailure(const absl::Status& status);

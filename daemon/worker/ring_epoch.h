@@ -14,6 +14,7 @@
 #include "core/ring/ring_member.h"
 #include "core/sync/cancellation.h"
 #include "core/sync/wait_limit.h"
+#include "daemon/worker/ring_membership.h"
 
 namespace ringsync {
 
@@ -40,6 +41,9 @@ class EpochSource {
   virtual absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit) = 0;
   // The ready epoch or null, without waiting.
   virtual std::shared_ptr<RingEpoch> Ready() = 0;
+  // The ring's membership now (ring_membership.h). A source whose membership never
+  // changes keeps the default.
+  virtual MembershipSnapshot Membership() { return {}; }
 };
 
 // Connects the link of one generation. Thread-safety: safe from any thread.

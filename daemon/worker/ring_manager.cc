@@ -50,8 +50,13 @@ void RingManager::OnView(const v1::RingView& view) {
       if (view.members(r).worker_id() == worker_id_) my_rank = r;
     }
     SetLogRing(my_rank, view.generation());  // every log line from here on names them
+    if (membership_.OnView(view, my_rank)) {
+      spdlog::warn("the ring's membership changed: {}",
+                   membership_.snapshot().last_change->Describe());
+    }
     RingStatus status;
     status.generation = view.generation();
+    status.membership = membership_.snapshot().id;
     if (my_rank < 0) {
       status.detail = view.dissolved_reason().empty()
                           ? absl::StrCat("generation ", view.generation(), " does not include this worker")
@@ -208,6 +213,11 @@ absl::StatusOr<std::shared_ptr<RingEpoch>> RingManager::AwaitReady(const WaitLim
   }
   if (left_out_) return absl::UnavailableError(status_.detail);
   return epoch_;
+}
+
+MembershipSnapshot RingManager::Membership() {
+  absl::MutexLock lock(&mu_);
+  return membership_.snapshot();
 }
 
 std::shared_ptr<RingEpoch> RingManager::Ready() {

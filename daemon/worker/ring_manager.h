@@ -26,6 +26,7 @@ struct RingStatus {
   int rank = -1;
   int world_size = 0;
   uint64_t generation = 0;
+  uint64_t membership = 0;  // RingMembership's id
   bool ready = false;
   std::string detail;  // why not ready, when it is not
   uint64_t version = 0;  // bumps on every change
@@ -78,6 +79,7 @@ class RingManager final : public EpochSource {
   absl::StatusOr<std::shared_ptr<RingEpoch>> AwaitReady(const WaitLimit& limit) override;
   // The ready epoch or null, without waiting.
   std::shared_ptr<RingEpoch> Ready() override;
+  MembershipSnapshot Membership() override;
 
   RingStatus Status() const;
   // Waits up to `wait` for Status().version to differ from `seen`.
@@ -116,6 +118,7 @@ class RingManager final : public EpochSource {
   absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Time lease_renewed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // last RenewLease
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;  // a lapse was published (CheckLease)
+  RingMembership membership_ ABSL_GUARDED_BY(mu_);
   RingStatus status_ ABSL_GUARDED_BY(mu_);
   absl::Mutex connector_mu_;
   std::jthread connector_ ABSL_GUARDED_BY(connector_mu_);  // connects the newest epoch

@@ -62,7 +62,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                               "finished, by kind, dtype and result (ok or failed).")),
       failed_(AddCounter(registry, "ringsync_collectives_failed_total",
                          "Failed collectives by kind and cause: mismatch, timeout, peer_lost, "
-                         "client_gone, generation_changed, invalid, other.")),
+                         "client_gone, generation_changed, membership_changed, invalid, other.")),
       bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
                              "Payload bytes this worker sent on the ring to its right neighbour "
                              "(rank and worker id).")),

@@ -91,6 +91,11 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
   void Answer() {
     const CollectiveJob& job = *job_;
     if (!job.status.ok()) {
+      if (OutcomeMarkOf(job.status) == OutcomeMark::kMembershipChanged) {
+        // The membership the client's next collectives are for (worker.proto).
+        context_->AddTrailingMetadata(std::string(kMembershipMetadataKey),
+                                      absl::StrCat(job.membership_now));
+      }
       HandToGrpc(this);  // Finish lets gRPC run OnDone
       Finish(FromThisWorker(context_, job.status));
       return;
@@ -154,6 +159,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_rank(status.rank);
   info->set_world_size(status.world_size);
   info->set_generation(status.generation);
+  info->set_membership(status.membership);
   info->set_ready(status.ready);
   info->set_reduce_device(options_.reduce_device);
   info->set_protocol_version(kProtocolVersion);

@@ -107,12 +107,18 @@ class Client {
 
   // The worker's latest ring view (kept current by a background reader of the worker's
   // event stream; after a detach, the last one seen). rank() is -1 while no ring is
-  // formed. They may change between two calls when the ring re-forms.
+  // formed. They may change between two calls when the ring re-forms — with another
+  // world size when a worker was evicted or admitted (elastic membership: a collective
+  // that the change interrupted fails with ringsync::IsMembershipChanged, outcome.h).
   int rank() const;
   int world_size() const;
   uint64_t generation() const;
   // True while this client is attached and the worker reports a formed ring.
   bool ready() const;
+  // Waits up to `timeout` until the worker reports a formed ring (after a membership
+  // change the ring re-forms; ElasticState::Sync waits so). DEADLINE_EXCEEDED saying what
+  // the worker last reported when none formed; the attach stream's end when detached.
+  absl::Status AwaitRing(absl::Duration timeout);
 
   // Collectives. Each takes a `name` (a label such as "grad/fc1", non-empty, the same on
   // every rank) that errors quote. On OK the result is in the caller's buffer; on any
