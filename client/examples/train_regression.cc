@@ -18,6 +18,17 @@
 // shard, SUM where AVG was meant, a stale gradient — moves w by 1e-3 or more. float32 would
 // need ~1e-4 and could hide small faults. The cost is nil: features + 1 values a step.
 //
+// --elastic: the job survives workers leaving and joining (an elastic ring, README
+// "Elastic training"). The parameters and the step live in a ringsync::ElasticState,
+// committed after every step; a collective that fails because the ring changed (marked
+// membership changed or in doubt, or aborted because the ring broke) rolls back to the
+// commit, Sync()s the newest commit across the new ring — a rank that just joined
+// receives it — and goes on, re-sharding the data by the new rank and world size. Shards
+// may then differ in size, so each rank all-reduces (SUM) the sum of its shard's
+// gradients and divides by the global sample count: in exact arithmetic the full-batch
+// gradient whatever the world size, so the same check against the single-process run
+// holds however often the membership changed (only the rounding order differs).
+//
 // Exit status: 0 when the verdict is OK, 1 when it is FAILED (including a collective that
 // failed), 2 for bad flags.
 #include <unistd.h>
@@ -39,6 +50,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ringsync/client.h"
+#include "ringsync/elastic_state.h"
+#include "ringsync/outcome.h"
 
 ABSL_FLAG(std::string, worker, "",
           "the local ringsync worker: unix:/path/to/worker.sock, /path/to/worker.sock or "
@@ -51,6 +64,11 @@ ABSL_FLAG(double, lr, 0.1, "learning rate");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the synthetic data set; every rank must pass the same");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60),
           "how long to wait for the worker and a formed ring");
+ABSL_FLAG(bool, elastic, false,
+          "survive workers leaving and joining: commit every step, and on a membership "
+          "change roll back, resync and re-shard (see the top of the source)");
+ABSL_FLAG(absl::Duration, step_pause, absl::ZeroDuration(),
+          "a pause after every step (so that a demo can change the ring mid-run)");
 
 namespace {
 
@@ -111,8 +129,9 @@ Dataset MakeDataset(int64_t samples, int features, uint64_t seed) {
 
 // Writes the mean gradient of ½·mean((x·w − y)²) over samples [begin, end) into
 // out[0, features) and the loss itself into out[features], so one all-reduce carries both.
+// `mean`: false leaves the sums (the elastic mode divides by the global count).
 void LossAndGradient(const Dataset& data, int64_t begin, int64_t end, absl::Span<const double> w,
-                     absl::Span<double> out) {
+                     absl::Span<double> out, bool mean = true) {
   const int f = data.features;
   std::fill(out.begin(), out.end(), 0.0);
   for (int64_t i = begin; i < end; ++i) {
@@ -122,6 +141,7 @@ void LossAndGradient(const Dataset& data, int64_t begin, int64_t end, absl::Span
     for (int j = 0; j < f; ++j) out[j] += residual * row[j];
     out[f] += 0.5 * residual * residual;
   }
+  if (!mean || end == begin) return;
   const double n = static_cast<double>(end - begin);
   for (double& v : out) v /= n;
 }
@@ -153,6 +173,121 @@ int Fail(absl::string_view who, absl::string_view why) {
   return 1;
 }
 
+// The verdict on the final parameters `w`: (1) every rank holds the same bytes, (2) they
+// match the single-process full-batch run. Prints it; returns the exit status — or -1,
+// printing nothing, when the all-gather failed (its status in *gather_failed).
+int Judge(ringsync::Client& client, const Dataset& data, const std::vector<double>& w, int steps,
+          double lr, absl::Status* gather_failed) {
+  const int rank = client.rank();
+  const int world = client.world_size();
+  const int features = data.features;
+  const std::string me = absl::StrCat("rank ", rank);
+  // (1) Every rank holds the same bytes.
+  std::vector<double> everyone(static_cast<size_t>(world) * features);
+  const absl::Status gathered =
+      client.AllGather("final_params", absl::MakeConstSpan(w), absl::MakeSpan(everyone));
+  if (!gathered.ok()) {
+    *gather_failed = gathered;
+    return -1;
+  }
+  for (int r = 0; r < world; ++r) {
+    if (std::memcmp(&everyone[static_cast<size_t>(r) * features], w.data(),
+                    features * sizeof(double)) != 0) {
+      const double diff = MaxAbsDifference(
+          absl::MakeConstSpan(everyone).subspan(static_cast<size_t>(r) * features, features), w);
+      return Fail(me, absl::StrFormat("rank %d's parameters differ from rank %d's (max |diff| "
+                                      "= %.3g): the ranks are not bitwise identical",
+                                      r, rank, diff));
+    }
+  }
+  // (2) They match the single-process full-batch run.
+  const std::vector<double> reference = TrainFullBatch(data, steps, lr);
+  double scale = 1.0;
+  for (double v : reference) scale = std::max(scale, std::fabs(v));
+  const double tolerance = kRelativeTolerance * scale;
+  const double diff = MaxAbsDifference(w, reference);
+  if (!std::isfinite(diff) || !(diff <= tolerance)) {
+    return Fail(me, absl::StrFormat("max |w - w_fullbatch| = %.3g exceeds the tolerance %.3g%s",
+                                    diff, tolerance,
+                                    std::isfinite(diff) ? "" : " (training diverged: lower --lr)"));
+  }
+  if (rank == 0) {
+    absl::PrintF("max |w - w_true| = %.3g (noise %g)\n", MaxAbsDifference(w, data.w_true), kNoise);
+    absl::PrintF(
+        "VERDICT: OK — %s bitwise identical parameters; "
+        "max |w - w_fullbatch| = %.3g (tolerance %.3g)\n",
+        world == 1 ? "1 rank holds" : absl::StrCat(world, " ranks hold"), diff, tolerance);
+  }
+  return 0;
+}
+
+// Whether a failed collective asks for a roll back and resync rather than an exit: the
+// ring's membership changed, the outcome is in doubt, or the ring broke under it (a lost
+// peer is reported before the coordinator's new view; Sync then waits for that view).
+bool RingChanged(const absl::Status& status) {
+  return ringsync::IsMembershipChanged(status) || ringsync::IsInDoubt(status) ||
+         absl::IsAborted(status) || absl::IsUnavailable(status) ||
+         absl::IsDeadlineExceeded(status);
+}
+
+int RunElastic(ringsync::Client& client, int steps, int64_t samples, int features, double lr) {
+  const Dataset data = MakeDataset(samples, features, absl::GetFlag(FLAGS_seed));
+  std::vector<double> w(features, 0.0);
+  ringsync::ElasticState state(client);
+  state.Register("w", absl::MakeSpan(w));
+  // Rolls back to the commit and agrees on the newest one across the ring as it is now.
+  auto resync = [&](const absl::Status& why) -> absl::Status {
+    absl::PrintF("rank %d: %s; rolling back to step %d and resyncing\n", client.rank(),
+                 why.message(), state.has_commit() ? static_cast<int>(state.step()) : 0);
+    state.Restore();
+    absl::Status synced = state.Sync();
+    if (synced.ok()) {
+      absl::PrintF("rank %d of %d (generation %d): resynced at step %d\n", client.rank(),
+                   client.world_size(), client.generation(), static_cast<int>(state.step()));
+    }
+    return synced;
+  };
+  if (absl::Status s = state.Sync(); !s.ok()) {
+    return Fail(absl::StrCat("rank ", client.rank()), absl::StrCat("first sync: ", s.ToString()));
+  }
+  absl::PrintF("rank %d of %d (generation %d): starting at step %d\n", client.rank(),
+               client.world_size(), client.generation(), static_cast<int>(state.step()));
+  std::vector<double> packed(features + 1);  // gradient sums, then the loss sum
+  while (true) {
+    const int rank = client.rank();
+    const int world = client.world_size();
+    absl::Status status;
+    if (state.step() < static_cast<uint64_t>(steps)) {
+      // This rank's shard of the ring as it is now: [r·S/N, (r+1)·S/N).
+      LossAndGradient(data, rank * samples / world, (rank + 1) * samples / world, w,
+                      absl::MakeSpan(packed), /*mean=*/false);
+      status = client.AllReduce("grad_and_loss", absl::MakeSpan(packed), ringsync::ReduceOp::kSum);
+      if (status.ok()) {
+        for (double& v : packed) v /= static_cast<double>(samples);
+        Update(absl::MakeSpan(w), absl::MakeConstSpan(packed).first(features), lr);
+        state.set_step(state.step() + 1);
+        state.Commit();
+        if (rank == 0) {
+          absl::PrintF("step %4d/%d  loss %.9e  (%d ranks)\n", static_cast<int>(state.step()),
+                       steps, packed[features], world);
+        }
+        absl::SleepFor(absl::GetFlag(FLAGS_step_pause));
+        continue;
+      }
+    } else {
+      const int verdict = Judge(client, data, w, steps, lr, &status);
+      if (verdict >= 0) return verdict;
+    }
+    if (!RingChanged(status)) {
+      return Fail(absl::StrCat("rank ", rank), absl::StrCat("step ", state.step() + 1, ": ",
+                                                            status.ToString()));
+    }
+    if (absl::Status synced = resync(status); !synced.ok()) {
+      return Fail(absl::StrCat("rank ", client.rank()), absl::StrCat("resync: ", synced.ToString()));
+    }
+  }
+}
+
 int Run() {
   const std::string target = absl::GetFlag(FLAGS_worker);
   const int steps = absl::GetFlag(FLAGS_steps);
@@ -176,6 +311,7 @@ int Run() {
     return Fail(absl::StrCat("worker ", target), connected.status().ToString());
   }
   ringsync::Client& client = **connected;
+  if (absl::GetFlag(FLAGS_elastic)) return RunElastic(client, steps, samples, features, lr);
   const int rank = client.rank();
   const int world = client.world_size();
   if (samples % world != 0) {
@@ -206,40 +342,10 @@ int Run() {
     if (rank == 0) absl::PrintF("step %4d/%d  loss %.9e\n", step, steps, packed[features]);
   }
 
-  // (1) Every rank holds the same bytes.
-  std::vector<double> everyone(static_cast<size_t>(world) * features);
-  absl::Status gathered =
-      client.AllGather("final_params", absl::MakeConstSpan(w), absl::MakeSpan(everyone));
-  if (!gathered.ok()) return Fail(me, absl::StrCat("gathering parameters: ", gathered.ToString()));
-  for (int r = 0; r < world; ++r) {
-    if (std::memcmp(&everyone[static_cast<size_t>(r) * features], w.data(),
-                    features * sizeof(double)) != 0) {
-      const double diff = MaxAbsDifference(
-          absl::MakeConstSpan(everyone).subspan(static_cast<size_t>(r) * features, features), w);
-      return Fail(me, absl::StrFormat("rank %d's parameters differ from rank %d's (max |diff| "
-                                      "= %.3g): the ranks are not bitwise identical",
-                                      r, rank, diff));
-    }
-  }
-  // (2) They match the single-process full-batch run.
-  const std::vector<double> reference = TrainFullBatch(data, steps, lr);
-  double scale = 1.0;
-  for (double v : reference) scale = std::max(scale, std::fabs(v));
-  const double tolerance = kRelativeTolerance * scale;
-  const double diff = MaxAbsDifference(w, reference);
-  if (!std::isfinite(diff) || !(diff <= tolerance)) {
-    return Fail(me, absl::StrFormat("max |w - w_fullbatch| = %.3g exceeds the tolerance %.3g%s",
-                                    diff, tolerance,
-                                    std::isfinite(diff) ? "" : " (training diverged: lower --lr)"));
-  }
-  if (rank == 0) {
-    absl::PrintF("max |w - w_true| = %.3g (noise %g)\n", MaxAbsDifference(w, data.w_true), kNoise);
-    absl::PrintF(
-        "VERDICT: OK — %s bitwise identical parameters; "
-        "max |w - w_fullbatch| = %.3g (tolerance %.3g)\n",
-        world == 1 ? "1 rank holds" : absl::StrCat(world, " ranks hold"), diff, tolerance);
-  }
-  return 0;
+  absl::Status gathered;
+  const int verdict = Judge(client, data, w, steps, lr, &gathered);
+  if (verdict < 0) return Fail(me, absl::StrCat("gathering parameters: ", gathered.ToString()));
+  return verdict;
 }
 
 }  // namespace

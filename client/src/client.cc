@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
 
 namespace ringsync {
@@ -40,8 +41,14 @@ uint64_t Client::generation() const { return core_->info().generation(); }
 bool Client::ready() const { return core_->ready(); }
 
 absl::Status Client::AwaitRing(absl::Duration timeout) {
-  return core_->AwaitReady(absl::Now() + timeout, timeout,
-                           "the timeout given to Client::AwaitRing");
+  absl::Status ready = core_->AwaitReady(absl::Now() + timeout, timeout,
+                                         "the timeout given to Client::AwaitRing");
+  if (!ready.ok() && !core_->attached()) {
+    // No ring will ever come to this Client: not a wait to repeat.
+    return absl::FailedPreconditionError(
+        absl::StrCat(ready.message(), "; this Client is detached: connect a new one"));
+  }
+  return ready;
 }
 
 absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count, DType dtype,

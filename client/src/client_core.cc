@@ -148,6 +148,11 @@ v1::WorkerInfo ClientCore::info() const {
   return info_;
 }
 
+bool ClientCore::attached() const {
+  absl::MutexLock lock(&mu_);
+  return !detached_.has_value();
+}
+
 bool ClientCore::ready() const {
   absl::MutexLock lock(&mu_);
   return ReadyLocked();

@@ -37,6 +37,8 @@ class ClientCore {
   v1::WorkerInfo info() const;
   // True while attached and the worker reports a formed ring.
   bool ready() const;
+  // False once the Attach stream ended.
+  bool attached() const;
 
   // Waits until `deadline` for the worker to report a formed ring; the error says what
   // was missing, and that `knob` sets the wait (of `wait`).

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -246,6 +248,16 @@ absl::Status LocalCluster::StartWorker(int i) {
 absl::StatusOr<ChildProcess*> LocalCluster::SpawnWorkerTwin(int i) {
   const std::string name = worker_id(i) + "-twin";
   return Spawn(name, WorkerArgv(i, name));
+}
+
+bool LocalCluster::CoordinatorIsElastic(const std::string& ringsyncd) {
+  FILE* help = ::popen((ringsyncd + " coordinator --help 2>&1").c_str(), "r");
+  if (help == nullptr) return false;
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), help)) > 0;) text.append(buffer, n);
+  ::pclose(help);
+  return absl::StrContains(text, "min_world_size");
 }
 
 absl::Status LocalCluster::RestartWorker(int i) {

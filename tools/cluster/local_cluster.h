@@ -56,6 +56,9 @@ struct ClusterCredentials {
 class LocalCluster {
  public:
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);
+  // Whether `ringsyncd`'s coordinator re-forms a ring with fewer workers, i.e. has
+  // --min_world_size (LocalClusterOptions::min_world_size needs it).
+  static bool CoordinatorIsElastic(const std::string& ringsyncd);
   ~LocalCluster();  // stops every process and removes the directory
 
   int world_size() const { return static_cast<int>(workers_.size()); }

@@ -117,7 +117,8 @@ class Client {
   bool ready() const;
   // Waits up to `timeout` until the worker reports a formed ring (after a membership
   // change the ring re-forms; ElasticState::Sync waits so). DEADLINE_EXCEEDED saying what
-  // the worker last reported when none formed; the attach stream's end when detached.
+  // the worker last reported when none formed; FAILED_PRECONDITION once this Client is
+  // detached (its worker went away: connect a new Client).
   absl::Status AwaitRing(absl::Duration timeout);
 
   // Collectives. Each takes a `name` (a label such as "grad/fc1", non-empty, the same on

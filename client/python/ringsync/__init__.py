@@ -10,7 +10,9 @@ process's ringsync worker.
 
 Every rank must issue the same collectives in the same order. Failures raise
 ringsync.Error or one of its subclasses (MismatchError, TimeoutError, PeerLostError,
-MembershipChanged, WorkerUnavailable, InvalidArgument); the array is then unchanged.
+MembershipChangedError, WorkerUnavailable, InvalidArgument); the array is then
+unchanged. ringsync.ElasticState keeps a training loop's state across membership
+changes (commit / restore / sync, as Horovod Elastic's).
 `ringsync.torch` adds the torch.distributed backend and a Horovod-style optimizer.
 """
 
@@ -24,6 +26,7 @@ from ringsync._ringsync import (  # noqa: F401  (the package's public names)
     Handle,
     InvalidArgument,
     MembershipChanged,
+    MembershipChangedError,
     MismatchError,
     PeerLostError,
     ReduceOp,
@@ -31,9 +34,10 @@ from ringsync._ringsync import (  # noqa: F401  (the package's public names)
     WorkerUnavailable,
 )
 from ringsync.client import Client, connect  # noqa: F401
+from ringsync.elastic import ElasticState  # noqa: F401
 
 __all__ = [
     "connect", "Client", "Handle", "ReduceOp", "SUM", "AVG", "MIN", "MAX", "PROD",
     "Error", "MismatchError", "TimeoutError", "PeerLostError", "MembershipChanged",
-    "WorkerUnavailable", "InvalidArgument",
+    "MembershipChangedError", "WorkerUnavailable", "InvalidArgument", "ElasticState",
 ]

@@ -42,6 +42,8 @@ class Client:
 
     @property
     def rank(self):
+        """This process's rank in the ring as it is now (-1 while none is formed); it may
+        change when the ring's membership changes (MembershipChangedError)."""
         return self._impl.rank
 
     @property
@@ -51,6 +53,17 @@ class Client:
     @property
     def generation(self):
         return self._impl.generation
+
+    @property
+    def ready(self):
+        """True while the worker reports a formed ring."""
+        return self._impl.ready
+
+    def await_ring(self, timeout=60.0):
+        """Waits up to `timeout` seconds for a formed ring (after a membership change the
+        ring re-forms). Raises TimeoutError when none formed, WorkerUnavailable or
+        ringsync.Error when this client can no longer have one."""
+        self._impl.await_ring(float(timeout))
 
     def allreduce_(self, tensor, name="allreduce", op=_ringsync.SUM, prescale=1.0,
                    postscale=1.0, timeout=None):

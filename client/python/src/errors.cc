@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ringsync/outcome.h"
 
 namespace py = pybind11;
 
@@ -53,6 +54,7 @@ py::handle NewClass(py::module_& module, const char* name, const char* doc,
 }  // namespace
 
 ErrorKind ClassifyError(const absl::Status& status) {
+  if (IsMembershipChanged(status)) return ErrorKind::kMembershipChanged;
   const absl::string_view m = status.message();
   if (ContainsAny(m, {"ranks called different collectives", "every rank must pass the same"})) {
     return ErrorKind::kMismatch;
@@ -90,10 +92,14 @@ void DefineErrors(py::module_& module) {
                               "Ranks issued different collectives, or the same one with a "
                               "different count, dtype, op or root.",
                               {classes.base});
-  classes.membership = NewClass(module, "MembershipChanged",
-                                "The ring re-formed (a new generation) under the collective; "
-                                "resynchronise state before continuing.",
+  classes.membership = NewClass(module, "MembershipChangedError",
+                                "The ring's membership changed under the collective (a worker "
+                                "was evicted or admitted, or the ring re-formed): it did not "
+                                "run and the tensor is unchanged; rank and world_size may have "
+                                "changed. Resynchronise the state (ringsync.ElasticState.sync) "
+                                "and continue.",
                                 {classes.base});
+  module.attr("MembershipChanged") = module.attr("MembershipChangedError");  // its first name
   classes.peer_lost = NewClass(module, "PeerLostError",
                                "Another rank's worker or training process went away.",
                                {classes.base});

@@ -6,7 +6,10 @@
 //     MismatchError                       ranks issued different collectives or specs
 //     TimeoutError (+ builtins.TimeoutError)   a deadline passed
 //     PeerLostError                       another rank's worker or training process went away
-//     MembershipChanged                   the ring re-formed under the collective
+//     MembershipChangedError              the ring's membership changed (a worker evicted or
+//                                         admitted, the ring re-formed): resync the state
+//                                         (ringsync.ElasticState.sync); also named
+//                                         MembershipChanged, its first name
 //     WorkerUnavailable (+ ConnectionError)    this process's own worker is unreachable
 //     InvalidArgument (+ ValueError)      the SDK or the worker refused an argument
 //
@@ -19,8 +22,8 @@
 
 namespace ringsync::python {
 
-// Which exception class a failed status becomes. The phrases are the ones the ring and the
-// worker write (daemon/worker/failure_cause.cc classifies the same messages for metrics).
+// Which exception class a failed status becomes: a status marked membership changed
+// (ringsync/outcome.h) is one; otherwise the phrases the ring and the worker write (daemon/worker/failure_cause.cc classifies the same messages for metrics).
 enum class ErrorKind { kMismatch, kMembershipChanged, kPeerLost, kTimeout, kWorkerUnavailable,
                        kInvalidArgument, kOther };
 ErrorKind ClassifyError(const absl::Status& status);

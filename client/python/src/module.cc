@@ -42,6 +42,8 @@ PYBIND11_MODULE(_ringsync, m) {
                              "the ring view's number; it grows when the ring re-forms")
       .def_property_readonly("ready", &PyClient::ready)
       .def_property_readonly("closed", &PyClient::closed)
+      .def("await_ring", &PyClient::AwaitRing, py::arg("timeout"),
+           "Waits up to `timeout` seconds until the worker reports a formed ring.")
       .def("allreduce_async", &PyClient::AllReduceAsync, py::arg("tensor"),
            py::arg("name") = "allreduce", py::arg("op") = ReduceOp::kSum,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt)

@@ -39,6 +39,16 @@ std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double ti
   return std::unique_ptr<PyClient>(new PyClient(*std::move(client)));
 }
 
+void PyClient::AwaitRing(double timeout_seconds) {
+  std::shared_ptr<Client> client = Get();
+  absl::Status ready;
+  {
+    py::gil_scoped_release nogil;
+    ready = client->AwaitRing(absl::Seconds(timeout_seconds));
+  }
+  if (!ready.ok()) ThrowStatus(ready);
+}
+
 std::shared_ptr<Client> PyClient::Get() const {
   if (client_ == nullptr) {
     PyErr_SetString(PyExc_ValueError, "this ringsync.Client is closed; connect a new one");

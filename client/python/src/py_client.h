@@ -36,6 +36,8 @@ class PyClient {
   uint64_t generation() const { return Get()->generation(); }
   bool ready() const { return Get()->ready(); }
   bool closed() const { return client_ == nullptr; }
+  // Client::AwaitRing with the GIL released; raises as a collective's failure would.
+  void AwaitRing(double timeout_seconds);
 
   std::unique_ptr<PyHandle> AllReduceAsync(pybind11::handle tensor, const std::string& name,
                                            ReduceOp op, double prescale, double postscale,
