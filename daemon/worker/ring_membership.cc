@@ -40,7 +40,7 @@ bool RingMembership::OnView(const v1::RingView& view, int my_rank) {
     return true;
   }
   std::vector<Member> members;
-  for (const v1::RingMember& m : view.members()) members.push_back({m.worker_id(), m.peer_address()});
+  for (const v1::RingMember& m : view.members()) members.push_back({m.worker_id(), m.peer_address(), m.incarnation()});
   bool changed = false;
   if (broken_) {
     // The change began when the ring dissolved (id_ names that view); say what it became.

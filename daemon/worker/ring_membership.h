@@ -6,7 +6,7 @@
 //
 // A membership is named by an id: the generation of the view that began it, or 0 for the
 // first ring this worker ever formed (whose training process has nothing to resync).
-// A ring re-formed with the same workers at the same addresses, with no dissolution in
+// A ring re-formed with the same workers (ids, addresses, incarnations), with no dissolution in
 // between (a restarted coordinator's new generation), is the same membership.
 //
 // Thread-safety: none; RingManager guards it with its lock.
@@ -55,6 +55,7 @@ class RingMembership {
   struct Member {
     std::string worker_id;
     std::string peer_address;
+    uint64_t incarnation = 0;  // a restarted worker is another member, state lost
     bool operator==(const Member&) const = default;
   };
 
