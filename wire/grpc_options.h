@@ -21,9 +21,15 @@ namespace ringsync {
 // The daemons take them from --keepalive_time and --keepalive_timeout; every process of
 // a cluster should use the same values (a server refuses pings more often than half its
 // own keepalive time, and at most every second).
+//
+// Tuned with the coordinator's lease (its --heartbeat_timeout, 5 s): together they
+// exceed it (2 s + 5 s), so a cut shorter than the lease breaks no connection — a ping
+// or segment sent into the cut is retransmitted by TCP after it heals, which can take a
+// few seconds of TCP's backoff — while a longer cut is found by the lease, and a
+// half-open connection by these within a couple of seconds more.
 struct KeepaliveSettings {
   absl::Duration time = absl::Seconds(2);
-  absl::Duration timeout = absl::Seconds(3);
+  absl::Duration timeout = absl::Seconds(5);
 };
 // InvalidArgument naming the flags unless both are within 10 ms..1 h.
 absl::Status ValidateKeepalive(const KeepaliveSettings& keepalive);

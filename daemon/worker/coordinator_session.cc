@@ -191,7 +191,12 @@ void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
     v1::HeartbeatResponse response;
     grpc::ClientContext context;
     const absl::Time sent_at = absl::Now();
-    context.set_deadline(absl::ToChronoTime(sent_at + kRpcTimeout));
+    // A heartbeat lost in a cut link must not hold up the next one: each may take one
+    // interval, so fresh ones keep going out and the first after the link heals renews
+    // the lease (one waiting out 5 s let a 3.3 s cut lose the lease after the link was
+    // back).
+    context.set_deadline(absl::ToChronoTime(
+        sent_at + std::clamp(interval, absl::Milliseconds(100), kRpcTimeout)));
     const grpc::Status status = stub_->Heartbeat(&context, request, &response);
     if (status.ok()) Renewed(sent_at);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND && !stop.stop_requested()) {
@@ -199,7 +204,7 @@ void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
       Rejoin(request.session_token(), status.error_message(), absl::Now() + kRpcTimeout);
       continue;
     }
-    SleepUnless(stop, interval);
+    SleepUnless(stop, interval - (absl::Now() - sent_at));  // one heartbeat per interval
   }
 }
 

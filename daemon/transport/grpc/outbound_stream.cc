@@ -113,7 +113,10 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
       result = limit.IsCancelled()
                    ? absl::CancelledError(absl::StrCat("sending to ", peer_, " cancelled"))
                    : absl::DeadlineExceededError(
-                         absl::StrCat("sending to ", peer_, " timed out (the peer is not reading)"));
+                         absl::StrCat("sending to ", peer_, " timed out: ", peer_,
+                                      " took no frame in time, so it is behind this rank "
+                                      "(slow or stalled itself, or waiting for a rank "
+                                      "behind it)"));
       // gRPC still holds the payload: give the write a moment, then give up the stream.
       if (!WaitUntil(mu_, absl::Condition(&idle), absl::Now() + grace, nullptr)) {
         context_.TryCancel();
