@@ -81,6 +81,7 @@ void CheckAgreesWithProtobuf(const DecodedMessage& decoded, const uint8_t* messa
   FUZZ_CHECK(frame.count == parsed.count());
   FUZZ_CHECK(frame.abort_origin == parsed.abort_origin());
   FUZZ_CHECK(frame.abort_reason == parsed.abort_reason());
+  FUZZ_CHECK(frame.abort_before_commit == parsed.abort_before_commit());
   FUZZ_CHECK(frame.spec.has_value() == parsed.has_spec());
   FUZZ_CHECK(Bytes(decoded.frame.payload) == parsed.payload());
 }
@@ -116,6 +117,7 @@ void CheckRoundTrip(const DecodedMessage& decoded) {
   if (frame.kind == FrameKind::kAbort) {  // only abort frames carry these on the wire
     FUZZ_CHECK(copy.abort_origin == frame.abort_origin);
     FUZZ_CHECK(copy.abort_reason == frame.abort_reason);
+    FUZZ_CHECK(copy.abort_before_commit == frame.abort_before_commit);
   }
   FUZZ_CHECK(Bytes(again->frame.payload) == Bytes(decoded.frame.payload));
   again = absl::UnknownError("dropped");  // the last reference to the encoded payload

@@ -65,10 +65,15 @@ void FrameSeeds(const fs::path& dir) {
   agree.kind = FrameKind::kAgree;
   agree.chunk = 1;
   agree.spec = Spec(CollectiveKind::kAllGather, 100);
+  Frame commit = segment;
+  commit.kind = FrameKind::kCommit;
+  commit.chunk = 3;
   Frame abort = segment;
   abort.kind = FrameKind::kAbort;
   abort.abort_origin = 1;
   abort.abort_reason = "collective #17 'grad/fc1': deadline exceeded";
+  Frame abort_before_commit = abort;
+  abort_before_commit.abort_before_commit = true;
   const auto frame = [&](const Frame& f, absl::Span<const std::byte> bytes, char cuts) {
     return std::string(1, cuts) + Flatten(EncodeFrame(f, bytes, nullptr));
   };
@@ -76,7 +81,9 @@ void FrameSeeds(const fs::path& dir) {
   Write(dir, "segment-in-three-slices", frame(segment, payload, 4 * 20 + 2));
   Write(dir, "first-segment-with-spec", frame(first, payload, 1));
   Write(dir, "agree", frame(agree, {}, 0));
+  Write(dir, "commit", frame(commit, {}, 0));
   Write(dir, "abort", frame(abort, {}, 0));
+  Write(dir, "abort-before-commit", frame(abort_before_commit, {}, 0));
   Write(dir, "hello", std::string(1, 0) + Flatten(EncodeHello({1, 9, "worker-1"})));
 }
 

@@ -269,12 +269,12 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
 
 void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& status) {
   const bool reported_by_worker = ReportedByWorker(*pending.context());
-  absl::Status result = WithOutcomeMark(FromWorkerStatus(status, target_, reported_by_worker),
-                                        OutcomeMarkFromWorker(*pending.context()));
+  const OutcomeMark mark = OutcomeMarkOfCall(status, *pending.context());
+  absl::Status result = FromWorkerStatus(status, target_, reported_by_worker);
   {
     absl::MutexLock lock(&mu_);
     if (std::optional<uint64_t> membership = MembershipFromWorker(*pending.context());
-        membership.has_value() && OutcomeMarkOf(result) == OutcomeMark::kMembershipChanged) {
+        membership.has_value() && mark == OutcomeMark::kMembershipChanged) {
       // The caller hears of the change with this failure: what it issues next is for the
       // new membership.
       membership_ = std::max(membership_, *membership);
@@ -294,6 +294,7 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
           "was left untouched"));
     }
   }
+  result = WithOutcomeMark(std::move(result), mark);
   // The worker answered (OK, or its own verdict): it no longer touches the region.
   pending.Finish(std::move(result), /*worker_done=*/status.ok() || reported_by_worker);
 }

@@ -32,6 +32,22 @@ std::optional<uint64_t> MembershipFromWorker(const grpc::ClientContext& context)
   return membership;
 }
 
+OutcomeMark OutcomeMarkOfCall(const grpc::Status& status, const grpc::ClientContext& context) {
+  if (status.ok()) return OutcomeMark::kNone;
+  if (ReportedByWorker(context)) return OutcomeMarkFromWorker(context);
+  switch (status.error_code()) {
+    // Refused by gRPC before the worker's handler ran: the collective never reached it.
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return OutcomeMark::kNone;
+    default:
+      return OutcomeMark::kInDoubt;
+  }
+}
+
 absl::Status FromWorkerStatus(const grpc::Status& status, const WorkerTarget& target,
                               bool reported_by_worker) {
   // grpc::StatusCode and absl::StatusCode share their values (both are google.rpc.Code).

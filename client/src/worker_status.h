@@ -30,6 +30,13 @@ OutcomeMark OutcomeMarkFromWorker(const grpc::ClientContext& context);
 // kMembershipMetadataKey trailer); nullopt when there is none or it does not parse.
 std::optional<uint64_t> MembershipFromWorker(const grpc::ClientContext& context);
 
+// The outcome mark of a finished collective call: the worker's own when the worker
+// reported the status; kInDoubt for a failure the worker did not report (the channel to
+// it broke, the worker died, the call was cancelled here) with a code the call may have
+// reached the worker with, since the worker may then have completed the collective with
+// the ring before its answer was lost: another rank may have returned OK.
+OutcomeMark OutcomeMarkOfCall(const grpc::Status& status, const grpc::ClientContext& context);
+
 // Whether the call's trailing metadata marks its status as the worker's own.
 bool ReportedByWorker(const grpc::ClientContext& context);
 

@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/outcome.h"
 #include "ringsync/dtype.h"
 #include "wire/grpc_options.h"
 #include "grpcpp/grpcpp.h"
@@ -249,6 +250,12 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     membership_failures_[name] = membership;
   }
+  // Failures of collectives named `name` carry `mark` (core/outcome.h) in the
+  // "ringsync-outcome" trailer, as the worker sends it.
+  void MarkOutcome(const std::string& name, OutcomeMark mark) {
+    absl::MutexLock lock(&mu_);
+    outcome_marks_[name] = mark;
+  }
   // Collectives named `name` take at least `delay` (less when cancelled).
   void DelayCollective(const std::string& name, absl::Duration delay) {
     absl::MutexLock lock(&mu_);
@@ -428,6 +435,11 @@ class FakeWorker final : public v1::Worker::Service {
         membership_failures_.erase(it);
       }
       marked = !channel_failures_.contains(request->spec().name());
+      if (auto it = outcome_marks_.find(request->spec().name());
+          it != outcome_marks_.end() && failure.has_value() && marked) {
+        context->AddTrailingMetadata(std::string(kOutcomeMetadataKey),
+                                     std::string(OutcomeMarkName(it->second)));
+      }
       if (auto it = delays_.find(request->spec().name()); it != delays_.end()) delay = it->second;
       for (const std::string& name : truncated_) truncate |= name == request->spec().name();
     }
@@ -510,6 +522,7 @@ class FakeWorker final : public v1::Worker::Service {
   absl::flat_hash_map<std::string, grpc::Status> failures_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> channel_failures_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> membership_failures_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, OutcomeMark> outcome_marks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Duration> delays_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> truncated_ ABSL_GUARDED_BY(mu_);
   std::vector<SeenRequest> seen_ ABSL_GUARDED_BY(mu_);

@@ -31,6 +31,7 @@ enum class FrameKind : uint8_t {
   kSegment = 1,  // a piece of a chunk
   kAbort = 2,    // a rank gave up on the collective; forwarded once around the ring
   kAgree = 4,    // a rank's spec, passed around the ring before any data (RingExchange::Agree)
+  kCommit = 5,   // "rank `chunk` completed its data", passed around after it (RingExchange::Commit)
 };
 
 // An abort frame's reason is cut to this many bytes by its sender, and by its receiver
@@ -44,12 +45,16 @@ struct Frame {
   uint64_t sequence = 0;    // the collective's sequence number
   uint32_t step = 0;        // global ring step
   uint32_t segment = 0;     // index within the step
-  uint32_t chunk = 0;       // kAgree: the rank whose spec the frame carries
+  uint32_t chunk = 0;       // kAgree, kCommit: the rank the frame speaks for
   uint64_t offset = 0;      // first element
   uint64_t count = 0;       // elements in the payload
   std::optional<CollectiveSpec> spec;  // on the first frame of each collective
   int abort_origin = -1;    // kAbort: the rank that gave up
   std::string abort_reason; // kAbort: its status message, at most kMaxAbortReasonBytes
+  // kAbort: the origin gave up before its data phase completed, so it never sent a commit
+  // frame and no rank can return OK: a rank in its commit pass fails plainly, not in
+  // doubt. False (the safe side) when the origin had completed, or cannot tell.
+  bool abort_before_commit = false;
 };
 
 struct ReceivedFrame {

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/outcome.h"
 #include "core/ring/schedule.h"
 
 namespace ringsync {
@@ -14,6 +15,7 @@ std::string KindName(FrameKind kind) {
     case FrameKind::kSegment: return "a data segment";
     case FrameKind::kAbort: return "an abort";
     case FrameKind::kAgree: return "an agreement frame";
+    case FrameKind::kCommit: return "a commit frame";
   }
   return absl::StrCat("a frame of unknown kind ", static_cast<int>(kind));
 }
@@ -35,11 +37,25 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
 absl::Status RingExchange::Agree() {
   if (me_.world_size < 2) return absl::OkStatus();
   std::optional<absl::Status> mismatch;
-  absl::Status result = AgreeSteps(mismatch);
-  if (!result.ok()) {
-    if (result.code() == absl::StatusCode::kCancelled) {
-      if (absl::Status why = ExternalCancelReason(); !why.ok()) result = why;
+  Frame outgoing;
+  outgoing.kind = FrameKind::kAgree;
+  outgoing.spec = spec_;
+  absl::Status result = RelayAround(outgoing, "agreement", [&](const Frame& frame) {
+    if (!frame.spec.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("agreement frame from rank ", me_.prev(),
+                                                     " for rank ", frame.chunk,
+                                                     " arrived without a spec"));
     }
+    if (!mismatch.has_value()) {
+      const int origin = static_cast<int>(frame.chunk);
+      if (absl::Status s = CheckAgreement(spec_, me_.rank, *frame.spec, origin); !s.ok()) {
+        mismatch = s;
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!result.ok()) {
+    result = ExplainCancel(result);
     NotifyAbort(result);
     return Annotate(result);
   }
@@ -49,40 +65,72 @@ absl::Status RingExchange::Agree() {
   return absl::OkStatus();
 }
 
-absl::Status RingExchange::AgreeSteps(std::optional<absl::Status>& mismatch) {
-  const int n = me_.world_size;
+absl::Status RingExchange::Commit() {
+  data_completed_ = true;
+  if (me_.world_size < 2) return absl::OkStatus();
   Frame outgoing;
-  outgoing.kind = FrameKind::kAgree;
+  outgoing.kind = FrameKind::kCommit;
+  int heard = 0;  // steps whose commit frame arrived: ranks rank-1 .. rank-heard
+  absl::Status result = RelayAround(outgoing, "commit", [&heard](const Frame&) {
+    ++heard;
+    return absl::OkStatus();
+  });
+  if (result.ok()) return absl::OkStatus();
+  result = ExplainCancel(result);
+  NotifyAbort(result);  // marked as given up after the data: receivers stay in doubt
+  if (abort_before_commit_) {
+    // The rank that gave up never completed its data, so it sent no commit frame and no
+    // rank can have returned OK: a plain failure, like every rank's.
+    return Annotate(result);
+  }
+  std::string unheard;
+  for (int step = heard; step + 1 < me_.world_size; ++step) {
+    absl::StrAppend(&unheard, unheard.empty() ? "" : ", ", RingMod(me_.rank - 1 - step, me_.world_size));
+  }
+  return WithOutcomeMark(
+      Annotate(absl::Status(
+          result.code(),
+          absl::StrCat("outcome in doubt: this rank completed its part, but the ring broke "
+                       "before it heard that rank(s) ",
+                       unheard, " completed theirs (", result.message(),
+                       "); another rank may have returned OK, so resynchronise rather than "
+                       "retry; this rank's buffer is untouched"))),
+      OutcomeMark::kInDoubt);
+}
+
+absl::Status RingExchange::ExplainCancel(absl::Status status) const {
+  if (status.code() == absl::StatusCode::kCancelled) {
+    if (absl::Status why = ExternalCancelReason(); !why.ok()) return why;
+  }
+  return status;
+}
+
+absl::Status RingExchange::RelayAround(Frame outgoing, absl::string_view pass,
+                                       absl::FunctionRef<absl::Status(const Frame&)> on_frame) {
+  const int n = me_.world_size;
   outgoing.sender_rank = me_.rank;
   outgoing.generation = me_.generation;
   outgoing.sequence = spec_.sequence;
   outgoing.chunk = static_cast<uint32_t>(me_.rank);
-  outgoing.spec = spec_;
   for (int step = 0; step + 1 < n; ++step) {
     outgoing.step = static_cast<uint32_t>(step);
     if (absl::Status s = link_.Send(outgoing, {}, limit_); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("sending agreement step ", step, " to rank ",
+      return absl::Status(s.code(), absl::StrCat("sending ", pass, " step ", step, " to rank ",
                                                  me_.next(), ": ", s.message()));
     }
     ++stats_.frames_sent;
     absl::StatusOr<ReceivedFrame> received =
-        ReceiveOwn([step] { return absl::StrCat("agreement step ", step); });
+        ReceiveOwn([pass, step] { return absl::StrCat(pass, " step ", step); });
     if (!received.ok()) return received.status();
     const Frame& frame = received->frame;
-    if (absl::Status s = CheckFrame(frame, FrameKind::kAgree); !s.ok()) return s;
+    if (absl::Status s = CheckFrame(frame, outgoing.kind); !s.ok()) return s;
     const int origin = RingMod(me_.rank - 1 - step, n);
-    if (frame.step != static_cast<uint32_t>(step) || frame.chunk != static_cast<uint32_t>(origin) ||
-        !frame.spec.has_value()) {
+    if (frame.step != static_cast<uint32_t>(step) || frame.chunk != static_cast<uint32_t>(origin)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "out-of-schedule agreement frame from rank ", me_.prev(), ": got step ", frame.step,
-          " for rank ", frame.chunk, frame.spec.has_value() ? "" : " without a spec",
-          ", expected step ", step, " for rank ", origin));
+          "out-of-schedule ", pass, " frame from rank ", me_.prev(), ": got step ", frame.step,
+          " for rank ", frame.chunk, ", expected step ", step, " for rank ", origin));
     }
-    if (!mismatch.has_value()) {
-      if (absl::Status s = CheckAgreement(spec_, me_.rank, *frame.spec, origin); !s.ok()) {
-        mismatch = s;
-      }
-    }
+    if (absl::Status s = on_frame(frame); !s.ok()) return s;
     outgoing.chunk = frame.chunk;
     outgoing.spec = frame.spec;
   }
@@ -212,7 +260,15 @@ absl::Status RingExchange::WatchForAbort(absl::Duration wait) {
     absl::StatusOr<Frame> next = link_.Peek(slice);
     if (!next.ok()) return absl::OkStatus();  // nothing came, or the stream ended: not ours
     if (next->sequence > spec_.sequence) return absl::OkStatus();
-    // An abort of this collective, or a leftover: take it off the link either way.
+    // The left neighbour's commit frame stays on the link for Commit — unless an abort of
+    // this collective waits behind it: then this rank fails anyway (its data is not
+    // complete, so plainly), and taking the commit frames reaches the abort now rather
+    // than after the blocked sender's deadline.
+    if (next->sequence == spec_.sequence && next->kind != FrameKind::kAbort &&
+        link_.newest_aborted_sequence() != spec_.sequence) {
+      return absl::OkStatus();
+    }
+    // An abort of this collective, a commit frame ahead of one, or a leftover: take it.
     absl::StatusOr<ReceivedFrame> taken = link_.Receive(slice);
     if (!taken.ok()) return absl::OkStatus();
     if (taken->frame.kind == FrameKind::kAbort && taken->frame.sequence == spec_.sequence) {
@@ -229,6 +285,7 @@ absl::Status RingExchange::TakeAbortFrame(const Frame& frame) {
         ", which is not in this ring of ", me_.world_size));
   }
   ring_aborted_ = true;
+  abort_before_commit_ = frame.abort_before_commit;
   if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
   return absl::AbortedError(
       absl::StrCat("rank ", frame.abort_origin, " gave up: ", frame.abort_reason));
@@ -247,6 +304,7 @@ void RingExchange::NotifyAbort(const absl::Status& cause) {
     frame.sequence = spec_.sequence;
     frame.abort_origin = me_.rank;
     frame.abort_reason = std::string(cause.message().substr(0, kMaxAbortReasonBytes));
+    frame.abort_before_commit = !data_completed_;
     ring_aborted_ = true;
   }
   frame.sender_rank = me_.rank;

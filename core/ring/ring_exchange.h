@@ -10,6 +10,24 @@
 //   they all decide alike — every rank goes on, or every rank fails quoting a mismatch,
 //   with no caller's buffer touched. Its cost is N-1 hops of one small frame.
 //
+//   Commit. Once this rank's data phase completed (it holds its complete result), a
+//   second small pass travels the ring: N-1 steps of one kCommit frame, an all-gather of
+//   "rank r completed its data". A rank returns OK only after it heard every rank's
+//   commit, i.e. when every rank holds the complete result; until then the result is
+//   not the caller's. Its cost is N-1 more hops of one small frame.
+//
+//   Why OK on one rank and a plain failure on another cannot happen: a rank returns OK
+//   only after hearing every rank's commit, and a rank sends its commit only after its
+//   own data completed. A rank that fails after its data completed reports the failure
+//   marked OutcomeMark::kInDoubt (it cannot know whether the ring broke before or after
+//   some rank heard the last commit: the two generals' problem, the one case no
+//   protocol closes). A rank fails plainly only if it failed before its own data
+//   completed — then it sent no commit and no rank can return OK — or if the abort that
+//   reached it in its commit pass came from a rank that gave up before its data completed
+//   (Frame::abort_before_commit), which proves the same. So when any rank returns OK,
+//   every other rank returns OK or fails in doubt; a plain failure anywhere means no
+//   rank returned OK.
+//
 // It also carries the abort protocol:
 //
 //   A rank that gives up sends an abort frame to its right neighbour; each rank that
@@ -60,6 +78,16 @@ class RingExchange {
   // returned status is annotated. Call it before touching the caller's buffer.
   absl::Status Agree();
 
+  // The commit above. Call it when this rank's data phase completed, and hand the result
+  // back only if it returns OK. A failure tells the ring (as NotifyAbort) and comes back
+  // annotated, marked OutcomeMark::kInDoubt and naming the ranks whose completion this
+  // rank did not hear — unless the ring's abort proves no rank can have returned OK
+  // (then it is a plain failure).
+  absl::Status Commit();
+
+  // `status`, or for a Cancelled caused by the caller's cancellation, its reason.
+  absl::Status ExplainCancel(absl::Status status) const;
+
   // Sends the segment `range` of `chunk` at `step`.
   absl::Status SendSegment(int step, int segment, int chunk, const ElementRange& range,
                            absl::Span<const std::byte> payload);
@@ -102,7 +130,12 @@ class RingExchange {
   // name, since this runs for every frame received.
   absl::StatusOr<ReceivedFrame> ReceiveOwn(absl::FunctionRef<std::string()> what);
   absl::Status CheckFrame(const Frame& frame, FrameKind kind) const;
-  absl::Status AgreeSteps(std::optional<absl::Status>& mismatch);
+  // One pass of small frames of outgoing.kind around the ring, an all-gather of one frame
+  // per rank (Agree, Commit): at step s this rank sends what it received at step s-1 (its
+  // own at step 0) and receives rank (rank - 1 - s)'s, which `on_frame` checks. `pass`
+  // names it in errors ("agreement", "commit").
+  absl::Status RelayAround(Frame outgoing, absl::string_view pass,
+                           absl::FunctionRef<absl::Status(const Frame&)> on_frame);
   absl::Status CheckSegment(const ReceivedFrame& received, int step, int segment, int chunk,
                             const ElementRange& expected);
   absl::Status TakeAbortFrame(const Frame& frame);
@@ -118,6 +151,8 @@ class RingExchange {
   // Set by the receiving thread, read by NotifyAbort after the sender is joined.
   bool ring_aborted_ = false;
   std::optional<Frame> abort_to_forward_;
+  bool abort_before_commit_ = false;  // the abort received came from before its origin's commit
+  bool data_completed_ = false;       // Commit() was called: this rank's data phase is done
   RingStats stats_;          // bytes fields: each touched by one side only
 };
 

@@ -165,13 +165,13 @@ absl::Status RunRingPipeline(const PipelinePlan& plan, RingExchange& exchange,
     }
     fail(received);
   }  // joins the sender
-  absl::Status result = progress.failure();
-  if (result.code() == absl::StatusCode::kCancelled) {
-    // Cancelled from outside: say why rather than "cancelled".
-    if (absl::Status why = exchange.ExternalCancelReason(); !why.ok()) result = why;
+  const absl::Status result = exchange.ExplainCancel(progress.failure());
+  if (!result.ok()) {
+    exchange.NotifyAbort(result);
+    return exchange.Annotate(result);
   }
-  if (!result.ok()) exchange.NotifyAbort(result);
-  return exchange.Annotate(result);
+  // This rank holds its complete result; it is OK only once every rank does.
+  return exchange.Commit();
 }
 
 absl::Status RunCopyingPipeline(PipelinePlan plan, RingExchange& exchange,

@@ -17,6 +17,9 @@
 // Failure. Whichever thread fails first records the cause and cancels the other; the
 // rank then tells the ring with an abort frame (RingExchange) and returns the cause. A
 // cancellation from outside (RingOptions::cancellation) is reported with its reason.
+//
+// Outcome. When this rank's data is complete it runs the commit pass (RingExchange::
+// Commit) and returns OK only once it learned that every rank's data is complete too.
 #pragma once
 
 #include <cstddef>
@@ -58,8 +61,10 @@ absl::Status CheckBufferSize(const RingMember& me, const CollectiveSpec& spec, s
 // Copies a received segment into place (all-gather and broadcast receive this way).
 absl::Status CopySegment(absl::Span<std::byte> dst, absl::Span<const std::byte> payload);
 
-// Runs this rank's part of the collective whose exchange is `exchange`. On failure the
-// ring has been told and the status names this rank and the collective.
+// Runs this rank's part of the collective whose exchange is `exchange`, then its commit
+// pass (RingExchange::Commit): OK only once every rank holds its complete result. On
+// failure the ring has been told and the status names this rank and the collective; a
+// failure after this rank's data completed is marked OutcomeMark::kInDoubt.
 absl::Status RunRingPipeline(const PipelinePlan& plan, RingExchange& exchange,
                              absl::Span<std::byte> buffer, size_t element_size);
 

@@ -208,7 +208,7 @@ TEST_F(CoordinatorServerTest, AProtocolMismatchIsRefusedSayingWhatHappenedAndWha
   EXPECT_THAT(status.error_message(),
               AllOf(HasSubstr("protocol version mismatch"), HasSubstr("worker 'w0'"),
                     HasSubstr("PROTOCOL_VERSION_UNSPECIFIED (0)"),
-                    HasSubstr("PROTOCOL_VERSION_2 (2)"),
+                    HasSubstr("PROTOCOL_VERSION_3 (3)"),
                     HasSubstr("run the same ringsyncd release")));
   status = Join("w0", nullptr, static_cast<v1::ProtocolVersion>(7));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);

@@ -1,6 +1,7 @@
 #include "daemon/worker/collective_executor.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/outcome.h"
 #include "core/ring/ring_allgather.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
@@ -334,14 +335,18 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   }
   absl::Status result = RunAlgorithm(job, epoch, options);
   if (result.ok() && job.is_shared) {
-    // The ring completed; only this rank's copy back can still fail (its client
-    // truncated the file meanwhile), and only this rank reports it.
+    // The ring committed (every rank holds the result; the others report OK); only this
+    // rank's copy back can still fail (its client truncated the file meanwhile). Marked in
+    // doubt, as a failure beside other ranks' OK must be: resynchronise, do not retry.
     if (absl::Status stored = job.StoreShared(); !stored.ok()) {
-      result = absl::Status(stored.code(), absl::StrCat("rank ", epoch.me.rank, " (",
-                                                        DescribeCollective(job.spec),
-                                                        "): the ring completed, but worker ",
-                                                        worker_id_, " could not write the "
-                                                        "result back: ", stored.message()));
+      result = WithOutcomeMark(
+          absl::Status(stored.code(),
+                       absl::StrCat("rank ", epoch.me.rank, " (generation ", epoch.me.generation,
+                                    ", ", DescribeCollective(job.spec),
+                                    "): the ring completed (other ranks report OK), but worker ",
+                                    worker_id_, " could not write the result back: ",
+                                    stored.message())),
+          OutcomeMark::kInDoubt);
     }
   }
   return result;

@@ -10,9 +10,10 @@ process's ringsync worker.
 
 Every rank must issue the same collectives in the same order. Failures raise
 ringsync.Error or one of its subclasses (MismatchError, TimeoutError, PeerLostError,
-MembershipChangedError, WorkerUnavailable, InvalidArgument); the array is then
-unchanged. ringsync.ElasticState keeps a training loop's state across membership
-changes (commit / restore / sync, as Horovod Elastic's).
+MembershipChangedError, WorkerUnavailable, InvalidArgument, InDoubtError); the array
+is then unchanged. ringsync.ElasticState keeps a training loop's state across membership
+changes (commit / restore / sync, as Horovod Elastic's). InDoubtError: this rank failed
+but another may have completed the collective.
 `ringsync.torch` adds the torch.distributed backend and a Horovod-style optimizer.
 """
 
@@ -24,6 +25,7 @@ from ringsync._ringsync import (  # noqa: F401  (the package's public names)
     SUM,
     Error,
     Handle,
+    InDoubtError,
     InvalidArgument,
     MembershipChanged,
     MembershipChangedError,
@@ -40,4 +42,5 @@ __all__ = [
     "connect", "Client", "Handle", "ReduceOp", "SUM", "AVG", "MIN", "MAX", "PROD",
     "Error", "MismatchError", "TimeoutError", "PeerLostError", "MembershipChanged",
     "MembershipChangedError", "WorkerUnavailable", "InvalidArgument", "ElasticState",
+    "InDoubtError",
 ]

@@ -22,7 +22,7 @@ bool ContainsAny(absl::string_view text, std::initializer_list<absl::string_view
 // The classes, created once by DefineErrors; they live as long as the interpreter (the
 // module holds them too), so they are deliberately never released.
 struct ErrorClasses {
-  py::handle base, mismatch, membership, peer_lost, timeout, unavailable, invalid;
+  py::handle base, mismatch, membership, peer_lost, timeout, unavailable, invalid, in_doubt;
 
   py::handle For(ErrorKind kind) const {
     switch (kind) {
@@ -32,6 +32,7 @@ struct ErrorClasses {
       case ErrorKind::kTimeout: return timeout;
       case ErrorKind::kWorkerUnavailable: return unavailable;
       case ErrorKind::kInvalidArgument: return invalid;
+      case ErrorKind::kInDoubt: return in_doubt;
       case ErrorKind::kOther: return base;
     }
     return base;
@@ -55,6 +56,8 @@ py::handle NewClass(py::module_& module, const char* name, const char* doc,
 
 ErrorKind ClassifyError(const absl::Status& status) {
   if (IsMembershipChanged(status)) return ErrorKind::kMembershipChanged;
+  // The mark first: whatever the cause, the loop must resynchronise rather than retry.
+  if (IsInDoubt(status)) return ErrorKind::kInDoubt;
   const absl::string_view m = status.message();
   if (ContainsAny(m, {"ranks called different collectives", "every rank must pass the same"})) {
     return ErrorKind::kMismatch;
@@ -111,6 +114,13 @@ void DefineErrors(py::module_& module) {
                                  "This process's ringsync worker cannot be reached or no longer "
                                  "serves it.",
                                  {classes.base, PyExc_ConnectionError});
+  classes.in_doubt = NewClass(module, "InDoubtError",
+                              "The ring broke while the ranks were deciding the outcome, after "
+                              "the data had moved (or this process lost its worker mid-call): "
+                              "this rank failed and its array is unchanged, but another rank "
+                              "may have completed the collective. Resynchronise the training "
+                              "state rather than retrying the step.",
+                              {classes.base});
   classes.invalid = NewClass(module, "InvalidArgument",
                              "The SDK or the worker refused an argument of the call.",
                              {classes.base, PyExc_ValueError});

@@ -12,6 +12,8 @@
 //                                         MembershipChanged, its first name
 //     WorkerUnavailable (+ ConnectionError)    this process's own worker is unreachable
 //     InvalidArgument (+ ValueError)      the SDK or the worker refused an argument
+//     InDoubtError                        failed here, but another rank may have completed
+//                                         it (OutcomeMark::kInDoubt): resynchronise
 //
 // Bad Python arguments (wrong type, non-contiguous, GPU, read-only) are plain TypeError
 // and ValueError, raised before anything reaches the SDK (tensor_arg.h).
@@ -25,7 +27,7 @@ namespace ringsync::python {
 // Which exception class a failed status becomes: a status marked membership changed
 // (ringsync/outcome.h) is one; otherwise the phrases the ring and the worker write (daemon/worker/failure_cause.cc classifies the same messages for metrics).
 enum class ErrorKind { kMismatch, kMembershipChanged, kPeerLost, kTimeout, kWorkerUnavailable,
-                       kInvalidArgument, kOther };
+                       kInvalidArgument, kInDoubt, kOther };
 ErrorKind ClassifyError(const absl::Status& status);
 
 // Creates the classes above as attributes of `module`. Call once, from the module's init.

@@ -3,6 +3,7 @@ with the daemon's message, leaving the caller's array as it was."""
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -126,5 +127,22 @@ def test_dead_worker_gives_peer_lost_error():
         with pytest.raises((ringsync.PeerLostError, ringsync.MembershipChanged)) as caught:
             clients[0].allreduce_(np.ones(4, np.float32), "after kill", timeout=20)
         assert "rank 1" in str(caught.value) or "w1" in str(caught.value)
+        for c in clients:
+            c.close()
+
+
+def test_losing_the_own_worker_mid_call_is_in_doubt():
+    # The worker may have completed the collective with the ring before it died, so this
+    # rank cannot know whether the others returned OK: InDoubtError, array unchanged.
+    assert issubclass(ringsync.InDoubtError, ringsync.Error)
+    with LocalCluster(world_size=2, coordinator_flags=["--heartbeat_timeout=2s"]) as two:
+        clients = [ringsync.connect(t, timeout=30) for t in two.targets]
+        a = np.ones(4, np.float32)
+        handle = clients[0].allreduce_async(a, "in flight", timeout=20)  # rank 1 never comes
+        time.sleep(0.3)
+        os.kill(two.worker_pids[0], signal.SIGKILL)
+        with pytest.raises(ringsync.InDoubtError) as caught:
+            handle.wait()
+        assert "in flight" in str(caught.value) and (a == 1).all()
         for c in clients:
             c.close()

@@ -45,6 +45,7 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
     case FrameKind::kSegment: header.set_kind(v1::FRAME_KIND_SEGMENT); break;
     case FrameKind::kAbort: header.set_kind(v1::FRAME_KIND_ABORT); break;
     case FrameKind::kAgree: header.set_kind(v1::FRAME_KIND_AGREE); break;
+    case FrameKind::kCommit: header.set_kind(v1::FRAME_KIND_COMMIT); break;
   }
   header.set_sender_rank(frame.sender_rank);
   header.set_generation(frame.generation);
@@ -58,6 +59,7 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
   if (frame.kind == FrameKind::kAbort) {
     header.set_abort_origin(frame.abort_origin);
     header.set_abort_reason(frame.abort_reason);
+    header.set_abort_before_commit(frame.abort_before_commit);
   }
   return header;
 }
@@ -172,6 +174,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     case v1::FRAME_KIND_SEGMENT: frame.kind = FrameKind::kSegment; break;
     case v1::FRAME_KIND_ABORT: frame.kind = FrameKind::kAbort; break;
     case v1::FRAME_KIND_AGREE: frame.kind = FrameKind::kAgree; break;
+    case v1::FRAME_KIND_COMMIT: frame.kind = FrameKind::kCommit; break;
     default: return Malformed(absl::StrCat("unknown frame kind ", header.kind()));
   }
   frame.sender_rank = header.sender_rank();
@@ -185,6 +188,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
   frame.abort_origin = header.abort_origin();
   // A peer's words reach error messages and logs: one line, bounded.
   frame.abort_reason = SanitizeText(header.abort_reason(), kMaxAbortReasonBytes);
+  frame.abort_before_commit = header.abort_before_commit();
   if (header.has_spec()) {
     absl::StatusOr<CollectiveSpec> spec = FromProto(header.spec());
     if (!spec.ok()) return Malformed(spec.status().message());

@@ -152,5 +152,29 @@ TEST(FrameCodec, AnAbortReasonArrivesAsOneBoundedLine) {
   EXPECT_EQ(reason.size(), kMaxAbortReasonBytes + 3);  // cut, and "..." says so
 }
 
+TEST(FrameCodec, CommitFramesAndAnAbortsBeforeCommitFlagSurviveTheWire) {
+  Frame commit;
+  commit.kind = FrameKind::kCommit;
+  commit.sender_rank = 2;
+  commit.sequence = 17;
+  commit.step = 1;
+  commit.chunk = 0;  // "rank 0 completed its data"
+  absl::StatusOr<DecodedMessage> decoded = DecodeMessage(EncodeFrame(commit, {}, nullptr));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->frame.frame.kind, FrameKind::kCommit);
+  EXPECT_EQ(decoded->frame.frame.step, 1u);
+  EXPECT_EQ(decoded->frame.frame.chunk, 0u);
+
+  for (bool before_commit : {false, true}) {
+    Frame abort;
+    abort.kind = FrameKind::kAbort;
+    abort.abort_origin = 1;
+    abort.abort_before_commit = before_commit;
+    decoded = DecodeMessage(EncodeFrame(abort, {}, nullptr));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->frame.frame.abort_before_commit, before_commit);
+  }
+}
+
 }  // namespace
 }  // namespace ringsync
