@@ -84,12 +84,15 @@ absl::Status MarkIfMembershipChanged(absl::Status failure, uint64_t job_membersh
   const std::string what = now.last_change.has_value()
                                ? now.last_change->Describe()
                                : absl::StrCat("membership of generation ", now.id);
+  const OutcomeMark mark = OutcomeMarkOf(failure) == OutcomeMark::kInDoubt
+                               ? OutcomeMark::kInDoubt
+                               : OutcomeMark::kMembershipChanged;
   return WithOutcomeMark(
       absl::Status(failure.code(),
                    absl::StrCat(failure.message(), "; the ring's membership changed: ", what,
                                 ". Re-synchronise the training state (ElasticState::Sync) "
                                 "and continue")),
-      OutcomeMark::kMembershipChanged);
+      mark);
 }
 
 }  // namespace ringsync

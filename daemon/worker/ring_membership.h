@@ -70,6 +70,8 @@ class RingMembership {
 
 // `failure` (a collective of membership `job_membership`) marked kMembershipChanged when
 // the membership is no longer that one, with the change described; unchanged otherwise.
+// An in-doubt failure keeps its mark (the change is still described): another rank may
+// have returned OK, which is what the training loop must hear first.
 absl::Status MarkIfMembershipChanged(absl::Status failure, uint64_t job_membership,
                                      const MembershipSnapshot& now);
 

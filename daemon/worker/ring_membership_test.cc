@@ -93,5 +93,15 @@ TEST(RingMembership, MarksAFailureOfAnEarlierMembershipAndOnlyThat) {
   EXPECT_TRUE(MarkIfMembershipChanged(absl::OkStatus(), 0, now).ok());
 }
 
+TEST(RingMembership, AnInDoubtFailureKeepsItsMarkAndStillDescribesTheChange) {
+  MembershipSnapshot now{5, MembershipChange{.from_generation = 3, .from_size = 4,
+                                             .to_generation = 5, .to_size = 3, .left = {"w2"}}};
+  const absl::Status in_doubt =
+      WithOutcomeMark(absl::AbortedError("outcome in doubt"), OutcomeMark::kInDoubt);
+  absl::Status marked = MarkIfMembershipChanged(in_doubt, 0, now);
+  EXPECT_EQ(OutcomeMarkOf(marked), OutcomeMark::kInDoubt);
+  EXPECT_THAT(std::string(marked.message()), HasSubstr("w2 left"));
+}
+
 }  // namespace
 }  // namespace ringsync

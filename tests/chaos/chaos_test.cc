@@ -16,10 +16,9 @@
 namespace ringsync::chaos {
 namespace {
 
-// Disabled until the outcome decision is on main: a kill during the all-gather lets the
-// ranks that received the last chunks complete while the others fail (defect 3b; seen in
-// about one run of ten).
-TEST(Chaos, DISABLED_AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJobGoesOn) {
+// Before the outcome decision, a kill during the all-gather let the ranks that received
+// the last chunks complete while the others failed (defect 3b; about one run in ten).
+TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJobGoesOn) {
   auto job = StartJob();
   ASSERT_NE(job, nullptr);
   const absl::Time started = absl::Now();
@@ -50,10 +49,9 @@ TEST(Chaos, AWorkerFrozenBelowItsLeaseIsWaitedForAndNoResultIsPartial) {
   EXPECT_EQ(verdict.failed, 0) << "a freeze below the lease and the deadline fails nothing";
 }
 
-// Disabled until the outcome decision (every rank OK or every rank failed) is on main:
-// today the ranks whose ring neighbour was not frozen complete the collective in flight
-// while the others fail it when the ring dissolves (a partial outcome, issue 13 defect 3b).
-TEST(Chaos, DISABLED_AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed) {
+// Before the outcome decision, the ranks whose ring neighbour was not frozen completed the
+// collective in flight while the others failed it when the ring dissolved (defect 3b).
+TEST(Chaos, AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed) {
   auto job = StartJob();
   ASSERT_NE(job, nullptr);
   const absl::Time started = absl::Now();
