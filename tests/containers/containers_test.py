@@ -96,6 +96,29 @@ class Engine:
                 log(f"stopping the engine processes a killed run left ({path})")
                 subprocess.run([ENGINE, "stop"], env=dict(os.environ, RINGSYNC_ENGINE_DIR=path))
                 shutil.rmtree(path, ignore_errors=True)
+        Engine.stop_processes_of_dead_runs()
+
+    @staticmethod
+    def stop_processes_of_dead_runs():
+        """Engine processes whose run directory is gone too (its pid file lost or wrong):
+        they name that directory, and so the dead test's PID, on their command line."""
+        pattern = re.compile(r"/run/ringsync-containers-test\.(\d+)(?:/podman\.sock)?(?:\s|$)")
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            match = pattern.search(cmdline)
+            if not match or os.path.exists(f"/proc/{match.group(1)}"):
+                continue
+            if "podman system service" not in cmdline and "health-ticker" not in cmdline:
+                continue
+            log(f"stopping pid {pid}, left by the dead test run {match.group(1)}: {cmdline.strip()}")
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except OSError:
+                pass
 
     def stop(self):
         if self.started:
