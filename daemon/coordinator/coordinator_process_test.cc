@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
 #include "wire/protocol_version.h"
+#include "core/testing/read_file.h"
 
 extern char** environ;
 
@@ -29,13 +30,6 @@ namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A coordinator_smoke process with stderr captured to a file; killed if still running
 // when the test ends. `insecure`: add --insecure (these tests are about other flags).

@@ -13,18 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "core/testing/read_file.h"
 
 namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string TempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");

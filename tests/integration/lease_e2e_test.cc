@@ -14,18 +14,12 @@
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tools/cluster/child_process.h"
+#include "core/testing/read_file.h"
 
 namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Runs `ringsyncd ROLE FLAGS...` until it exits; its exit code and output.
 std::pair<int, std::string> RunDaemon(const std::string& role, std::vector<std::string> flags) {

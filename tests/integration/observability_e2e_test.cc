@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "httplib.h"
 #include "tests/integration/cluster_fixture.h"
+#include "core/testing/read_file.h"
 
 namespace ringsync {
 namespace {
@@ -107,13 +108,6 @@ int FreePort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   ::close(fd);
   return ntohs(address.sin_port);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // A Prometheus server in its own temporary directory, scraping every second; stopped by

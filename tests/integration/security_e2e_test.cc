@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 #include "wire/security/transport_security.h"
+#include "core/testing/read_file.h"
 
 namespace ringsync {
 namespace {
@@ -25,13 +26,6 @@ using testing::ConnectAll;
 using testing::ExpectAllOk;
 using testing::OnEveryRank;
 using testing::StartCluster;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Runs one more `ringsyncd worker` beside the cluster with `flags` until it gives up
 // (a short --join_timeout); returns its exit code and log.
