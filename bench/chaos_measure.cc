@@ -215,6 +215,9 @@ int Reform() {
     Say(line);
     if (restart_ms.back() > 2000) {
       // What the ranks were told meanwhile: why this trial was slow.
+      for (const std::string& connected : job.Log(victim).connect_lines) {
+        Say(absl::StrFormat("  slow trial: trainer %d %s", victim, connected));
+      }
       for (int i : everyone) {
         for (const CallOutcome& call : job.Log(i).calls) {
           if (!call.ok && call.t_us >= kill_us && call.t_us <= *back) {

@@ -117,9 +117,12 @@ class Trainer {
 
  private:
   bool Connect(absl::Duration timeout) {
-    const absl::Time until = absl::Now() + timeout;
+    const absl::Time start = absl::Now();
+    const absl::Time until = start + timeout;
     absl::Status last;
+    int attempts = 0;
     while (absl::Now() < until) {
+      ++attempts;
       ClientOptions options;
       options.connect_timeout = until - absl::Now();
       options.client_name = absl::StrCat("chaos trainer ", index_);
@@ -127,8 +130,12 @@ class Trainer {
           Client::Connect(absl::GetFlag(FLAGS_worker), options);
       if (client.ok()) {
         client_ = *std::move(client);
+        // When and after what: a reconnect that took long says why (its last refusal).
         Print(absl::StrCat("connected rank=", client_->rank(), " world=", client_->world_size(),
-                           " generation=", client_->generation()));
+                           " generation=", client_->generation(), " t_us=", NowMicros(),
+                           " waited_ms=", absl::ToInt64Milliseconds(absl::Now() - start),
+                           " attempts=", attempts,
+                           last.ok() ? "" : " last_refusal=" + OneLine(std::string(last.message()))));
         return true;
       }
       last = client.status();

@@ -96,6 +96,7 @@ void AppendTrainerLines(TrainerLog& log, absl::string_view lines) {
       log.done = true;
     } else if (absl::StartsWith(line, "connected ")) {
       ++log.connects;
+      log.connect_lines.emplace_back(line);
     }
   }
 }
