@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# ringsync vs torch.distributed Gloo, side by side on this machine, N = 4 over 127.0.0.1:
-# starts a local ringsync cluster, runs one ringsync-bench per rank, records the workers'
-# peak RSS, stops the cluster, runs bench/gloo_allreduce.py on the same sizes, and prints
-# both tables and a joined one (ratio = ringsync busbw / gloo busbw, computed from the
-# times, which are the same ratio at equal sizes and not rounded to 0.000 GB/s).
+# ringsync vs its peers, side by side on this machine, N ranks over 127.0.0.1, in one run:
+#  * ringsync: a local cluster (N workers) and one ringsync-bench per rank;
+#  * Gloo C++: gloo-peer-bench (gloo::allreduce over Gloo's TCP transport; built where
+#    libgloo-dev is installed);
+#  * torch Gloo: bench/gloo_allreduce.py (torch.distributed, backend gloo);
+#  * on request (PEERS=...), grpc-ring: grpc-ring-bench, the bare gRPC byte-streaming ring
+#    (the transport's ceiling; SEGMENT_BYTES should match the workers' --segment_bytes).
+# The same sizes run ROUNDS times, the peers interleaved (the order rotates each round, so
+# no peer always runs first or last on a machine whose load drifts); the joined table gives
+# each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
+# is faster). Every result is checked (#wrong) unless CHECK=0.
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
-#   MIN_BYTES=4 MAX_BYTES=64K DTYPE=float16 OP=avg ITERS=50 bench/compare_with_gloo.sh
+#   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
+#   PEERS="ringsync gloo-cpp" MIN_BYTES=4 MAX_BYTES=64K ITERS=50 bench/compare_with_gloo.sh
+#   PEERS="ringsync gloo-cpp torch-gloo grpc-ring" MIN_BYTES=16M bench/compare_with_gloo.sh
 #   WORKER_FLAGS=--segment_bytes=4194304 bench/compare_with_gloo.sh   # comma-separated
 #
-# Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench} and
-# /usr/bin/python3 with torch. Exit status: non-zero if either side failed or found
-# wrong values.
+# Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
+# column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch.
+# Exit status: non-zero if any run failed or found wrong values.
 set -euo pipefail
 
 BUILD=${1:-${BUILD_DIR:-build}}
 NRANKS=${NRANKS:-4}
+ROUNDS=${ROUNDS:-3}
 SIZES=(--min_bytes="${MIN_BYTES:-1M}" --max_bytes="${MAX_BYTES:-256M}"
        --step_factor="${STEP_FACTOR:-2}" --dtype="${DTYPE:-float32}" --op="${OP:-sum}"
        --iters="${ITERS:-20}" --warmup_iters="${WARMUP_ITERS:-5}" --check="${CHECK:-1}")
@@ -24,6 +33,11 @@ BIN=$BUILD/bin
 for b in ringsyncd ringsync-local-cluster ringsync-bench; do
   [[ -x $BIN/$b ]] || { echo "missing $BIN/$b: build it (ninja -C $BUILD $b)" >&2; exit 2; }
 done
+DEFAULT_PEERS="ringsync"
+if [[ -x $BIN/gloo-peer-bench ]]; then DEFAULT_PEERS+=" gloo-cpp"
+else echo "no $BIN/gloo-peer-bench (install libgloo-dev and rebuild): no Gloo C++ column" >&2; fi
+/usr/bin/python3 -c "import torch" 2>/dev/null && DEFAULT_PEERS+=" torch-gloo"
+read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 
 WORK=$(mktemp -d /tmp/ringsync-compare-XXXXXX)
 LAUNCHER=""
@@ -53,61 +67,125 @@ done
 [[ -s $WORK/targets ]] || { echo "cluster did not start in 30 s" >&2; exit 1; }
 mapfile -t TARGETS <"$WORK/targets"
 mapfile -t WORKER_PIDS <"$WORK/pids"
+LOG_DIR=$(dirname "${TARGETS[0]#unix:}")
 
-echo "== ringsync ($NRANKS workers: $BIN/ringsyncd)"
-for r in "${!TARGETS[@]}"; do
-  "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" "${SIZES[@]}" >"$WORK/ringsync.$r.out" 2>&1 &
-  BENCH_PIDS+=($!)
+FAILED=0
+run_ringsync() {  # $1: output file
+  local status=0
+  for r in "${!TARGETS[@]}"; do
+    "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" "${SIZES[@]}" >"$1.rank$r" 2>&1 &
+    BENCH_PIDS+=($!)
+  done
+  for p in "${BENCH_PIDS[@]}"; do wait "$p" || status=1; done
+  BENCH_PIDS=()
+  cp "$1.rank0" "$1"
+  if [[ $status != 0 ]]; then
+    echo "ringsync-bench failed; its ranks said:" >&2; cat "$1".rank* >&2
+    # The launcher exits (stopping the cluster) when a worker dies; it says which and why.
+    kill -0 "$LAUNCHER" 2>/dev/null || { echo "the cluster stopped early:" >&2; cat "$WORK/cluster.log" >&2; }
+    local keep; keep=$(mktemp -d /tmp/ringsync-compare-logs-XXXXXX)
+    cp "$LOG_DIR"/*.log "$1".rank* "$keep"/ 2>/dev/null || true
+    echo "daemon and bench logs kept in $keep" >&2
+  fi
+  return $status
+}
+run_peer() {  # $1: peer, $2: output file
+  case $1 in
+    ringsync) run_ringsync "$2" ;;
+    gloo-cpp) "$BIN/gloo-peer-bench" --nranks="$NRANKS" "${SIZES[@]}" >"$2" 2>&1 ;;
+    torch-gloo) /usr/bin/python3 "$HERE/gloo_allreduce.py" --nranks="$NRANKS" "${SIZES[@]}" >"$2" 2>&1 ;;
+    grpc-ring) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
+                 --segment_bytes="${SEGMENT_BYTES:-1M}" >"$2" 2>&1 ;;
+    *) echo "unknown peer '$1' (ringsync, gloo-cpp, torch-gloo, grpc-ring)" >&2; return 2 ;;
+  esac
+}
+
+for ((round = 0; round < ROUNDS; ++round)); do
+  for ((k = 0; k < ${#PEERS[@]}; ++k)); do
+    peer=${PEERS[$(((round + k) % ${#PEERS[@]}))]}
+    out="$WORK/$peer.$round.out"
+    echo "== round $((round + 1))/$ROUNDS: $peer" >&2
+    if ! run_peer "$peer" "$out"; then FAILED=1; cat "$out" >&2; fi
+  done
 done
-RS_STATUS=0
-for p in "${BENCH_PIDS[@]}"; do wait "$p" || RS_STATUS=1; done
-BENCH_PIDS=()
-cat "$WORK/ringsync.0.out"
-[[ $RS_STATUS == 0 ]] || { echo "ringsync-bench failed; other ranks said:" >&2; cat "$WORK"/ringsync.*.out >&2; }
-# The launcher exits (stopping the cluster) when a worker dies; it says which and why.
-kill -0 "$LAUNCHER" 2>/dev/null || { echo "the cluster stopped early:" >&2; cat "$WORK/cluster.log" >&2; }
-if [[ $RS_STATUS != 0 ]]; then  # keep the daemons' logs: the cluster removes its directory
-  KEEP=$(mktemp -d /tmp/ringsync-compare-logs-XXXXXX)
-  cp "$(dirname "${TARGETS[0]#unix:}")"/*.log "$WORK"/*.out "$KEEP"/ 2>/dev/null || true
-  echo "daemon and bench logs kept in $KEEP" >&2
-fi
 
 # VmHWM: the worker's peak resident set over its whole life, read before it stops.
 RSS_LINE="worker peak RSS (VmHWM), MiB:"
 for p in "${WORKER_PIDS[@]}"; do
   RSS_LINE+=$(awk '/^VmHWM:/ { printf " %.1f", $2 / 1024 }' "/proc/$p/status" 2>/dev/null || echo " ?")
 done
-# The warm-up and timed collectives of the largest size, from each worker's log (read
-# before the cluster stops and removes its directory): time inside the worker, ring bytes.
-LARGEST=$(awk '$1 !~ /^#/ && NF == 8 { s = $1 } END { print s }' "$WORK/ringsync.0.out")
+# The all-reduces of the largest size, from each worker's log (read before the cluster
+# stops and removes its directory): time inside the worker, bytes on the ring.
 RING_LINES=()
-for log in "$(dirname "${TARGETS[0]#unix:}")"/w*.log; do
-  RING_LINES+=("$(awk -v name="'bench/allreduce/$LARGEST'" -v w="$(basename "$log" .log)" -v size="$LARGEST" '
-    index($0, name) && / done in / {
-      d = $0; sub(/.* done in /, "", d); sub(/:.*/, "", d)
-      f = d ~ /ms$/ ? 1e-3 : d ~ /us$/ ? 1e-6 : d ~ /ns$/ ? 1e-9 : 1; sub(/[a-z]+$/, "", d)
-      t += d * f; n++; match($0, /sent [0-9]+ B, received [0-9]+ B/); b = substr($0, RSTART, RLENGTH) }
-    END { if (n) printf "  %s: %d x %s B, %.1f ms each inside the worker, %s on the ring",
-                        w, n, size, t / n * 1e3, b }' "$log")")
-done
+if [[ -s $WORK/ringsync.0.out ]]; then
+  LARGEST=$(awk '$1 !~ /^#/ && NF == 8 { s = $1 } END { print s }' "$WORK/ringsync.0.out")
+  for log in "$LOG_DIR"/w*.log; do
+    RING_LINES+=("$(awk -v name="'bench/allreduce/$LARGEST'" -v w="$(basename "$log" .log)" -v size="$LARGEST" '
+      index($0, name) && / done in / {
+        d = $0; sub(/.* done in /, "", d); sub(/:.*/, "", d)
+        f = d ~ /ms$/ ? 1e-3 : d ~ /us$/ ? 1e-6 : d ~ /ns$/ ? 1e-9 : 1; sub(/[a-z]+$/, "", d)
+        t += d * f; n++; match($0, /sent [0-9]+ B, received [0-9]+ B/); b = substr($0, RSTART, RLENGTH) }
+      END { if (n) printf "  %s: %d x %s B, %.1f ms each inside the worker, %s on the ring",
+                          w, n, size, t / n * 1e3, b }' "$log")")
+  done
+fi
 kill -TERM "$LAUNCHER"; wait "$LAUNCHER" || true; LAUNCHER=""
 
-echo; echo "== torch.distributed gloo ($NRANKS processes)"
-GLOO_STATUS=0
-/usr/bin/python3 "$HERE/gloo_allreduce.py" --nranks="$NRANKS" "${SIZES[@]}" \
-  >"$WORK/gloo.out" 2>&1 || GLOO_STATUS=1
-cat "$WORK/gloo.out"
+for peer in "${PEERS[@]}"; do
+  echo "== $peer, round 1 of $ROUNDS"; cat "$WORK/$peer.0.out" 2>/dev/null || true; echo
+done
 
-echo; echo "== side by side: N=$NRANKS, ${DTYPE:-float32} ${OP:-sum}, time = max over ranks"
-# Data rows are the lines not starting with '#': size count type redop time algbw busbw wrong.
-awk 'FNR == NR { if ($1 !~ /^#/ && NF == 8) { t[$1] = $5; b[$1] = $7; w[$1] = $8 } next }
-     FNR == 1 { printf "%12s  %12s %12s  %12s %12s  %8s\n", "size (B)", "ringsync us", "busbw GB/s",
-                       "gloo us", "busbw GB/s", "ratio" }
-     $1 !~ /^#/ && NF == 8 && ($1 in t) {
-       printf "%12s  %12s %12s  %12s %12s  %8.2f%s\n", $1, t[$1], b[$1], $5, $7,
-              (t[$1] > 0 ? $5 / t[$1] : 0), (w[$1] + $8 > 0 ? "  WRONG VALUES" : "") }' \
-  "$WORK/ringsync.0.out" "$WORK/gloo.out"
+echo "== side by side: N=$NRANKS, ${DTYPE:-float32} ${OP:-sum}, median over $ROUNDS rounds of" \
+     "(time = max over ranks); ratio = ringsync time / peer time (< 1: ringsync faster)"
+/usr/bin/python3 - "$WORK" "$ROUNDS" "$NRANKS" "${PEERS[@]}" <<'PY'
+import statistics, sys
+work, rounds, n, peers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+times, busbw, wrong, sizes = {}, {}, {}, []
+for peer in peers:
+    for r in range(rounds):
+        try:
+            lines = open(f"{work}/{peer}.{r}.out").read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) != 8 or line.startswith("#"):
+                continue
+            size = int(f[0])
+            if size not in sizes:
+                sizes.append(size)
+            times.setdefault((peer, size), []).append(float(f[4]))
+            wrong[(peer, size)] = wrong.get((peer, size), 0) + int(f[7])
+bus = 2.0 * (n - 1) / n
+def fmt_time(us):
+    return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
+head = f"{'size (B)':>12}"
+for peer in peers:
+    head += f"  {peer + ' time':>16} {'busbw GB/s':>10}"
+others = [p for p in peers if p != "ringsync"]
+if "ringsync" in peers:
+    for p in others:
+        head += f"  {'rs/' + p:>14}"
+print(head)
+for size in sorted(sizes):
+    row, med = f"{size:>12}", {}
+    for peer in peers:
+        t = times.get((peer, size))
+        if not t:
+            row += f"  {'-':>16} {'-':>10}"
+            continue
+        med[peer] = statistics.median(t)
+        row += f"  {fmt_time(med[peer]):>16} {size / med[peer] / 1e3 * bus:>10.3f}"
+    if "ringsync" in med:
+        for p in others:
+            row += f"  {med['ringsync'] / med[p]:>14.2f}" if p in med else f"  {'-':>14}"
+    bad = [p for p in peers if wrong.get((p, size), 0)]
+    print(row + (f"  WRONG VALUES: {' '.join(bad)}" if bad else ""))
+PY
 echo "$RSS_LINE"
-echo "worker log, warm-up + timed all-reduces of the largest size:"; printf '%s\n' "${RING_LINES[@]}"
-grep -h "peak RSS" "$WORK/ringsync.0.out" "$WORK/gloo.out" || true
-[[ $RS_STATUS == 0 && $GLOO_STATUS == 0 ]]
+if ((${#RING_LINES[@]})); then
+  echo "worker log, every all-reduce of the largest size (all rounds, warm-up included):"
+  printf '%s\n' "${RING_LINES[@]}"
+fi
+grep -h "peak RSS" "$WORK"/*.0.out || true
+[[ $FAILED == 0 ]]

@@ -36,13 +36,12 @@
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_table.h"
 #include "core/half.h"
 #include "daemon/process/help_filter.h"
 #include "ringsync/client.h"
@@ -70,27 +69,16 @@ ABSL_FLAG(std::string, token_file, "", "with a host:port --worker: the cluster t
 namespace ringsync {
 namespace {
 
-// Large sizes get fewer iterations so a sweep to 256 MiB ends in minutes: at most this
-// many bytes per size for the timed batch, and again for the warm-up (never below 2 / 1).
-constexpr int64_t kBytesPerBatch = int64_t{1} << 30;
 // Inputs repeat with this period in the element index (lcm of the 5- and 3-cycles below),
 // so the expected result is a table of kPeriod elements.
 constexpr size_t kPeriod = 15;
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
-  std::string s = absl::AsciiStrToUpper(text);
-  if (absl::EndsWith(s, "IB")) s.resize(s.size() - 2);
-  else if (absl::EndsWith(s, "B")) s.pop_back();
-  int shift = 0;
-  if (!s.empty() && (s.back() == 'K' || s.back() == 'M' || s.back() == 'G')) {
-    shift = s.back() == 'K' ? 10 : s.back() == 'M' ? 20 : 30;
-    s.pop_back();
-  }
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(s, &value) || value < 1 || value > (int64_t{1} << (40 - shift))) {
+  const int64_t bytes = bench::ParseSize(text);
+  if (bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "': expected e.g. 4, 64K, 256M, 1G"));
   }
-  return value << shift;
+  return bytes;
 }
 
 // Rank r's element i. Small integers: sums, min and max of {-2..2} and products of
@@ -240,9 +228,8 @@ struct Row {
 absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, std::byte* buffer, size_t count) {
   const size_t bytes = count * DTypeSize(c.dtype);
   const std::string name = absl::StrCat("bench/allreduce/", bytes);
-  const int64_t budget = std::max<int64_t>(1, kBytesPerBatch / static_cast<int64_t>(bytes));
-  const int64_t iters = std::max<int64_t>(2, std::min(c.iters, budget));
-  const int64_t warmups = std::min(c.warmup_iters, std::max<int64_t>(1, budget));
+  const auto [iters, warmups] =
+      bench::IterationsFor(static_cast<int64_t>(bytes), c.iters, c.warmup_iters);
   const std::vector<std::byte> input = Pattern(c.dtype, c.op, client.world_size(), client.rank());
   Fill(buffer, bytes, input);
   for (int64_t i = 0; i < warmups; ++i) {
@@ -306,15 +293,11 @@ int Run() {
     std::printf("# minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %lld iters: %lld "
                 "(at most %lld MiB per batch) validation: %d\n",
                 (long long)c.min_bytes, (long long)c.max_bytes, (long long)c.step_factor,
-                (long long)c.warmup_iters, (long long)c.iters, (long long)(kBytesPerBatch >> 20),
+                (long long)c.warmup_iters, (long long)c.iters, (long long)(bench::kBytesPerBatch >> 20),
                 c.check ? 1 : 0);
     std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
                 "busbw = algbw * 2(N-1)/N = algbw * %.3f\n#\n", bus_factor);
-    std::printf("#%11s  %12s  %8s  %6s  %10s  %7s  %7s  %6s\n", "size", "count", "type", "redop",
-                "time", "algbw", "busbw", "#wrong");
-    std::printf("#%11s  %12s  %8s  %6s  %10s  %7s  %7s  %6s\n", "(B)", "(elements)", "", "", "(us)",
-                "(GB/s)", "(GB/s)", "");
-    std::fflush(stdout);
+    bench::PrintColumnHeads();
   }
   int64_t total_wrong = 0, last_count = -1, largest = 0;
   double busbw_sum = 0;
@@ -335,11 +318,8 @@ int Run() {
     ++rows;
     largest = size;
     if (print) {
-      std::printf("%12lld  %12lld  %8s  %6s  %10.1f  %7.3f  %7.3f  %6lld\n", (long long)size,
-                  (long long)count, std::string(DTypeName(c.dtype)).c_str(),
-                  std::string(ReduceOpName(c.op)).c_str(), row->seconds * 1e6, algbw,
-                  algbw * bus_factor, (long long)row->wrong);
-      std::fflush(stdout);
+      bench::PrintRow(size, count, DTypeName(c.dtype), ReduceOpName(c.op), row->seconds, bus_factor,
+                      row->wrong);
     }
   }
   // Each rank's peak RSS, gathered so rank 0 can print them all.

@@ -21,6 +21,8 @@ build_packages=(
   # (ringsync-netns: iproute2 for namespaces and tc, nftables for loss, python3-yaml.)
   iproute2 nftables procps python3 python3-yaml python3-numpy python3-torch
   openmpi-bin libopenmpi-dev
+  # gloo-peer-bench (bench/): the Gloo C++ library ringsync is measured against.
+  libgloo-dev
   prometheus docker-compose curl
   # The Python package and its torch.distributed backend (client/python): pybind11, the
   # c10d headers (libtorch-dev), and for its tests and example pytest and scikit-learn

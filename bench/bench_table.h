@@ -1,0 +1,67 @@
+// What the all-reduce sweeps in bench/ share so that their tables line up row by row
+// (bench/compare_with_gloo.sh joins them): size parsing, the iteration budget, and the
+// nccl-tests-style columns size, count, type, redop, time, algbw, busbw, #wrong.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
+
+namespace ringsync::bench {
+
+// Large sizes get fewer iterations so a sweep to 256 MiB ends in minutes: at most this
+// many bytes per size for the timed batch, and again for the warm-up (never below 2 / 1).
+inline constexpr int64_t kBytesPerBatch = int64_t{1} << 30;
+
+// "4", "64K", "256M", "1G" (an optional B or iB after the unit); -1 if malformed or
+// outside 1 B..1 TiB.
+inline int64_t ParseSize(absl::string_view text) {
+  std::string s = absl::AsciiStrToUpper(text);
+  if (absl::EndsWith(s, "IB")) s.resize(s.size() - 2);
+  else if (absl::EndsWith(s, "B")) s.pop_back();
+  int shift = 0;
+  if (!s.empty() && (s.back() == 'K' || s.back() == 'M' || s.back() == 'G')) {
+    shift = s.back() == 'K' ? 10 : s.back() == 'M' ? 20 : 30;
+    s.pop_back();
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(s, &value) || value < 1 || value > (int64_t{1} << (40 - shift))) return -1;
+  return value << shift;
+}
+
+struct Iterations {
+  int64_t timed, warmup;
+};
+// The timed and warm-up iterations for one size, capped by kBytesPerBatch.
+inline Iterations IterationsFor(int64_t bytes, int64_t iters, int64_t warmup_iters) {
+  const int64_t budget = std::max<int64_t>(1, kBytesPerBatch / std::max<int64_t>(1, bytes));
+  return {std::max<int64_t>(2, std::min(iters, budget)), std::min(warmup_iters, budget)};
+}
+
+// The two column-heading lines, after a bench's own '#' lines.
+inline void PrintColumnHeads() {
+  std::printf("#%11s  %12s  %8s  %6s  %10s  %7s  %7s  %6s\n", "size", "count", "type", "redop",
+              "time", "algbw", "busbw", "#wrong");
+  std::printf("#%11s  %12s  %8s  %6s  %10s  %7s  %7s  %6s\n", "(B)", "(elements)", "", "", "(us)",
+              "(GB/s)", "(GB/s)", "");
+  std::fflush(stdout);
+}
+
+// One row: `seconds` per all-reduce of `bytes`; busbw = algbw * `bus_factor` (2(N-1)/N).
+inline void PrintRow(int64_t bytes, int64_t count, absl::string_view type, absl::string_view op,
+                     double seconds, double bus_factor, int64_t wrong) {
+  const double algbw = static_cast<double>(bytes) / seconds / 1e9;
+  std::printf("%12lld  %12lld  %8s  %6s  %10.1f  %7.3f  %7.3f  %6lld\n",
+              static_cast<long long>(bytes), static_cast<long long>(count),
+              std::string(type).c_str(), std::string(op).c_str(), seconds * 1e6, algbw,
+              algbw * bus_factor, static_cast<long long>(wrong));
+  std::fflush(stdout);
+}
+
+}  // namespace ringsync::bench

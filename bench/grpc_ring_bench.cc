@@ -1,0 +1,305 @@
+// grpc-ring-bench: the ceiling of the transport the ring runs on. N processes on
+// 127.0.0.1 form a ring of gRPC bidi streams with the same channel arguments as the
+// workers' peer streams; for an "all-reduce" of S bytes each rank streams what a ring
+// all-reduce moves per rank, 2(N-1)/N * S bytes, to its right neighbour in zero-copy
+// segments (a slice pointing at static memory, no encoding) while receiving as much from
+// its left one (counted, never touched). No schedule, no reduction, no waiting for the
+// previous step: busbw here is what the ring could reach if its own work cost nothing.
+// Same columns as ringsync-bench (type "bytes", redop "none", #wrong always 0), so
+// bench/compare_with_gloo.sh can show it as a column (PEERS="ringsync grpc-ring").
+//
+//   grpc-ring-bench --nranks=4 --min_bytes=16M --max_bytes=256M --segment_bytes=1M
+//
+// The ranks are forked before any gRPC state exists; the parent only relays the ports
+// and start signals over pipes and prints the rows.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/bench_table.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "wire/grpc_options.h"
+
+ABSL_FLAG(int, nranks, 4, "ranks (processes) on 127.0.0.1");
+ABSL_FLAG(std::string, min_bytes, "16M", "smallest all-reduce size S, e.g. 1M");
+ABSL_FLAG(std::string, max_bytes, "256M", "largest S");
+ABSL_FLAG(int64_t, step_factor, 2, "size multiplier between rows");
+ABSL_FLAG(int64_t, iters, 20, "timed rounds per size (fewer for large sizes, as ringsync-bench)");
+ABSL_FLAG(int64_t, warmup_iters, 5, "untimed rounds per size first");
+ABSL_FLAG(std::string, segment_bytes, "1M", "bytes per gRPC message (the workers' --segment_bytes)");
+// Accepted so that the compare script can pass its common flags; bytes are not reduced.
+ABSL_FLAG(std::string, dtype, "float32", "ignored (no reduction)");
+ABSL_FLAG(std::string, op, "sum", "ignored (no reduction)");
+ABSL_FLAG(int, check, 0, "ignored (nothing to check)");
+
+namespace {
+
+constexpr char kMethod[] = "/bench.Ring/Stream";
+
+// Bytes received from the left neighbour, over the rank's whole life.
+class Inbox {
+ public:
+  void Add(uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    received_ += bytes;
+  }
+  void AwaitAtLeast(uint64_t total) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, total]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return received_ >= total; };
+    mu_.Await(absl::Condition(&enough));
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The receiving end: reads every message and counts its bytes.
+class Receiver final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit Receiver(Inbox& inbox) : inbox_(inbox) { StartRead(&buffer_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    inbox_.Add(buffer_.Length());
+    buffer_.Clear();
+    StartRead(&buffer_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Inbox& inbox_;
+  grpc::ByteBuffer buffer_;
+};
+
+class RingService final : public grpc::CallbackGenericService {
+ public:
+  explicit RingService(Inbox& inbox) : inbox_(inbox) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    return new Receiver(inbox_);
+  }
+
+ private:
+  Inbox& inbox_;
+};
+
+// The sending end: Send(bytes) streams that many bytes as segments; each next write
+// starts from the previous one's completion, so the socket never waits for a thread.
+class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  Sender(std::shared_ptr<grpc::Channel> channel, size_t segment)
+      : stub_(std::move(channel)), source_(segment) {
+    context_.set_wait_for_ready(true);
+    stub_.PrepareBidiStreamingCall(&context_, kMethod, grpc::StubOptions(), this);
+    AddHold();
+    StartCall();
+  }
+  ~Sender() override {
+    StartWritesDone();
+    RemoveHold();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+
+  void Send(uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    remaining_ = bytes;
+    StartNextLocked();
+    auto sent = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return remaining_ == 0 && !in_flight_; };
+    mu_.Await(absl::Condition(&sent));
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    in_flight_ = false;
+    if (!ok) {
+      std::fprintf(stderr, "grpc-ring-bench: a write failed\n");
+      std::_Exit(1);
+    }
+    StartNextLocked();
+  }
+  void OnDone(const grpc::Status&) override {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+
+ private:
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (remaining_ == 0 || in_flight_) return;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, source_.size()));
+    grpc::Slice slice(source_.data(), n, grpc::Slice::STATIC_SLICE);
+    buffer_ = grpc::ByteBuffer(&slice, 1);
+    remaining_ -= n;
+    in_flight_ = true;
+    StartWrite(&buffer_);
+  }
+
+  grpc::GenericStub stub_;
+  grpc::ClientContext context_;
+  const std::vector<char> source_;
+  absl::Mutex mu_;
+  grpc::ByteBuffer buffer_ ABSL_GUARDED_BY(mu_);
+  uint64_t remaining_ ABSL_GUARDED_BY(mu_) = 0;
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct Config {
+  int nranks;
+  int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters, segment;
+};
+
+std::vector<int64_t> Sizes(const Config& c) {
+  std::vector<int64_t> sizes;
+  for (int64_t s = c.min_bytes; s <= c.max_bytes; s *= c.step_factor) sizes.push_back(s);
+  return sizes;
+}
+
+// Line-at-a-time pipe messages between the parent and a rank.
+std::string ReadLine(int fd) {
+  std::string line;
+  char ch = 0;
+  while (::read(fd, &ch, 1) == 1 && ch != '\n') line.push_back(ch);
+  return line;
+}
+void WriteLine(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) std::_Exit(1);
+}
+
+int RankMain(const Config& c, int from_parent, int to_parent) {
+  Inbox inbox;
+  RingService service(inbox);
+  grpc::ServerBuilder builder;
+  ringsync::ConfigureServerBuilder(builder, -1, ringsync::KeepaliveSettings{});
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterCallbackGenericService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) return 1;
+  WriteLine(to_parent, absl::StrCat(port));
+  const std::string next = ReadLine(from_parent);
+  auto sender = std::make_unique<Sender>(
+      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", next), grpc::InsecureChannelCredentials(),
+                                ringsync::PeerChannelArguments(ringsync::KeepaliveSettings{})),
+      static_cast<size_t>(c.segment));
+  const int n = c.nranks;
+  uint64_t expected = 0;
+  for (int64_t size : Sizes(c)) {
+    const uint64_t per_round = static_cast<uint64_t>(size) / n * 2 * (n - 1);
+    const auto [iters, warmups] = ringsync::bench::IterationsFor(size, c.iters, c.warmup_iters);
+    absl::Time start;
+    for (int64_t i = 0; i < warmups + iters; ++i) {
+      if (i == warmups) {
+        WriteLine(to_parent, "ready");
+        if (ReadLine(from_parent) != "go") return 1;
+        start = absl::Now();
+      }
+      sender->Send(per_round);
+      expected += per_round;
+      inbox.AwaitAtLeast(expected);
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(iters);
+    WriteLine(to_parent, absl::StrCat(seconds));
+  }
+  sender.reset();
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  return 0;
+}
+
+bool ReadConfig(Config& c) {
+  c.nranks = absl::GetFlag(FLAGS_nranks);
+  c.min_bytes = ringsync::bench::ParseSize(absl::GetFlag(FLAGS_min_bytes));
+  c.max_bytes = ringsync::bench::ParseSize(absl::GetFlag(FLAGS_max_bytes));
+  c.step_factor = absl::GetFlag(FLAGS_step_factor);
+  c.iters = absl::GetFlag(FLAGS_iters);
+  c.warmup_iters = absl::GetFlag(FLAGS_warmup_iters);
+  c.segment = ringsync::bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes));
+  return c.nranks >= 2 && c.nranks <= 64 && c.min_bytes >= c.nranks && c.max_bytes >= c.min_bytes &&
+         c.step_factor >= 2 && c.iters >= 1 && c.warmup_iters >= 0 && c.segment > 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  Config c;
+  if (!ReadConfig(c)) {
+    std::fprintf(stderr, "grpc-ring-bench: bad flags (nranks 2..64, sizes like 16M with "
+                         "nranks <= min <= max, step_factor >= 2, segment_bytes > 0)\n");
+    return 2;
+  }
+  const int n = c.nranks;
+  std::vector<int> to_rank(n), from_rank(n);
+  std::vector<pid_t> pids;
+  std::fflush(stdout);
+  for (int r = 0; r < n; ++r) {
+    int down[2], up[2];
+    if (::pipe(down) != 0 || ::pipe(up) != 0) return 1;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      ::close(down[1]);
+      ::close(up[0]);
+      _exit(RankMain(c, down[0], up[1]));
+    }
+    ::close(down[0]);
+    ::close(up[1]);
+    to_rank[r] = down[1];
+    from_rank[r] = up[0];
+    pids.push_back(pid);
+  }
+  std::vector<std::string> ports(n);
+  for (int r = 0; r < n; ++r) ports[r] = ReadLine(from_rank[r]);
+  for (int r = 0; r < n; ++r) WriteLine(to_rank[r], ports[(r + 1) % n]);
+
+  const double bus = 2.0 * (n - 1) / n;
+  std::printf("# grpc-ring-bench: nranks %d, segment %lld B, zero-copy byte streams around the "
+              "ring, 2(N-1)/N * size bytes per rank per round, no reduction\n",
+              n, static_cast<long long>(c.segment));
+  std::printf("# time = max over ranks of (batch wall time / iters); busbw = algbw * %.3f\n#\n", bus);
+  ringsync::bench::PrintColumnHeads();
+  int status = 0;
+  for (int64_t size : Sizes(c)) {
+    bool ok = true;
+    for (int r = 0; r < n; ++r) ok = ok && ReadLine(from_rank[r]) == "ready";
+    if (!ok) {
+      status = 1;
+      break;
+    }
+    for (int r = 0; r < n; ++r) WriteLine(to_rank[r], "go");
+    double slowest = 0;
+    for (int r = 0; r < n; ++r) {
+      double t = 0;
+      if (!absl::SimpleAtod(ReadLine(from_rank[r]), &t)) status = 1;
+      slowest = std::max(slowest, t);
+    }
+    if (status != 0) break;
+    ringsync::bench::PrintRow(size, size, "bytes", "none", slowest, bus, 0);
+  }
+  for (int r = 0; r < n; ++r) ::close(to_rank[r]);
+  for (pid_t pid : pids) {
+    int rank_status = 0;
+    if (waitpid(pid, &rank_status, 0) != pid || !WIFEXITED(rank_status) ||
+        WEXITSTATUS(rank_status) != 0) {
+      status = 1;
+    }
+  }
+  return status;
+}
