@@ -18,7 +18,8 @@
 #   * /etc/containers/containers.conf.d/50-ringsync.conf:
 #       runc with the cgroupfs manager (crun refuses hybrid cgroup hierarchies, and there is
 #       no systemd to manage cgroups); default ulimits below the machine's hard limits
-#       (containers may not raise them); events to a file (no journald); and podman's
+#       (containers may not raise them); a 1 s DNS timeout in containers (podman's DNS
+#       server loses queries while containers start); events to a file (no journald); and podman's
 #       default network and address pools in 198.19.0.0/16 (the benchmarking range
 #       198.18.0.0/15) instead of its private 10.88.0.0/16 and 10.89.0.0/16.
 #   * images localhost/debian:bookworm and docker.io/library/debian:bookworm (one image):
@@ -81,6 +82,11 @@ write_config() {
 [containers]
 # Containers cannot raise RLIMIT_NOFILE/NPROC above the machine's hard limits.
 default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+# Podman's DNS server (aardvark-dns 1.4) drops queries while it reloads, which it does
+# each time a container starts: glibc's default 5 s timeout (x2 attempts, x2 servers)
+# turned one lost answer into a peer name that resolved tens of seconds late. Ask again
+# after a second, more times.
+dns_options = ["timeout:1", "attempts:5"]
 
 [engine]
 # crun refuses hybrid cgroup hierarchies; no systemd: cgroupfs, events to a file.
@@ -101,7 +107,7 @@ EOF
   fi
   mkdir -p "$(dirname "$CONF")"
   printf '%s\n' "$want" >"$CONF"
-  say "config: wrote $CONF (runc + cgroupfs, ulimits, networks in 198.19.0.0/16)"
+  say "config: wrote $CONF (runc + cgroupfs, ulimits, DNS timeout, networks in 198.19.0.0/16)"
 }
 
 debian_mirror() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "wire/grpc_options.h"
 
 namespace ringsync {
 namespace {
@@ -10,12 +11,15 @@ namespace {
 absl::StatusOr<std::unique_ptr<OutboundStream>> OpenWithRetries(const RingNeighbours& neighbours,
                                                                  const PeerHello& hello,
                                                                  const WaitLimit& limit) {
+  // One channel for every attempt: its name resolution and reconnect backoff go on
+  // across attempts (outbound_stream.h, OpenOn); each attempt is a new stream on it.
+  const std::shared_ptr<grpc::Channel> channel = neighbours.security.CreateChannel(
+      neighbours.next_target, PeerChannelArguments(neighbours.keepalive));
   while (true) {
     WaitLimit attempt = limit;
     attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
     absl::StatusOr<std::unique_ptr<OutboundStream>> outbound =
-        OutboundStream::Open(neighbours.next_target, hello, neighbours.next_description, attempt,
-                             neighbours.security, neighbours.keepalive);
+        OutboundStream::OpenOn(channel, hello, neighbours.next_description, attempt);
     // Only an attempt that got no answer is worth making again; a refusal says why.
     if (outbound.ok() || !absl::IsDeadlineExceeded(outbound.status()) ||
         absl::Now() >= limit.deadline ||

@@ -31,8 +31,13 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::Open(const std::
                                                                      const TransportSecurity& security,
                                                                      const KeepaliveSettings& keepalive,
                                                                      bool wait_for_ready) {
-  std::shared_ptr<grpc::Channel> channel =
-      security.CreateChannel(target, PeerChannelArguments(keepalive));
+  return OpenOn(security.CreateChannel(target, PeerChannelArguments(keepalive)), hello, peer,
+                limit, wait_for_ready);
+}
+
+absl::StatusOr<std::unique_ptr<OutboundStream>> OutboundStream::OpenOn(
+    std::shared_ptr<grpc::Channel> channel, const PeerHello& hello, const std::string& peer,
+    const WaitLimit& limit, bool wait_for_ready) {
   std::unique_ptr<OutboundStream> stream(new OutboundStream(std::move(channel), peer));
   OutboundStream& s = *stream;
   s.context_.set_wait_for_ready(wait_for_ready);

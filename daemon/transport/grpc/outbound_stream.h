@@ -56,6 +56,14 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
       const std::string& target, const PeerHello& hello, const std::string& peer,
       const WaitLimit& limit, const TransportSecurity& security = TransportSecurity(),
       const KeepaliveSettings& keepalive = {}, bool wait_for_ready = true);
+  // As Open, on a channel the caller made (PeerChannelArguments) and may open on again:
+  // attempts that share one channel share its name resolution and connection backoff,
+  // where a new channel per attempt would start both over (and a slow resolver, e.g. a
+  // container engine's DNS that drops queries while containers start, would then never
+  // answer within one attempt).
+  static absl::StatusOr<std::unique_ptr<OutboundStream>> OpenOn(
+      std::shared_ptr<grpc::Channel> channel, const PeerHello& hello, const std::string& peer,
+      const WaitLimit& limit, bool wait_for_ready = true);
   ~OutboundStream() override;
 
   // Sends one frame. On cancellation or deadline while gRPC still holds the payload,
