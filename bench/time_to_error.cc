@@ -42,7 +42,7 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Milliseconds(200),
 ABSL_FLAG(absl::Duration, mid_fault_after, absl::Seconds(1),
           "worker-kill-mid: how long after the ranks call the worker is killed (the ranks "
           "should be streaming by then)");
-ABSL_FLAG(std::string, worker_flags, "--client_reattach_grace=200ms",
+ABSL_FLAG(std::string, worker_flags, "",
           "extra worker flags, space-separated");
 
 namespace ringsync {

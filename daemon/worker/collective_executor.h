@@ -34,7 +34,7 @@ struct ExecutorOptions {
   size_t segment_bytes = size_t{1} << 20;  // RingOptions::segment_bytes
   // How long after its client detached this worker still holds the ring's collectives
   // for a new client, before it fails them.
-  absl::Duration reattach_grace = absl::Seconds(1);
+  absl::Duration reattach_grace = absl::ZeroDuration();
   // Bounds on what the attached client may have queued (received, not yet running), so
   // that one client cannot hold unbounded memory or shared files in the worker.
   size_t max_queued_jobs = 1024;

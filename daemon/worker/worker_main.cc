@@ -83,10 +83,12 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20,
 ABSL_FLAG(std::string, reduce_device, "auto",
           "worker: where to reduce: auto (a CUDA GPU when one is usable, else the CPU), cpu, "
           "cuda or cuda:N. 'cuda' without a usable GPU fails at start-up.");
-ABSL_FLAG(absl::Duration, client_reattach_grace, absl::Seconds(1),
+ABSL_FLAG(absl::Duration, client_reattach_grace, absl::ZeroDuration(),
           "worker: how long after its training process detached (exited, was killed) the "
           "worker holds the ring's collectives for a restarted one; after that they fail on "
-          "every rank at once, naming this worker, instead of waiting out their deadline.");
+          "every rank at once, naming this worker, instead of waiting out their deadline. "
+          "0 (default): at once — a restarted process starts its collectives afresh anyway, "
+          "so holding the others only delays their error.");
 ABSL_FLAG(absl::Duration, abort_notice_timeout, absl::Seconds(2),
           "worker: how long a rank that gives up a collective may take to tell its right "
           "neighbour (the abort notice), and how long a rank that ran out of time while its "

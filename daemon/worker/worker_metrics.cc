@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/outcome.h"
 #include "daemon/metrics/scrape_family.h"
 
 namespace ringsync {
@@ -63,6 +64,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
       failed_(AddCounter(registry, "ringsync_collectives_failed_total",
                          "Failed collectives by kind and cause: mismatch, timeout, peer_lost, "
                          "client_gone, generation_changed, membership_changed, invalid, other.")),
+      in_doubt_(AddCounter(registry, "ringsync_collectives_in_doubt_total",
+                           "Failed collectives marked in doubt, by kind: this rank completed "
+                           "its part but did not hear that every rank did, so another rank "
+                           "may have returned OK (the training loop must resynchronise).")),
       bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
                              "Payload bytes this worker sent on the ring to its right neighbour "
                              "(rank and worker id).")),
@@ -127,6 +132,7 @@ void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
             {"result", ok ? "ok" : "failed"}})
       .Increment();
   if (!ok) failed_.Add({{"kind", kind}, {"cause", std::string(FailureCauseName(c.cause))}}).Increment();
+  if (!ok && OutcomeMarkOf(c.status) == OutcomeMark::kInDoubt) in_doubt_.Add({{"kind", kind}}).Increment();
   if (c.epoch != nullptr) {
     bytes_sent_.Add(PeerLabels(*c.epoch, c.epoch->me.next()))
         .Increment(static_cast<double>(c.stats.bytes_sent));

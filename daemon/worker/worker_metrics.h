@@ -66,6 +66,7 @@ class WorkerMetrics final : public prometheus::Collectable {
   RingManager& ring_;
   prometheus::Family<prometheus::Counter>& collectives_;
   prometheus::Family<prometheus::Counter>& failed_;
+  prometheus::Family<prometheus::Counter>& in_doubt_;
   prometheus::Family<prometheus::Counter>& bytes_sent_;
   prometheus::Family<prometheus::Counter>& bytes_received_;
   prometheus::Family<prometheus::Histogram>& duration_;

@@ -2,6 +2,7 @@
 #include "daemon/worker/worker_metrics.h"
 
 #include "absl/strings/match.h"
+#include "core/outcome.h"
 #include "daemon/worker/grpc_link_factory.h"
 #include "daemon/metrics/text_page.h"
 #include "gmock/gmock.h"
@@ -91,6 +92,19 @@ TEST_F(WorkerMetricsTest, AFailureCountsItsCauseButNoDurationOrBandwidth) {
   EXPECT_THAT(page, Not(HasSubstr("ringsync_busbw_bytes_per_second{")));
   // Bytes that did move still count.
   EXPECT_THAT(page, HasSubstr("ringsync_ring_bytes_sent_total{peer_rank=\"2\",peer_worker_id=\"w2\"} 1500\n"));
+  // A plain failure is not in doubt.
+  EXPECT_THAT(page, Not(HasSubstr("ringsync_collectives_in_doubt_total{")));
+}
+
+TEST_F(WorkerMetricsTest, AFailureMarkedInDoubtIsCountedAsSuch) {
+  FinishedCollective c = AllReduce(1000, absl::Seconds(2));
+  c.status = WithOutcomeMark(absl::UnavailableError("did not hear rank 2's commit"),
+                             OutcomeMark::kInDoubt);
+  c.cause = FailureCause::kPeerLost;
+  metrics_.OnCollectiveFinished(c);
+  const std::string page = Page();
+  EXPECT_THAT(page, HasSubstr("ringsync_collectives_in_doubt_total{kind=\"allreduce\"} 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_collectives_failed_total{cause=\"peer_lost\",kind=\"allreduce\"} 1\n"));
 }
 
 TEST_F(WorkerMetricsTest, RingGaugesShowAWorkerOutsideARing) {
