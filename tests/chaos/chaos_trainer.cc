@@ -104,7 +104,10 @@ class Trainer {
         if (!s.ok()) absl::SleepFor(absl::GetFlag(FLAGS_retry_pause));
         continue;
       }
+      const absl::Time lost = absl::Now();
       client_.reset();
+      Print(absl::StrCat("lost_worker t_us=", NowMicros(), " closing_ms=",
+                         absl::ToInt64Milliseconds(absl::Now() - lost)));
       const absl::Duration reconnect = absl::GetFlag(FLAGS_reconnect_timeout);
       if (reconnect <= absl::ZeroDuration() || !Connect(std::min(reconnect, deadline - absl::Now()))) {
         Print(absl::StrCat("gave_up step=", step_, " calls=", calls_));

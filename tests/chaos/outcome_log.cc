@@ -94,8 +94,8 @@ void AppendTrainerLines(TrainerLog& log, absl::string_view lines) {
       log.wrong.emplace_back(line);
     } else if (absl::StartsWith(line, "done ")) {
       log.done = true;
-    } else if (absl::StartsWith(line, "connected ")) {
-      ++log.connects;
+    } else if (absl::StartsWith(line, "connected ") || absl::StartsWith(line, "lost_worker ")) {
+      if (absl::StartsWith(line, "connected ")) ++log.connects;
       log.connect_lines.emplace_back(line);
     }
   }

@@ -41,7 +41,7 @@ struct TrainerLog {
   std::vector<std::string> wrong;  // the "wrong" lines
   bool done = false;               // "done" seen: every step ran
   int64_t connects = 0;
-  std::vector<std::string> connect_lines;  // the "connected" lines: when, after how long
+  std::vector<std::string> connect_lines;  // "lost_worker" and "connected" lines: when, how long
   int64_t ok_steps = 0;            // successful "step/" calls
   // calls by number, for the cross checks
   const CallOutcome* Find(int64_t k) const;
