@@ -51,6 +51,10 @@ absl::Status Client::AwaitRing(absl::Duration timeout) {
   return ready;
 }
 
+absl::StatusOr<RegisteredBuffer> Client::AllocateBytes(size_t size_bytes) {
+  return core_->Allocate(size_bytes);
+}
+
 absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count, DType dtype,
                                ReduceOp op, const AllReduceOptions& options) {
   return AllReduceAsync(name, data, count, dtype, op, options).Wait();

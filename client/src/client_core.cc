@@ -9,6 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
 #include "wire/attach_token.h"
+#include "wire/registered_buffer_key.h"
+#include "client/src/registered_buffer_state.h"
+#include "client/src/registered_memory.h"
+#include "absl/strings/cord.h"
 #include "wire/reaction_order.h"
 #include "wire/grpc_options.h"
 #include "wire/security/transport_security.h"
@@ -20,6 +24,8 @@ namespace {
 
 // How long a closing Client waits for its worker to take its goodbye.
 constexpr absl::Duration kGoodbyeTimeout = absl::Seconds(1);
+// How long registering a buffer may take (the worker maps it: quick).
+constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
 
 std::string DescribeInfo(const v1::WorkerInfo& info) {
   return absl::StrCat("worker '", info.worker_id(), "', rank ", info.rank(), ", world size ",
@@ -35,7 +41,9 @@ ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options,
       options_(options),
       shared_memory_(std::make_shared<SharedMemoryPool>(options.shared_memory_dir)),
       channel_(std::move(channel)),
-      stub_(v1::Worker::NewStub(channel_)) {}
+      stub_(v1::Worker::NewStub(channel_)),
+      registered_(std::make_shared<RegisteredBufferRegistry>(
+          [this](uint64_t id) { ReleaseRegistered(id); })) {}
 
 absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_view target,
                                                                 const ClientOptions& options) {
@@ -73,6 +81,7 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
 }
 
 ClientCore::~ClientCore() {
+  registered_->Close();
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
@@ -193,9 +202,66 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
   }
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   EncodeRequest(pending->call(), pending->request());
-  pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
+  if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
+      in.has_value() && target_.is_unix()) {
+    pending->UseRegistered(in->id, in->offset);
+  } else {
+    pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
+  }
   StartRpc(pending);
   return PendingCollective::MakeHandle(std::move(pending));
+}
+
+std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer(
+    const CollectiveCall& call, const CallBytes& bytes) const {
+  const CollectiveKind kind = call.spec.kind;
+  if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast) return std::nullopt;
+  if (bytes.output == 0 || call.input != call.output) return std::nullopt;
+  return registered_->Find(call.output, bytes.output);
+}
+
+absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
+  if (!target_.is_unix()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "registered buffers need the worker's unix socket; this client reaches ",
+        target_.grpc_target, " over TCP (use plain spans, which are copied)"));
+  }
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisteredMemory::Create(size_bytes);
+  if (!memory.ok()) return memory.status();
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kRegisterTimeout));
+  {
+    absl::MutexLock lock(&mu_);
+    context.AddMetadata(kAttachTokenMetadata, attach_token_);
+  }
+  v1::RegisterBufferRequest request;
+  request.set_fd((*memory)->fd());
+  request.set_size_bytes(size_bytes);
+  v1::RegisterBufferResponse response;
+  const grpc::Status status = stub_->RegisterBuffer(&context, request, &response);
+  if (!status.ok()) {
+    const absl::Status why = FromWorkerStatus(status, target_, ReportedByWorker(context));
+    return absl::Status(why.code(), absl::StrCat("cannot register a buffer of ", size_bytes,
+                                                 " bytes with the ringsync worker at ",
+                                                 target_.grpc_target, ": ", why.message()));
+  }
+  (*memory)->SetRegistration(registered_, response.buffer_id());
+  return RegisteredBuffer(*std::move(memory));
+}
+
+void ClientCore::ReleaseRegistered(uint64_t id) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kGoodbyeTimeout));
+  {
+    absl::MutexLock lock(&mu_);
+    if (detached_.has_value()) return;  // the worker forgot this client's buffers
+    context.AddMetadata(kAttachTokenMetadata, attach_token_);
+  }
+  v1::ReleaseBufferRequest request;
+  request.set_buffer_id(id);
+  v1::ReleaseBufferResponse response;
+  // Best effort: a worker that is gone has forgotten the buffer with its client.
+  stub_->ReleaseBuffer(&context, request, &response).ok();
 }
 
 void ClientCore::SayGoodbye() {
@@ -287,7 +353,7 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
                                          ", ", DescribeCall(pending.call()),
                                          "): ", result.message()));
     }
-    if (closing_ && absl::IsCancelled(result)) {
+    if (closing_ && absl::IsCancelled(result) && !pending.registered()) {
       result = absl::CancelledError(absl::StrCat(
           DescribeCall(pending.call()),
           ": cancelled because its Client was destroyed while it was in flight; the buffer "
@@ -295,6 +361,15 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
     }
   }
   result = WithOutcomeMark(std::move(result), mark);
+  if (!result.ok() && pending.registered()) {
+    // What the registered buffer holds now: only the worker can say it is untouched.
+    const auto& trailers = pending.context()->GetServerTrailingMetadata();
+    auto it = trailers.find(kRegisteredBufferMetadataKey);
+    const bool untouched = reported_by_worker && it != trailers.end() && it->second == "untouched";
+    if (!untouched) {
+      result.SetPayload(kRegisteredBufferPayloadUrl, absl::Cord(kRegisteredBufferUnspecified));
+    }
+  }
   // The worker answered (OK, or its own verdict): it no longer touches the region.
   pending.Finish(std::move(result), /*worker_done=*/status.ok() || reported_by_worker);
 }

@@ -17,11 +17,13 @@
 #include "absl/synchronization/mutex.h"
 #include "client/src/collective_call.h"
 #include "client/src/pending_collective.h"
+#include "client/src/registered_buffer_registry.h"
 #include "client/src/shared_memory_pool.h"
 #include "client/src/worker_target.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "ringsync/client.h"
+#include "ringsync/registered_buffer.h"
 #include "ringsync/v1/worker.grpc.pb.h"
 
 namespace ringsync::internal {
@@ -48,6 +50,9 @@ class ClientCore {
   // as an already-completed handle and do not use up a sequence number.
   CollectiveHandle Start(CollectiveCall call);
 
+  // A buffer of `size_bytes` registered with the worker (ringsync/registered_buffer.h).
+  absl::StatusOr<RegisteredBuffer> Allocate(size_t size_bytes);
+
  private:
   ClientCore(WorkerTarget target, const ClientOptions& options,
              std::shared_ptr<grpc::Channel> channel);
@@ -68,6 +73,12 @@ class ClientCore {
   void OnRpcDone(PendingCollective& pending, const grpc::Status& status);
   // Takes `pending` off the in-flight list once gRPC has dropped the RPC's callback.
   void Forget(std::shared_ptr<PendingCollective> pending);
+  // Where `call`'s buffer lies in a registered buffer, when it runs in place there (an
+  // AllReduce or Broadcast with data).
+  std::optional<RegisteredBufferRegistry::Location> InRegisteredBuffer(
+      const CollectiveCall& call, const CallBytes& bytes) const;
+  // Tells the worker that registered buffer `id` is gone (best effort).
+  void ReleaseRegistered(uint64_t id);
 
   const WorkerTarget target_;
   const ClientOptions options_;
@@ -75,6 +86,8 @@ class ClientCore {
   const std::shared_ptr<SharedMemoryPool> shared_memory_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Worker::Stub> stub_;
+  // The registered buffers by address; closed first thing in the destructor.
+  const std::shared_ptr<RegisteredBufferRegistry> registered_;
   grpc::ClientContext attach_context_;
   std::thread attach_thread_;
 

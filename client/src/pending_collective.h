@@ -40,6 +40,10 @@ class PendingCollective {
   // names none. When no region can be had (e.g. /dev/shm is full) the data goes inline
   // and a warning is logged once.
   void PrepareData(std::shared_ptr<SharedMemoryPool> pool);
+  // Names [offset, offset + output bytes) of registered buffer `id` instead: the worker
+  // reduces it in place, and nothing is copied in or out.
+  void UseRegistered(uint64_t id, uint64_t offset);
+  bool registered() const { return registered_; }
 
   grpc::ClientContext* context() { return &context_; }
   v1::CollectiveRequest* request() { return &request_; }
@@ -67,6 +71,7 @@ class PendingCollective {
   v1::CollectiveResponse response_;
   std::optional<SharedMemoryRegion> region_;
   std::shared_ptr<SharedMemoryPool> pool_;  // where region_ came from
+  bool registered_ = false;
 
   mutable absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

@@ -68,6 +68,7 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
   RingStats local;
   if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
     exchange.ExportStats(stats);
+    if (stats != nullptr) stats->buffer_untouched = true;
     return agreed;
   }
   ReduceStats pre;

@@ -31,6 +31,7 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
   if (n == 1) return absl::OkStatus();
   if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
     exchange.ExportStats(stats);
+    if (stats != nullptr) stats->buffer_untouched = true;
     return agreed;
   }
 

@@ -38,6 +38,9 @@ struct RingStats {
   uint64_t frames_sent = 0;
   uint64_t overflows = 0;         // see ReduceStats
   absl::Duration reduce_time;     // time spent combining
+  // Set by a failed collective that never wrote into its buffer (e.g. the ranks did not
+  // agree); false means the buffer may hold partial results.
+  bool buffer_untouched = false;
 };
 
 }  // namespace ringsync

@@ -333,7 +333,10 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
     return exchange.Reject(job.refusal);
   }
+  // From here the ring may write into a registered buffer (the client's own memory).
+  job.touched_caller_memory = job.is_registered();
   absl::Status result = RunAlgorithm(job, epoch, options);
+  if (!result.ok() && job.stats.buffer_untouched) job.touched_caller_memory = false;
   if (result.ok() && job.is_shared) {
     // The ring committed (every rank holds the result; the others report OK); only this
     // rank's copy back can still fail (its client truncated the file meanwhile). Marked in

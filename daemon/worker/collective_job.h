@@ -14,6 +14,7 @@
 #include "core/sync/cancellation.h"
 #include "core/collective.h"
 #include "core/ring/ring_member.h"
+#include "daemon/worker/registered_buffers.h"
 #include "daemon/worker/shared_tensor.h"
 
 namespace ringsync {
@@ -39,6 +40,12 @@ struct CollectiveJob {
   bool is_shared = false;
   std::vector<std::byte> inline_data;
   SharedTensor shared;
+  // A tensor in a registered buffer (registered_buffers.h): the ring works in that
+  // memory itself; the worker holds no copy. Set when registered.mapping is not null.
+  RegisteredBuffers::Slice registered;
+  // Set once the ring may have written into the caller's memory (a registered buffer):
+  // a failure after it leaves that memory unspecified, before it untouched.
+  bool touched_caller_memory = false;
 
   // Cancelled by the RPC when the client goes away.
   Cancellation client_gone;
@@ -54,8 +61,12 @@ struct CollectiveJob {
   RingStats stats;
   absl::Duration elapsed;
 
-  absl::Span<std::byte> bytes() { return absl::MakeSpan(inline_data); }
-  // What the job holds or will hold while it waits and runs, for the queue's bounds.
+  bool is_registered() const { return registered.mapping != nullptr; }
+  absl::Span<std::byte> bytes() {
+    return is_registered() ? registered.bytes : absl::MakeSpan(inline_data);
+  }
+  // What the job holds or will hold while it waits and runs, for the queue's bounds
+  // (a registered buffer is the client's memory: none).
   uint64_t data_bytes() const { return is_shared ? shared.size() : inline_data.size(); }
   // Reads the shared region into this job's memory (the collective is about to run).
   absl::Status LoadShared() {
@@ -72,7 +83,7 @@ struct CollectiveJob {
   // grown to hold every rank's slot (its input stays first).
   absl::Span<std::byte> ResultBuffer(int world_size) {
     const std::optional<uint64_t> elements = ResultElements(spec, world_size);
-    if (!is_shared && elements.has_value()) inline_data.resize(*elements * DTypeSize(spec.dtype));
+    if (!is_shared && !is_registered() && elements.has_value()) inline_data.resize(*elements * DTypeSize(spec.dtype));
     return bytes();
   }
   void Finish(const absl::Status& result) {

@@ -61,6 +61,21 @@ absl::Status CheckData(const v1::CollectiveRequest& request, CollectiveJob& job)
       }
       return absl::OkStatus();
     }
+    case v1::CollectiveRequest::kRegistered: {
+      // Reduced in place: the tensor is exactly the range, and only collectives whose
+      // result has the input's shape may use it.
+      if (spec.kind != CollectiveKind::kAllReduce && spec.kind != CollectiveKind::kBroadcast) {
+        return Invalid("registered", absl::StrCat("a ", CollectiveKindName(spec.kind),
+                                                  " cannot run in a registered buffer "
+                                                  "(all-reduce and broadcast only)"));
+      }
+      if (request.registered().size_bytes() != bytes) {
+        return Invalid("registered.size_bytes",
+                       absl::StrCat(request.registered().size_bytes(), " bytes for ", spec.count,
+                                    " x ", DTypeName(spec.dtype)));
+      }
+      return absl::OkStatus();
+    }
     case v1::CollectiveRequest::DATA_NOT_SET:
       if (bytes != 0) return Invalid("data", "neither inline_data nor shared is set");
       return absl::OkStatus();
@@ -122,6 +137,17 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
                                                               absl::Time now) {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
       CheckedJobFromRequest(rpc_kind, request, limits, now);
+  if (job.ok() && request.has_registered()) {
+    if (limits.registered == nullptr) {
+      return Invalid("registered", "this client has no registered buffers");
+    }
+    const v1::RegisteredTensor& registered = request.registered();
+    absl::StatusOr<RegisteredBuffers::Slice> slice =
+        limits.registered->Find(registered.buffer_id(), registered.offset(), registered.size_bytes());
+    if (!slice.ok()) return slice.status();
+    (*job)->registered = *std::move(slice);
+    return job;
+  }
   if (!job.ok() || !request.has_shared()) return job;
   if (absl::Status opened = OpenShared(request.shared(), limits, **job); !opened.ok()) return opened;
   return job;

@@ -26,6 +26,8 @@ struct JobRequestLimits {
   // tensors (shared_tensor.h); nullopt refuses shared tensors (a client over TCP, whose
   // files the worker cannot attribute: its tensors travel inline).
   std::optional<PeerCredentials> shared_owner;
+  // The attached client's registered buffers (null: registered tensors are refused).
+  const RegisteredBuffers* registered = nullptr;
 };
 
 // InvalidArgument ("invalid <field>: why") for a bad request, or one the client marked

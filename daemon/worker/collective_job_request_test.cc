@@ -3,6 +3,7 @@
 #include "daemon/worker/collective_job_request.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -194,6 +195,54 @@ TEST(CheckedJobFromRequest, ChecksASharedRequestWithoutOpeningItsFile) {
                 .status()
                 .message(),
             "invalid shared.size_bytes: 8 bytes for 4 x float32");
+}
+
+TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
+  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  RegisteredBuffers buffers(RegisteredBufferLimits{});
+  const uint64_t id = buffers.Register(getpid(), getuid(), fd, 64).value();
+  JobRequestLimits limits;
+
+  v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, 4));
+  request.mutable_registered()->set_buffer_id(id);
+  request.mutable_registered()->set_offset(48);
+  request.mutable_registered()->set_size_bytes(16);
+  EXPECT_THAT(Refusal(CollectiveKind::kAllReduce, request),
+              HasSubstr("this client has no registered buffers"))
+      << "a client over TCP has none";
+
+  limits.registered = &buffers;
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE((*job)->is_registered());
+  EXPECT_EQ((*job)->data_bytes(), 0u) << "the worker holds no copy";
+  EXPECT_EQ((*job)->bytes().size(), 16u);
+  EXPECT_EQ((*job)->ResultBuffer(3).data(), (*job)->bytes().data());
+
+  request.mutable_registered()->set_offset(49);
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow)
+                              .status()
+                              .message()),
+              HasSubstr("exceeds its 64 bytes"));
+  request.mutable_registered()->set_offset(0);
+  request.mutable_registered()->set_size_bytes(12);
+  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow).status().message(),
+            "invalid registered.size_bytes: 12 bytes for 4 x float32");
+  request.mutable_registered()->set_size_bytes(16);
+  request.mutable_registered()->set_buffer_id(id + 7);
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow).ok());
+
+  v1::CollectiveRequest gather = Request(Floats(CollectiveKind::kAllGather, 4));
+  *gather.mutable_registered() = request.registered();
+  gather.mutable_registered()->set_buffer_id(id);
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllGather, gather, limits, kNow)
+                              .status()
+                              .message()),
+              HasSubstr("all-reduce and broadcast only"));
+  close(fd);
 }
 
 }  // namespace

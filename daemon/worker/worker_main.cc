@@ -111,6 +111,12 @@ ABSL_FLAG(bool, shm_sweep, true,
           "--shm_dir that this worker's user owns and whose process is gone (a training "
           "process killed together with its worker). Turn off when training processes run "
           "in another pid namespace and share --shm_dir: their pids mean nothing here.");
+ABSL_FLAG(int64_t, max_registered_buffers, 64,
+          "worker: most registered buffers (Client::Allocate) its training process may hold "
+          "at once, 0..4096; 0 refuses registration (the SDK then says so).");
+ABSL_FLAG(int64_t, max_registered_buffer_bytes, int64_t{16} << 30,
+          "worker: largest registered buffer, 1 KiB..1 TiB (the memory is the training "
+          "process's; the worker only maps it).");
 
 namespace ringsync {
 namespace {
@@ -185,6 +191,13 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   if (absl::GetFlag(FLAGS_max_inline_bytes) < (1 << 10) ||
       absl::GetFlag(FLAGS_max_inline_bytes) > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError("--max_inline_bytes must be between 1 KiB and 1 GiB");
+  }
+  if (absl::GetFlag(FLAGS_max_registered_buffers) < 0 ||
+      absl::GetFlag(FLAGS_max_registered_buffers) > 4096 ||
+      absl::GetFlag(FLAGS_max_registered_buffer_bytes) < (1 << 10) ||
+      absl::GetFlag(FLAGS_max_registered_buffer_bytes) > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError("--max_registered_buffers must be between 0 and 4096, "
+                                      "--max_registered_buffer_bytes between 1 KiB and 1 TiB");
   }
   if (absl::GetFlag(FLAGS_client_reattach_grace) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--client_reattach_grace must not be negative");
@@ -420,6 +433,10 @@ WorkerServiceOptions ServiceOptions(const WorkerConfig& config, const Reducer& r
   options.shm_dir = absl::GetFlag(FLAGS_shm_dir);
   options.default_timeout = absl::GetFlag(FLAGS_collective_timeout);
   options.max_inline_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_inline_bytes));
+  options.registered_buffers.max_buffers =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_registered_buffers));
+  options.registered_buffers.max_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_registered_buffer_bytes));
   return options;
 }
 

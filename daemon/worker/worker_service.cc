@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/attach_token.h"
+#include "wire/registered_buffer_key.h"
 #include "wire/grpc_status.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "wire/reaction_order.h"
@@ -91,6 +92,11 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
   void Answer() {
     const CollectiveJob& job = *job_;
     if (!job.status.ok()) {
+      if (job.is_registered()) {
+        // What the client's registered buffer holds now (ringsync/registered_buffer.h).
+        context_->AddTrailingMetadata(std::string(kRegisteredBufferMetadataKey),
+                                      job.touched_caller_memory ? "unspecified" : "untouched");
+      }
       if (OutcomeMarkOf(job.status) == OutcomeMark::kMembershipChanged) {
         // The membership the client's next collectives are for (worker.proto).
         context_->AddTrailingMetadata(std::string(kMembershipMetadataKey),
@@ -128,7 +134,8 @@ WorkerService::WorkerService(WorkerServiceOptions options, RingManager& ring,
       ring_(ring),
       executor_(executor),
       peers_(peers),
-      refusals_(refusals) {}
+      refusals_(refusals),
+      registered_(options_.registered_buffers) {}
 
 void WorkerService::Refuse(absl::string_view reason, absl::string_view detail) {
   if (refusals_ != nullptr) refusals_->Refuse(reason, detail);
@@ -150,7 +157,10 @@ JobRequestLimits WorkerService::LimitsFor(const AttachedClient& client,
                                           const grpc::ServerContextBase& context) const {
   JobRequestLimits limits = limits_;
   const bool on_socket = peers_ != nullptr && peers_->Find(context.peer()).has_value();
-  if (on_socket && client.local.has_value()) limits.shared_owner = client.local;
+  if (on_socket && client.local.has_value()) {
+    limits.shared_owner = client.local;
+    limits.registered = &registered_;
+  }
   return limits;
 }
 
@@ -291,6 +301,7 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   spdlog::info("{}", why);
   gate_.Close(token);
   executor_.Detach(absl::AbortedError(why));
+  registered_.Clear();  // running collectives keep their mappings until they end
   RemoveClientFiles(local);
   return grpc::Status::OK;
 }
@@ -305,6 +316,37 @@ grpc::Status WorkerService::Detach(grpc::ServerContext* context, const v1::Detac
   }
   executor_.ExpectCleanDetach();
   return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::RegisterBuffer(grpc::ServerContext* context,
+                                           const v1::RegisterBufferRequest* request,
+                                           v1::RegisterBufferResponse* response) {
+  absl::StatusOr<AttachedClient> client = CheckCaller(*context, "a RegisterBuffer request");
+  if (!client.ok()) return FromThisWorker(context, client.status());
+  const JobRequestLimits limits = LimitsFor(*client, *context);
+  if (limits.registered == nullptr || !limits.shared_owner.has_value()) {
+    return FromThisWorker(context, absl::FailedPreconditionError(absl::StrCat(
+        "worker ", options_.worker_id, ": registered buffers are for a training process on "
+        "the worker's unix socket")));
+  }
+  absl::StatusOr<uint64_t> id = registered_.Register(
+      limits.shared_owner->pid, limits.shared_owner->uid, request->fd(), request->size_bytes());
+  if (!id.ok()) {
+    Refuse("registered_buffer_refused", id.status().message());
+    return FromThisWorker(context, absl::Status(id.status().code(),
+                                                absl::StrCat("worker ", options_.worker_id, ": ",
+                                                             id.status().message())));
+  }
+  response->set_buffer_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::ReleaseBuffer(grpc::ServerContext* context,
+                                          const v1::ReleaseBufferRequest* request,
+                                          v1::ReleaseBufferResponse*) {
+  absl::StatusOr<AttachedClient> client = CheckCaller(*context, "a ReleaseBuffer request");
+  if (!client.ok()) return FromThisWorker(context, client.status());
+  return FromThisWorker(context, registered_.Release(request->buffer_id()));
 }
 
 void WorkerService::RemoveClientFiles(const std::optional<PeerCredentials>& client) {

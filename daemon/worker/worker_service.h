@@ -21,6 +21,7 @@
 #include "daemon/worker/client_gate.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/collective_job_request.h"
+#include "daemon/worker/registered_buffers.h"
 #include "daemon/worker/ring_manager.h"
 #include "ringsync/v1/worker.grpc.pb.h"
 
@@ -32,6 +33,7 @@ struct WorkerServiceOptions {
   std::string shm_dir = "/dev/shm";
   absl::Duration default_timeout = absl::Seconds(60);
   uint64_t max_inline_bytes = 0;  // told to clients in WorkerInfo
+  RegisteredBufferLimits registered_buffers;
 };
 
 using WorkerServiceBase = v1::Worker::WithCallbackMethod_AllReduce<
@@ -66,6 +68,11 @@ class WorkerService final : public WorkerServiceBase {
                       grpc::ServerWriter<v1::WorkerEvent>* writer) override;
   grpc::Status Detach(grpc::ServerContext* context, const v1::DetachRequest* request,
                       v1::DetachResponse* response) override;
+  grpc::Status RegisterBuffer(grpc::ServerContext* context,
+                              const v1::RegisterBufferRequest* request,
+                              v1::RegisterBufferResponse* response) override;
+  grpc::Status ReleaseBuffer(grpc::ServerContext* context, const v1::ReleaseBufferRequest* request,
+                             v1::ReleaseBufferResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* RunCollective(CollectiveKind kind, grpc::CallbackServerContext* context,
@@ -98,6 +105,8 @@ class WorkerService final : public WorkerServiceBase {
   // Shared files the attached client asked the worker to leave in place (reuse).
   absl::Mutex kept_mu_;
   std::set<std::string> kept_files_ ABSL_GUARDED_BY(kept_mu_);
+  // The attached client's registered buffers; forgotten when it detaches.
+  RegisteredBuffers registered_;
 };
 
 }  // namespace ringsync

@@ -10,7 +10,9 @@
 // Every rank must issue the same collectives (same name, dtype, count, op, root) in the
 // same order; the worker checks this and fails a mismatch on every rank. A collective
 // that fails leaves the caller's buffer exactly as it was: the SDK copies the input out,
-// and copies the result back only when the whole ring completed.
+// and copies the result back only when the whole ring completed. Except in a registered
+// buffer (Allocate, registered_buffer.h), which the worker reduces in place: no copies,
+// and after a failure its contents are unspecified unless the status says untouched.
 //
 // Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
 // through a shared-memory file under /dev/shm (when the worker is on a unix socket);
@@ -43,6 +45,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ringsync/collective_handle.h"
+#include "ringsync/registered_buffer.h"
 #include "ringsync/types.h"
 
 namespace ringsync {
@@ -120,6 +123,21 @@ class Client {
   // the worker last reported when none formed; FAILED_PRECONDITION once this Client is
   // detached (its worker went away: connect a new Client).
   absl::Status AwaitRing(absl::Duration timeout);
+
+  // Zero-copy: memory of `count` elements of T (zeroed) that this client's worker maps
+  // too. AllReduce and Broadcast on a span inside it are reduced in place, with no copy
+  // in or out; after a failed one its contents are unspecified unless the status says
+  // otherwise. Read ringsync/registered_buffer.h before using it. FailedPrecondition over
+  // TCP or when the worker cannot see this process; ResourceExhausted past the worker's
+  // bounds (--max_registered_buffers, --max_registered_buffer_bytes).
+  template <Element T>
+  absl::StatusOr<RegisteredBuffer> Allocate(size_t count) {
+    if (count > SIZE_MAX / sizeof(T)) {
+      return absl::InvalidArgumentError("Allocate: the element count overflows size_t bytes");
+    }
+    return AllocateBytes(count * sizeof(T));
+  }
+  absl::StatusOr<RegisteredBuffer> AllocateBytes(size_t size_bytes);
 
   // Collectives. Each takes a `name` (a label such as "grad/fc1", non-empty, the same on
   // every rank) that errors quote. On OK the result is in the caller's buffer; on any

@@ -1,0 +1,143 @@
+// End to end: registered buffers (Client::Allocate), which the worker reduces in place.
+// What a user may rely on: the same result as a plain span, bit for bit; bounds that say
+// which flag to raise; and after a failure, a status that tells whether the buffer is
+// untouched.
+#include <cstring>
+#include <random>
+
+#include "core/testing/ring_test_data.h"
+#include "gmock/gmock.h"
+#include "ringsync/registered_buffer.h"
+#include "tests/integration/cluster_fixture.h"
+
+namespace ringsync {
+namespace {
+
+using testing::Bytes;
+using testing::ConnectAll;
+using testing::ExpectAllOk;
+using testing::OnEveryRank;
+using testing::StartCluster;
+using ::testing::HasSubstr;
+
+// Non-exact float inputs: the rounding order must be the plain path's too.
+Bytes RandomInput(DType dtype, size_t count, int rank) {
+  std::mt19937 rng(1000 + rank);
+  std::uniform_real_distribution<double> value(-100, 100);
+  Bytes bytes = testing::MakeBuffer(dtype, count);
+  for (size_t i = 0; i < count; ++i) testing::SetElement(dtype, bytes, i, value(rng));
+  return bytes;
+}
+
+TEST(RegisteredBufferEndToEnd, AllReduceInPlaceEqualsThePlainSpanBitForBit) {
+  constexpr int kRanks = 3;
+  auto cluster = StartCluster(kRanks);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  // Inline-sized, past the shared-memory threshold, and a span at an offset inside a
+  // larger buffer.
+  struct Case {
+    DType dtype;
+    size_t count;
+    size_t offset_elements;
+  };
+  for (const Case& c : {Case{DType::kFloat32, 1, 0}, Case{DType::kFloat32, 300'000, 0},
+                        Case{DType::kFloat64, 70'001, 123}, Case{DType::kInt32, 5000, 7},
+                        Case{DType::kBFloat16, 9999, 1}}) {
+    SCOPED_TRACE(absl::StrCat(c.count, " x ", DTypeName(c.dtype), " at +", c.offset_elements));
+    const size_t element = DTypeSize(c.dtype);
+    std::vector<Bytes> plain(kRanks);
+    std::vector<RegisteredBuffer> registered(kRanks);
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      plain[r] = RandomInput(c.dtype, c.count, r);
+      absl::StatusOr<RegisteredBuffer> buffer =
+          client.AllocateBytes((c.count + c.offset_elements + 5) * element);
+      if (!buffer.ok()) return buffer.status();
+      registered[r] = *std::move(buffer);
+      std::byte* in_place = static_cast<std::byte*>(registered[r].data()) + c.offset_elements * element;
+      std::memcpy(in_place, plain[r].data(), plain[r].size());
+      if (absl::Status s = client.AllReduce("plain", plain[r].data(), c.count, c.dtype, ReduceOp::kSum);
+          !s.ok()) {
+        return s;
+      }
+      return client.AllReduce("registered", in_place, c.count, c.dtype, ReduceOp::kSum);
+    }));
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_NE(registered[r].data(), nullptr);
+      const std::byte* in_place =
+          static_cast<const std::byte*>(registered[r].data()) + c.offset_elements * element;
+      EXPECT_EQ(std::memcmp(in_place, plain[r].data(), plain[r].size()), 0) << "rank " << r;
+      EXPECT_EQ(std::memcmp(plain[r].data(), plain[0].data(), plain[r].size()), 0) << "rank " << r;
+    }
+  }
+}
+
+TEST(RegisteredBufferEndToEnd, BroadcastWritesTheRootsBytesIntoEveryRanksBuffer) {
+  auto cluster = StartCluster(2);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  std::vector<RegisteredBuffer> buffers(2);
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+    absl::StatusOr<RegisteredBuffer> buffer = client.Allocate<int64_t>(200'000);
+    if (!buffer.ok()) return buffer.status();
+    buffers[r] = *std::move(buffer);
+    absl::Span<int64_t> values = buffers[r].span<int64_t>();
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int64_t>(i) * (r + 1);
+    return client.Broadcast("weights", values, /*root=*/1);
+  }));
+  for (int r = 0; r < 2; ++r) {
+    absl::Span<int64_t> values = buffers[r].span<int64_t>();
+    EXPECT_EQ(values[199'999], 2 * 199'999) << "rank " << r;
+  }
+}
+
+TEST(RegisteredBufferEndToEnd, AFailureBeforeAnyByteMovedSaysTheBufferIsUntouched) {
+  auto cluster = StartCluster(2);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  std::vector<absl::Status> statuses = OnEveryRank(clients, [&](int r, Client& client) {
+    absl::StatusOr<RegisteredBuffer> buffer = client.Allocate<float>(4096);
+    if (!buffer.ok()) return buffer.status();
+    absl::Span<float> values = buffer->span<float>();
+    for (float& v : values) v = 1.5f;
+    // The ranks disagree on the count: the agreement pass fails before data moves.
+    const absl::Status s = client.AllReduce("mismatch", values.subspan(0, r == 0 ? 4096 : 1024),
+                                            ReduceOp::kSum);
+    EXPECT_FALSE(s.ok()) << "rank " << r;
+    EXPECT_TRUE(RegisteredBufferUntouched(s)) << "rank " << r << ": " << s;
+    for (float v : values) {
+      if (v != 1.5f) return absl::InternalError(absl::StrCat("rank ", r, ": buffer was changed"));
+    }
+    return absl::OkStatus();
+  });
+  ExpectAllOk(statuses);
+  EXPECT_FALSE(RegisteredBufferUntouched(absl::OkStatus()));
+}
+
+TEST(RegisteredBufferEndToEnd, TheWorkerBoundsHowManyBuffersAProcessRegisters) {
+  auto cluster = StartCluster(1, {"--max_registered_buffers=2",
+                                  "--max_registered_buffer_bytes=1048576"});
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  ASSERT_NE(clients[0], nullptr);
+  Client& client = *clients[0];
+  absl::StatusOr<RegisteredBuffer> too_big = client.AllocateBytes(2 << 20);
+  EXPECT_TRUE(absl::IsResourceExhausted(too_big.status())) << too_big.status();
+  EXPECT_THAT(too_big.status().message(), HasSubstr("--max_registered_buffer_bytes"));
+  absl::StatusOr<RegisteredBuffer> first = client.Allocate<float>(1000);
+  absl::StatusOr<RegisteredBuffer> second = client.Allocate<float>(1000);
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+  absl::StatusOr<RegisteredBuffer> third = client.Allocate<float>(1000);
+  EXPECT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("--max_registered_buffers"));
+  *first = RegisteredBuffer();  // frees it, and its registration with the worker
+  absl::StatusOr<RegisteredBuffer> again = client.Allocate<float>(1000);
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::Span<float> values = again->span<float>();
+  values[0] = 3;
+  EXPECT_TRUE(client.AllReduce("one rank", values, ReduceOp::kSum).ok());
+  EXPECT_EQ(values[0], 3);
+}
+
+}  // namespace
+}  // namespace ringsync
