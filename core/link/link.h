@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/collective.h"
+#include "core/link/payload.h"
 #include "core/sync/wait_limit.h"
 
 namespace ringsync {
@@ -59,7 +60,7 @@ struct Frame {
 
 struct ReceivedFrame {
   Frame frame;
-  absl::Span<const std::byte> payload;  // valid while `storage` lives
+  Payload payload;  // valid while `storage` lives; possibly in pieces (payload.h)
   std::shared_ptr<const void> storage;
 };
 

@@ -42,7 +42,8 @@ TEST(MemoryLink, CountsTheFramesAndBytesEachRankSent) {
     absl::StatusOr<ReceivedFrame> got = ring.link(1).Receive(In(absl::Seconds(1)));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->frame.segment, static_cast<uint32_t>(i));
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got->payload.data()), got->payload.size()),
+    const std::vector<std::byte> bytes = got->payload.ToVector();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
               "seg" + std::to_string(i));
   }
   EXPECT_EQ(ring.bytes_sent(0), 12u);

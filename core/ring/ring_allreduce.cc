@@ -38,13 +38,20 @@ PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
   plan.chunk_range = [count, n](int c) { return ChunkRange(count, n, c); };
   plan.segment_elements = SegmentElements(options, spec.dtype);
   const int last_reduce_step = n - 2;
-  plan.on_receive = [&reducer, rspec, &stats, last_reduce_step](
+  const size_t esize = DTypeSize(spec.dtype);
+  plan.on_receive = [&reducer, rspec, &stats, last_reduce_step, esize](
                         const PipelineStep& step, absl::Span<std::byte> dst,
-                        absl::Span<const std::byte> payload, size_t elements) -> absl::Status {
+                        const Payload& payload, size_t elements) -> absl::Status {
     if (step.wire_step > last_reduce_step) return CopySegment(dst, payload);
     ReduceStats rstats;
     const absl::Time start = absl::Now();
-    absl::Status s = reducer.Combine(rspec, dst.data(), payload.data(), elements, &rstats);
+    // Straight from the received pieces: combining is element-wise, so the bits do not
+    // depend on where the pieces are cut.
+    absl::Status s = payload.ForEachElementRun(
+        esize, [&](size_t offset, absl::Span<const std::byte> run) {
+          return reducer.Combine(rspec, dst.data() + offset, run.data(), run.size() / esize,
+                                 &rstats);
+        });
     if (s.ok() && step.wire_step == last_reduce_step) {
       s = reducer.Finalize(rspec, dst.data(), elements, &rstats);
     }

@@ -138,8 +138,8 @@ absl::Status CheckBufferSize(const RingMember& me, const CollectiveSpec& spec, s
   return absl::OkStatus();
 }
 
-absl::Status CopySegment(absl::Span<std::byte> dst, absl::Span<const std::byte> payload) {
-  if (!dst.empty()) std::memcpy(dst.data(), payload.data(), dst.size());
+absl::Status CopySegment(absl::Span<std::byte> dst, const Payload& payload) {
+  payload.CopyTo(dst);
   return absl::OkStatus();
 }
 
@@ -178,8 +178,8 @@ absl::Status RunCopyingPipeline(PipelinePlan plan, RingExchange& exchange,
                                 const CollectiveSpec& spec, absl::Span<std::byte> buffer,
                                 const RingOptions& options, RingStats* stats) {
   plan.segment_elements = SegmentElements(options, spec.dtype);
-  plan.on_receive = [](const PipelineStep&, absl::Span<std::byte> dst,
-                       absl::Span<const std::byte> payload, size_t) {
+  plan.on_receive = [](const PipelineStep&, absl::Span<std::byte> dst, const Payload& payload,
+                       size_t) {
     return CopySegment(dst, payload);
   };
   const absl::Status result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));

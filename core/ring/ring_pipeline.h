@@ -44,9 +44,10 @@ struct PipelinePlan {
   // Where chunk c lives in the buffer, in elements.
   std::function<ElementRange(int chunk)> chunk_range;
   size_t segment_elements = 1;
-  // Handles a received segment: `dst` is the segment's place in the buffer.
+  // Handles a received segment: `dst` is the segment's place in the buffer; `payload`
+  // (of dst.size() bytes) may come in pieces, read in place (core/link/payload.h).
   std::function<absl::Status(const PipelineStep& step, absl::Span<std::byte> dst,
-                             absl::Span<const std::byte> payload, size_t elements)>
+                             const Payload& payload, size_t elements)>
       on_receive;
 };
 
@@ -59,7 +60,7 @@ absl::Status CheckBufferSize(const RingMember& me, const CollectiveSpec& spec, s
                              size_t elements);
 
 // Copies a received segment into place (all-gather and broadcast receive this way).
-absl::Status CopySegment(absl::Span<std::byte> dst, absl::Span<const std::byte> payload);
+absl::Status CopySegment(absl::Span<std::byte> dst, const Payload& payload);
 
 // Runs this rank's part of the collective whose exchange is `exchange`, then its commit
 // pass (RingExchange::Commit): OK only once every rank holds its complete result. On

@@ -244,7 +244,7 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
   if (job.refusal.ok() && job.is_shared) {
     // Read now, not when queued: a waiting job holds a descriptor, not the tensor's bytes.
     // And before the ring is looked up, so that the ring it runs on is the current one.
-    if (absl::Status loaded = job.LoadShared(); !loaded.ok()) {
+    if (absl::Status loaded = job.LoadShared(shared_staging_); !loaded.ok()) {
       job.refusal = absl::Status(loaded.code(), absl::StrCat("worker ", worker_id_,
                                                              " could not read its client's "
                                                              "tensor: ", loaded.message()));
@@ -341,7 +341,7 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
     // The ring committed (every rank holds the result; the others report OK); only this
     // rank's copy back can still fail (its client truncated the file meanwhile). Marked in
     // doubt, as a failure beside other ranks' OK must be: resynchronise, do not retry.
-    if (absl::Status stored = job.StoreShared(); !stored.ok()) {
+    if (absl::Status stored = job.StoreShared(shared_staging_); !stored.ok()) {
       result = WithOutcomeMark(
           absl::Status(stored.code(),
                        absl::StrCat("rank ", epoch.me.rank, " (generation ", epoch.me.generation,

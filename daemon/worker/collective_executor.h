@@ -141,6 +141,9 @@ class CollectiveExecutor {
     uint64_t next_sequence;
   };
   std::optional<LastRing> last_ring_;
+  // The memory shared tensors are staged in, reused from one collective to the next
+  // (CollectiveJob::LoadShared); touched by the executor thread only.
+  std::vector<std::byte> shared_staging_;
 
   std::jthread thread_;  // last: stops first
 };

@@ -2,7 +2,14 @@
 // training processes. What a user of `ringsyncd` + the SDK can rely on.
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
 
 #include "core/testing/ring_test_data.h"
 #include "tests/integration/cluster_fixture.h"
@@ -129,11 +136,28 @@ TEST(EndToEnd, BroadcastAllGatherAndBarrier) {
   }));
 }
 
+// A worker's peak resident set (VmHWM), in bytes; 0 if it cannot be read.
+uint64_t PeakRss(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    uint64_t kib = 0;
+    if (absl::StartsWith(line, "VmHWM:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line.substr(6)), " kB"), &kib)) {
+      return kib << 10;
+    }
+  }
+  return 0;
+}
+
+// Also what it costs: each rank puts exactly 2(N-1)/N x S bytes on the ring (and takes
+// as many), and no worker's resident set ever exceeds S + 64 MiB.
 TEST(EndToEnd, A256MiBTensor) {
-  auto cluster = StartCluster(4);
+  auto cluster = StartCluster(4, {"--log_level=debug"});
   ASSERT_NE(cluster, nullptr);
   auto clients = ConnectAll(*cluster);
-  const size_t count = (256u << 20) / sizeof(float);
+  constexpr uint64_t kBytes = uint64_t{256} << 20;
+  const size_t count = kBytes / sizeof(float);
   std::vector<absl::Status> statuses = OnEveryRank(clients, [&](int r, Client& c) -> absl::Status {
     std::vector<float> tensor(count);
     for (size_t i = 0; i < count; ++i) tensor[i] = static_cast<float>((i + r) % 1024);
@@ -150,6 +174,18 @@ TEST(EndToEnd, A256MiBTensor) {
     return absl::OkStatus();
   });
   ExpectAllOk(statuses);
+  const uint64_t ring_bytes = kBytes / 4 * 2 * 3;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t peak = PeakRss(cluster->worker(i).pid());
+    EXPECT_GT(peak, 0u) << "worker " << i;
+    EXPECT_LE(peak, kBytes + (uint64_t{64} << 20))
+        << "worker " << i << " peak RSS " << (peak >> 20) << " MiB for a 256 MiB all-reduce";
+    // The worker's debug line for the collective: "... done in ...: sent B, received B".
+    EXPECT_THAT(cluster->Log(cluster->worker_id(i)),
+                ::testing::HasSubstr(absl::StrCat("sent ", ring_bytes, " B, received ", ring_bytes,
+                                                  " B on the ring")))
+        << "worker " << i;
+  }
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ class LinkConformance : public ::testing::TestWithParam<LinkPairFactory> {
     return bytes;
   }
   static std::vector<std::byte> Copy(const ReceivedFrame& received) {
-    return {received.payload.begin(), received.payload.end()};
+    return received.payload.ToVector();
   }
 
   std::unique_ptr<LinkPair> pair_;

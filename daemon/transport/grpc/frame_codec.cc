@@ -1,9 +1,10 @@
 #include "daemon/transport/grpc/frame_codec.h"
 
-#include <cstring>
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/logging/sanitized_text.h"
 #include "wire/proto_convert.h"
@@ -64,36 +65,28 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
   return header;
 }
 
-// Payload bytes held by the received slices: a span into them when contiguous, else a
-// gathered copy.
+// The received slices, which the payload's pieces point into.
 struct ReceivedPayload {
   std::vector<grpc::Slice> slices;
-  std::vector<std::byte> gathered;
 };
 
-absl::Span<const std::byte> LocatePayload(ReceivedPayload& held, size_t start, size_t length) {
+// The payload bytes [start, start + length) of the message as pieces of the received
+// slices, in order, read in place (a message arrives as the slices of its HTTP/2 frames).
+Payload LocatePayload(const ReceivedPayload& held, size_t start, size_t length) {
+  absl::InlinedVector<Payload::Piece, 8> pieces;
   size_t position = 0;
   for (const grpc::Slice& slice : held.slices) {
     const size_t end = position + slice.size();
-    if (start >= position && start + length <= end) {
-      return {reinterpret_cast<const std::byte*>(slice.begin()) + (start - position), length};
-    }
-    position = end;
-  }
-  held.gathered.resize(length);
-  position = 0;
-  size_t copied = 0;
-  for (const grpc::Slice& slice : held.slices) {
-    const size_t end = position + slice.size();
-    const size_t from = std::max(start + copied, position);
+    const size_t from = std::max(start, position);
     const size_t to = std::min(start + length, end);
     if (from < to) {
-      std::memcpy(held.gathered.data() + copied, slice.begin() + (from - position), to - from);
-      copied += to - from;
+      pieces.emplace_back(reinterpret_cast<const std::byte*>(slice.begin()) + (from - position),
+                          to - from);
     }
     position = end;
+    if (position >= start + length) break;
   }
-  return absl::MakeConstSpan(held.gathered);
+  return Payload(pieces);
 }
 
 absl::Status Malformed(absl::string_view what) {

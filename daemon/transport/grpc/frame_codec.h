@@ -4,9 +4,9 @@
 // field 15 (payload). The encoder writes the header and the field-15 tag and length
 // into one small slice, followed by a slice that points straight at the sender's
 // tensor memory; gRPC calls `release` when it no longer reads that memory. The
-// decoder parses the header fields and locates the payload inside the received slices:
-// when it lies in one slice it is used in place, otherwise it is gathered into one
-// buffer of exactly the payload's size (bounded by the segment size).
+// decoder parses the header fields and locates the payload inside the received slices,
+// which it keeps: the payload is handed on as pieces of them (core/link/payload.h), never
+// gathered into a copy.
 #pragma once
 
 #include <functional>
