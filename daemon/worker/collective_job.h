@@ -74,6 +74,9 @@ struct CollectiveJob {
   // collective — that was a fifth of a 64 MiB all-reduce's CPU time in the worker.
   absl::Status LoadShared(std::vector<std::byte>& spare) {
     inline_data.swap(spare);
+    // Too small: let it go before allocating, so the two never coexist (and nothing is
+    // copied across) — the worker's peak stays one tensor.
+    if (inline_data.capacity() < shared.size()) std::vector<std::byte>().swap(inline_data);
     inline_data.resize(shared.size());
     return shared.ReadInto(absl::MakeSpan(inline_data));
   }
