@@ -40,33 +40,10 @@ else echo "no $BIN/gloo-peer-bench (install libgloo-dev and rebuild): no Gloo C+
 read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 
 WORK=$(mktemp -d /tmp/ringsync-compare-XXXXXX)
-LAUNCHER=""
-BENCH_PIDS=()
-cleanup() {
-  # Only what this script started, by PID; the launcher stops its own children.
-  # A bench rank killed mid-collective leaves its SDK shared-memory file behind; the
-  # name starts with its PID (client/src/shared_memory_region.h), so remove exactly those.
-  for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${BENCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; rm -f /dev/shm/ringsync-"$p"-*; done
-  if [[ -n $LAUNCHER ]]; then kill -TERM "$LAUNCHER" 2>/dev/null || true; wait "$LAUNCHER" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+source "$HERE/local_cluster.sh"
 # Debug logging: each worker logs one line per collective with its time and the bytes it
 # sent and received on the ring, which the SDK does not report.
-"$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
-  --pids_file="$WORK/pids" --worker_flags="--log_level=debug${WORKER_FLAGS:+,$WORKER_FLAGS}" >"$WORK/cluster.log" 2>&1 &
-LAUNCHER=$!
-for _ in $(seq 300); do
-  [[ -s $WORK/targets ]] && break
-  kill -0 "$LAUNCHER" 2>/dev/null || { cat "$WORK/cluster.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -s $WORK/targets ]] || { echo "cluster did not start in 30 s" >&2; exit 1; }
-mapfile -t TARGETS <"$WORK/targets"
-mapfile -t WORKER_PIDS <"$WORK/pids"
+start_local_cluster "--log_level=debug${WORKER_FLAGS:+,$WORKER_FLAGS}"
 LOG_DIR=$(dirname "${TARGETS[0]#unix:}")
 
 FAILED=0
@@ -129,7 +106,7 @@ if [[ -s $WORK/ringsync.0.out ]]; then
                           w, n, size, t / n * 1e3, b }' "$log")")
   done
 fi
-kill -TERM "$LAUNCHER"; wait "$LAUNCHER" || true; LAUNCHER=""
+stop_local_cluster
 
 for peer in "${PEERS[@]}"; do
   echo "== $peer, round 1 of $ROUNDS"; cat "$WORK/$peer.0.out" 2>/dev/null || true; echo

@@ -20,27 +20,8 @@ NRANKS=${NRANKS:-4}
 OUT=${OUT:-$(mktemp -d /tmp/ringsync-profile-XXXXXX)}
 command -v perf >/dev/null || { echo "perf not found (Debian: linux-perf)" >&2; exit 2; }
 WORK=$(mktemp -d /tmp/ringsync-profile-run-XXXXXX)
-LAUNCHER=""
-BENCH_PIDS=()
-cleanup() {  # only what this script started, by PID
-  for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${BENCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; rm -f /dev/shm/ringsync-"$p"-*; done
-  if [[ -n $LAUNCHER ]]; then kill -TERM "$LAUNCHER" 2>/dev/null || true; wait "$LAUNCHER" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
-  --pids_file="$WORK/pids" ${WORKER_FLAGS:+--worker_flags="$WORKER_FLAGS"} >"$WORK/cluster.log" 2>&1 &
-LAUNCHER=$!
-for _ in $(seq 300); do
-  [[ -s $WORK/targets ]] && break
-  kill -0 "$LAUNCHER" 2>/dev/null || { cat "$WORK/cluster.log" >&2; exit 1; }
-  sleep 0.1
-done
-mapfile -t TARGETS <"$WORK/targets"
-mapfile -t WORKER_PIDS <"$WORK/pids"
+source "$(dirname "$0")/local_cluster.sh"
+start_local_cluster "${WORKER_FLAGS:-}"
 for r in "${!TARGETS[@]}"; do
   "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" --min_bytes="${SIZE:-64M}" --max_bytes="${SIZE:-64M}" \
     --iters="${ITERS:-30}" --warmup_iters=2 --check=0 >"$WORK/bench.$r" 2>&1 &

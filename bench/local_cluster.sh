@@ -1,0 +1,40 @@
+# Sourced by the benchmark scripts in bench/: a local ringsync cluster for one script run,
+# and the cleanup that stops only what the script started.
+#
+#   source bench/local_cluster.sh
+#   WORK=$(mktemp -d ...); BIN=build/bin; NRANKS=4
+#   start_local_cluster "--log_level=debug"   # worker flags, comma-separated (may be "")
+#   ... "${TARGETS[@]}" (SDK targets, rank order), "${WORKER_PIDS[@]}", BENCH_PIDS+=(pid)
+# The EXIT trap kills the BENCH_PIDS still running (removing their SDK shared-memory
+# files, named after their PID: client/src/shared_memory_region.h), stops the cluster
+# (the launcher stops its own children) and removes $WORK.
+
+LAUNCHER=""
+BENCH_PIDS=()
+cleanup_local_cluster() {
+  for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${BENCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; rm -f /dev/shm/ringsync-"$p"-*; done
+  if [[ -n $LAUNCHER ]]; then kill -TERM "$LAUNCHER" 2>/dev/null || true; wait "$LAUNCHER" 2>/dev/null || true; fi
+  LAUNCHER=""
+  rm -rf "$WORK"
+}
+trap cleanup_local_cluster EXIT
+trap 'exit 130' INT TERM
+
+start_local_cluster() {  # $1: worker flags, comma-separated
+  "$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
+    --pids_file="$WORK/pids" ${1:+--worker_flags="$1"} >"$WORK/cluster.log" 2>&1 &
+  LAUNCHER=$!
+  for _ in $(seq 300); do
+    [[ -s $WORK/targets ]] && break
+    kill -0 "$LAUNCHER" 2>/dev/null || { cat "$WORK/cluster.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [[ -s $WORK/targets ]] || { echo "cluster did not start in 30 s" >&2; exit 1; }
+  mapfile -t TARGETS <"$WORK/targets"
+  mapfile -t WORKER_PIDS <"$WORK/pids"
+}
+
+stop_local_cluster() {
+  kill -TERM "$LAUNCHER"; wait "$LAUNCHER" || true; LAUNCHER=""
+}
