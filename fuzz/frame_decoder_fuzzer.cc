@@ -56,8 +56,9 @@ std::string SpecBytes(const std::optional<CollectiveSpec>& spec) {
   return proto.SerializeAsString();
 }
 
-std::string Bytes(absl::Span<const std::byte> span) {
-  return std::string(reinterpret_cast<const char*>(span.data()), span.size());
+std::string Bytes(const Payload& payload) {
+  const std::vector<std::byte> bytes = payload.ToVector();
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 void CheckAgreesWithProtobuf(const DecodedMessage& decoded, const uint8_t* message, size_t size) {
@@ -98,8 +99,9 @@ void CheckRoundTrip(const DecodedMessage& decoded) {
   const Frame& frame = decoded.frame.frame;
   bool released = false;
   absl::StatusOr<DecodedMessage> again;
+  const std::vector<std::byte> payload = decoded.frame.payload.ToVector();
   {
-    grpc::ByteBuffer encoded = EncodeFrame(frame, decoded.frame.payload, [&] { released = true; });
+    grpc::ByteBuffer encoded = EncodeFrame(frame, payload, [&] { released = true; });
     again = DecodeMessage(encoded);
   }
   FUZZ_CHECK(again.ok() && !again->is_hello);
