@@ -16,6 +16,7 @@
 #   PEERS="ringsync gloo-cpp" MIN_BYTES=4 MAX_BYTES=64K ITERS=50 bench/compare_with_gloo.sh
 #   PEERS="ringsync gloo-cpp torch-gloo grpc-ring" MIN_BYTES=16M bench/compare_with_gloo.sh
 #   WORKER_FLAGS=--segment_bytes=4194304 bench/compare_with_gloo.sh   # comma-separated
+#   BENCH_FLAGS=--registered WORKER_FLAGS=--peer_transport=auto bench/compare_with_gloo.sh
 #
 # Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
 # column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch.
@@ -50,7 +51,7 @@ FAILED=0
 run_ringsync() {  # $1: output file
   local status=0
   for r in "${!TARGETS[@]}"; do
-    "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" "${SIZES[@]}" >"$1.rank$r" 2>&1 &
+    "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" "${SIZES[@]}" ${BENCH_FLAGS:-} >"$1.rank$r" 2>&1 &
     BENCH_PIDS+=($!)
   done
   for p in "${BENCH_PIDS[@]}"; do wait "$p" || status=1; done

@@ -55,6 +55,9 @@ ABSL_FLAG(std::string, dtype, "float32",
 ABSL_FLAG(std::string, op, "sum", "sum avg min max prod");
 ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes, see --help)");
 ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing");
+ABSL_FLAG(bool, registered, false,
+          "all-reduce in a registered buffer (Client::Allocate: the worker reduces it in place, "
+          "no copy in or out) instead of plain memory");
 ABSL_FLAG(int, check, 1, "1: check one result per size against exact expected values");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60), "wait for the worker and a formed ring");
 ABSL_FLAG(std::string, tls_ca, "", "with a host:port --worker: PEM CA for mutual TLS");
@@ -283,8 +286,22 @@ int Run() {
   const bool print = client.rank() == 0;
   const size_t element = DTypeSize(c.dtype);
   // One buffer of the largest size, uint64_t-aligned for every dtype.
-  std::vector<uint64_t> storage((static_cast<size_t>(c.max_bytes) + 7) / 8 + 1);
-  std::byte* buffer = reinterpret_cast<std::byte*>(storage.data());
+  std::vector<uint64_t> storage;
+  RegisteredBuffer registered;
+  std::byte* buffer = nullptr;
+  if (absl::GetFlag(FLAGS_registered)) {
+    absl::StatusOr<RegisteredBuffer> allocated =
+        client.AllocateBytes(static_cast<size_t>(c.max_bytes) + 8);
+    if (!allocated.ok()) {
+      std::fprintf(stderr, "ringsync-bench: --registered: %s\n", allocated.status().ToString().c_str());
+      return 1;
+    }
+    registered = *std::move(allocated);
+    buffer = static_cast<std::byte*>(registered.data());  // page-aligned
+  } else {
+    storage.resize((static_cast<size_t>(c.max_bytes) + 7) / 8 + 1);
+    buffer = reinterpret_cast<std::byte*>(storage.data());
+  }
 
   const double bus_factor = 2.0 * (n - 1) / n;
   if (print) {
