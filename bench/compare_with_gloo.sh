@@ -16,7 +16,7 @@
 #   PEERS="ringsync gloo-cpp" MIN_BYTES=4 MAX_BYTES=64K ITERS=50 bench/compare_with_gloo.sh
 #   PEERS="ringsync gloo-cpp torch-gloo grpc-ring" MIN_BYTES=16M bench/compare_with_gloo.sh
 #   WORKER_FLAGS=--segment_bytes=4194304 bench/compare_with_gloo.sh   # comma-separated
-#   BENCH_FLAGS=--registered WORKER_FLAGS=--peer_transport=auto bench/compare_with_gloo.sh
+#   BENCH_FLAGS=--registered bench/compare_with_gloo.sh   # ringsync-bench in a Client::Allocate buffer
 #
 # Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
 # column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch.
