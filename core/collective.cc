@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/reduce/reducer.h"
@@ -14,6 +15,68 @@ absl::Status Invalid(absl::string_view what) { return absl::InvalidArgumentError
 absl::Status CheckScale(absl::string_view field, double scale) {
   if (scale != 0) return absl::OkStatus();
   return Invalid(absl::StrCat(field, " is 0; scales must be non-zero (1 for none)"));
+}
+
+// The phrases IsAgreementMismatch looks for; every message of CheckAgreement has one.
+constexpr absl::string_view kDifferentCollectives = "ranks called different collectives";
+constexpr absl::string_view kSameArguments = "every rank must pass the same";
+
+absl::Status ValidateMembers(const CollectiveSpec& spec) {
+  if (spec.members.empty()) return absl::OkStatus();
+  if (spec.kind != CollectiveKind::kAllReduce) {
+    return Invalid(absl::StrCat("members are given for a ", CollectiveKindName(spec.kind),
+                                "; only an all-reduce can be fused"));
+  }
+  if (spec.members.size() > kMaxFusedMembers) {
+    return Invalid(absl::StrCat("members lists ", spec.members.size(), " tensors; at most ",
+                                kMaxFusedMembers, " can be fused into one collective"));
+  }
+  uint64_t total = 0;
+  size_t name_bytes = 0;
+  for (size_t i = 0; i < spec.members.size(); ++i) {
+    const FusedMember& member = spec.members[i];
+    if (member.name.empty() || member.name.size() > kMaxCollectiveNameBytes) {
+      return Invalid(absl::StrCat("members[", i, "].name is ", member.name.size(),
+                                  " bytes long; 1 to ", kMaxCollectiveNameBytes, " are allowed"));
+    }
+    name_bytes += member.name.size();
+    if (__builtin_add_overflow(total, member.count, &total)) {
+      return Invalid("members' counts overflow");
+    }
+  }
+  if (name_bytes > kMaxFusedMemberNameBytes) {
+    return Invalid(absl::StrCat("members' names take ", name_bytes, " bytes; at most ",
+                                kMaxFusedMemberNameBytes, " are allowed"));
+  }
+  if (total != spec.count) {
+    return Invalid(absl::StrCat("members' counts add up to ", total, ", not to count ", spec.count));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeMember(const CollectiveSpec& spec, size_t i) {
+  if (i >= spec.members.size()) {
+    return absl::StrCat("no tensor #", i, " (its fused all-reduce holds ", spec.members.size(),
+                        ")");
+  }
+  const FusedMember& member = spec.members[i];
+  const CollectiveSpec named{.name = member.name};
+  return absl::StrCat(QuotedName(named), " (", member.count, " x ", DTypeName(spec.dtype), ")");
+}
+
+// Two fused all-reduces at the same place whose member lists differ: the first tensor
+// that differs, as each rank has it.
+absl::Status MemberMismatch(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,
+                            int their_rank) {
+  size_t i = 0;
+  while (i < mine.members.size() && i < theirs.members.size() &&
+         mine.members[i] == theirs.members[i]) {
+    ++i;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      DescribeCollective(mine), ": tensor #", i, " differs: rank ", my_rank, " has ",
+      DescribeMember(mine, i), ", rank ", their_rank, " has ", DescribeMember(theirs, i), "; ",
+      kSameArguments, " tensors, in the same order, to a fused all-reduce"));
 }
 
 }  // namespace
@@ -67,7 +130,7 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
   if (traits.has_root && spec.root < 0) {
     return Invalid(absl::StrCat("root ", spec.root, " is negative; it must be a rank"));
   }
-  return absl::OkStatus();
+  return ValidateMembers(spec);
 }
 
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size) {
@@ -121,16 +184,26 @@ std::string DescribeCollective(const CollectiveSpec& spec) {
 absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,
                             int their_rank) {
   if (mine == theirs) return absl::OkStatus();
+  if (mine.sequence == theirs.sequence && !mine.members.empty() && !theirs.members.empty() &&
+      mine.members != theirs.members) {
+    return MemberMismatch(mine, my_rank, theirs, their_rank);
+  }
   if (mine.sequence != theirs.sequence || mine.name != theirs.name) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "ranks called different collectives: rank ", my_rank, " is at ", DescribeCollective(mine),
+        kDifferentCollectives, ": rank ", my_rank, " is at ", DescribeCollective(mine),
         " (", DescribeShape(mine), "), rank ", their_rank, " is at ", DescribeCollective(theirs),
         " (", DescribeShape(theirs), "); every rank must issue the same collectives in the same order"));
   }
   return absl::FailedPreconditionError(
       absl::StrCat(DescribeCollective(mine), ": rank ", my_rank, " has ", DescribeShape(mine),
                    ", rank ", their_rank, " has ", DescribeShape(theirs),
-                   "; every rank must pass the same count, dtype, op and root"));
+                   "; ", kSameArguments, " count, dtype, op and root"));
+}
+
+bool IsAgreementMismatch(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) &&
+         (absl::StrContains(status.message(), kDifferentCollectives) ||
+          absl::StrContains(status.message(), kSameArguments));
 }
 
 }  // namespace ringsync

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -42,6 +43,19 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind);
 // Bounds on what a collective may name and carry, the same for every layer.
 inline constexpr size_t kMaxCollectiveNameBytes = 1024;
 inline constexpr uint64_t kMaxCollectiveElements = uint64_t{1} << 40;
+// A fused all-reduce's member list travels in every agreement frame: bounded so that it
+// stays a small part of one (ResNet-50's 161 tensors take ~6 KiB).
+inline constexpr size_t kMaxFusedMembers = 16384;
+inline constexpr size_t kMaxFusedMemberNameBytes = 256 * 1024;  // all names together
+
+// One tensor of a fused all-reduce: the tensors lie one after another in its buffer, in
+// member order, and each rank must list the same ones.
+struct FusedMember {
+  std::string name;
+  uint64_t count = 0;
+
+  friend bool operator==(const FusedMember&, const FusedMember&) = default;
+};
 
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::kAllReduce;
@@ -53,6 +67,8 @@ struct CollectiveSpec {
   int root = 0;           // broadcast only
   double pre_scale = 1.0;
   double post_scale = 1.0;
+  // Non-empty for a fused all-reduce: its tensors, whose counts add up to `count`.
+  std::vector<FusedMember> members;
 
   friend bool operator==(const CollectiveSpec&, const CollectiveSpec&) = default;
 };
@@ -63,7 +79,9 @@ struct CollectiveSpec {
 // kMaxCollectiveElements elements, none for a barrier; for an all-reduce the reducers'
 // rules (a known op, finite scales, none on integer types) and non-zero scales (the wire
 // says "unset" with 0, so a real 0 would silently become 1); for a broadcast a root >= 0
-// (that it is a rank of the ring is checked against the ring). The sequence is not
+// (that it is a rank of the ring is checked against the ring); members only on an
+// all-reduce, at most kMaxFusedMembers with names of 1 to kMaxCollectiveNameBytes bytes
+// (kMaxFusedMemberNameBytes in all) whose counts add up to count. The sequence is not
 // checked: the ring assigns it. InvalidArgument whose message starts with the field,
 // e.g. "name is empty; ...".
 absl::Status ValidateSpec(const CollectiveSpec& spec);
@@ -83,8 +101,15 @@ std::string DescribeCollective(const CollectiveSpec& spec);
 inline constexpr size_t kQuotedNameBytes = 128;
 std::string QuotedName(const CollectiveSpec& spec);
 
-// OK when the specs match; else FailedPrecondition quoting both ranks' view.
+// OK when the specs match; else FailedPrecondition quoting both ranks' view. For two fused
+// all-reduces whose member lists differ it names the first tensor that differs, e.g.
+//   collective #17 'fused 3 tensors ...': tensor #1 differs: rank 2 has 'fc1.bias' (10 x
+//   float32), rank 1 has 'fc2.bias' (10 x float32); every rank must pass the same ...
 absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,
                             int their_rank);
+
+// True for a status CheckAgreement returned (ranks disagreed on a collective), also as a
+// worker reports it: the phrases below are part of its message.
+bool IsAgreementMismatch(const absl::Status& status);
 
 }  // namespace ringsync

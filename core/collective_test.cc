@@ -138,6 +138,58 @@ TEST(CheckAgreement, QuotesBothRanks) {
               HasSubstr("ranks called different collectives"));
 }
 
+CollectiveSpec Fused(std::vector<FusedMember> members) {
+  CollectiveSpec spec = AllReduce();
+  spec.sequence = 17;
+  spec.name = "fused";
+  spec.count = 0;
+  for (const FusedMember& m : members) spec.count += m.count;
+  spec.members = std::move(members);
+  return spec;
+}
+
+TEST(CheckAgreement, NamesTheFirstTensorThatDiffersInAFusedAllReduce) {
+  const CollectiveSpec mine = Fused({{"fc1.weight", 100}, {"fc1.bias", 10}, {"fc2.bias", 10}});
+  CollectiveSpec theirs = Fused({{"fc1.weight", 100}, {"fc1.bias", 10}, {"fc3.bias", 10}});
+  const absl::Status s = CheckAgreement(mine, 2, theirs, 1);
+  EXPECT_EQ(s.message(),
+            "collective #17 'fused': tensor #2 differs: rank 2 has 'fc2.bias' (10 x float32), "
+            "rank 1 has 'fc3.bias' (10 x float32); every rank must pass the same tensors, in "
+            "the same order, to a fused all-reduce");
+  EXPECT_TRUE(IsAgreementMismatch(s));
+  theirs = Fused({{"fc1.weight", 100}, {"fc1.bias", 10}});
+  EXPECT_THAT(std::string(CheckAgreement(mine, 2, theirs, 1).message()),
+              HasSubstr("rank 1 has no tensor #2 (its fused all-reduce holds 2)"));
+}
+
+TEST(IsAgreementMismatch, IsTrueForEveryMessageOfCheckAgreementOnly) {
+  CollectiveSpec mine = AllReduce();
+  CollectiveSpec theirs = mine;
+  theirs.count = 1;
+  EXPECT_TRUE(IsAgreementMismatch(CheckAgreement(mine, 0, theirs, 1)));
+  theirs = mine;
+  theirs.name = "other";
+  EXPECT_TRUE(IsAgreementMismatch(CheckAgreement(mine, 0, theirs, 1)));
+  EXPECT_FALSE(IsAgreementMismatch(absl::FailedPreconditionError("the worker is shutting down")));
+  EXPECT_FALSE(IsAgreementMismatch(absl::OkStatus()));
+}
+
+TEST(ValidateSpec, FusedMembersAddUpToTheCountAndAreNamed) {
+  EXPECT_TRUE(ValidateSpec(Fused({{"a", 3}, {"b", 0}})).ok());
+  CollectiveSpec spec = Fused({{"a", 3}, {"b", 4}});
+  spec.count = 8;
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()),
+              HasSubstr("members' counts add up to 7, not to count 8"));
+  EXPECT_THAT(std::string(ValidateSpec(Fused({{"a", 3}, {"", 4}})).message()),
+              HasSubstr("members[1].name is 0 bytes long"));
+  spec = Fused({{"a", 3}});
+  spec.kind = CollectiveKind::kBroadcast;
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("only an all-reduce"));
+  spec = Fused({});
+  spec.members.assign(kMaxFusedMembers + 1, FusedMember{"t", 0});
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("at most 16384"));
+}
+
 TEST(DescribeCollective, QuotesALongNameCut) {
   CollectiveSpec spec;
   spec.sequence = 3;

@@ -42,6 +42,11 @@ void ToProto(const CollectiveSpec& spec, v1::CollectiveSpec* out) {
   out->set_root(spec.root);
   out->set_pre_scale(spec.pre_scale);
   out->set_post_scale(spec.post_scale);
+  for (const FusedMember& member : spec.members) {
+    v1::FusedMember* wire = out->add_members();
+    wire->set_name(member.name);
+    wire->set_count(member.count);
+  }
 }
 
 absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
@@ -63,6 +68,15 @@ absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
   spec.root = in.root();
   spec.pre_scale = in.pre_scale() == 0 ? 1.0 : in.pre_scale();
   spec.post_scale = in.post_scale() == 0 ? 1.0 : in.post_scale();
+  if (in.members_size() > static_cast<int>(kMaxFusedMembers)) {
+    return absl::InvalidArgumentError(absl::StrCat("members lists ", in.members_size(),
+                                                   " tensors; at most ", kMaxFusedMembers,
+                                                   " can be fused into one collective"));
+  }
+  spec.members.reserve(in.members_size());
+  for (const v1::FusedMember& member : in.members()) {
+    spec.members.push_back({member.name(), member.count()});
+  }
   if (absl::Status valid = ValidateSpec(spec); !valid.ok()) return valid;
   return spec;
 }

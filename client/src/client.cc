@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
+#include "client/src/fused_call.h"
 
 namespace ringsync {
 namespace {
@@ -70,6 +71,24 @@ CollectiveHandle Client::AllReduceAsync(absl::string_view name, void* data, size
   call.output = data;
   call.output_count = count;
   return core_->Start(std::move(call));
+}
+
+absl::Status Client::AllReduceGroup(absl::Span<const GroupTensor> tensors, ReduceOp op,
+                                    const AllReduceOptions& options) {
+  return AllReduceGroupAsync(tensors, op, options).Wait();
+}
+
+CollectiveHandle Client::AllReduceGroupAsync(absl::Span<const GroupTensor> tensors, ReduceOp op,
+                                             const AllReduceOptions& options) {
+  absl::StatusOr<CollectiveCall> call = internal::MakeFusedCall(tensors, op, options);
+  if (call.ok()) return core_->Start(*std::move(call));
+  // The other ranks still expect this rank's collective: it takes its turn, refused.
+  CollectiveCall refused = MakeCall(CollectiveKind::kAllReduce,
+                                    absl::StrCat("grouped all-reduce of ", tensors.size(), " tensors"),
+                                    tensors.empty() ? DType::kFloat32 : tensors.front().dtype, 0,
+                                    options.timeout);
+  refused.spec.op = op;
+  return core_->Refuse(std::move(refused), call.status());
 }
 
 absl::Status Client::Broadcast(absl::string_view name, void* data, size_t count, DType dtype,

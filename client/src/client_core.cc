@@ -43,7 +43,15 @@ ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options,
       channel_(std::move(channel)),
       stub_(v1::Worker::NewStub(channel_)),
       registered_(std::make_shared<RegisteredBufferRegistry>(
-          [this](uint64_t id) { ReleaseRegistered(id); })) {}
+          [this](uint64_t id) { ReleaseRegistered(id); })) {
+  if (options.fusion.enabled) {
+    fusion_ = std::make_unique<FusionQueue>(
+        options.fusion, [this](CollectiveCall call,
+                               std::function<void(const absl::Status&)> on_complete) {
+          StartNow(std::move(call), std::move(on_complete));
+        });
+  }
+}
 
 absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_view target,
                                                                 const ClientOptions& options) {
@@ -82,6 +90,7 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
 
 ClientCore::~ClientCore() {
   registered_->Close();
+  if (fusion_ != nullptr) fusion_->Close();  // then its batch in flight is cancelled below
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
@@ -168,12 +177,28 @@ bool ClientCore::ready() const {
 }
 
 CollectiveHandle ClientCore::Start(CollectiveCall call) {
+  if (fusion_ != nullptr) return fusion_->Submit(std::move(call));
+  return PendingCollective::MakeHandle(StartNow(std::move(call), nullptr));
+}
+
+std::shared_ptr<PendingCollective> ClientCore::StartNow(
+    CollectiveCall call, std::function<void(const absl::Status&)> on_complete) {
+  // A failure before the RPC still tells whoever waits for this call's completion.
+  auto completed = [&on_complete](absl::Status status) {
+    if (on_complete) on_complete(status);
+    return PendingCollective::CompletedState(std::move(status));
+  };
+  if (!call.refusal.ok()) {
+    absl::Status why = call.refusal;
+    TellRingOfRefusal(std::move(call), why);
+    return completed(std::move(why));
+  }
   int world_size = 0;
   uint64_t max_inline_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
     if (detached_.has_value()) {
-      return PendingCollective::Completed(absl::FailedPreconditionError(absl::StrCat(
+      return completed(absl::FailedPreconditionError(absl::StrCat(
           DescribeCall(call), ": this client is no longer attached to the ringsync worker at ",
           target_.grpc_target, " (", detached_->message(),
           "); the worker has dropped this client's collectives: connect a new Client")));
@@ -184,7 +209,7 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
   if (!bytes.ok()) {
     if (absl::IsInvalidArgument(bytes.status())) TellRingOfRefusal(call, bytes.status());
-    return PendingCollective::Completed(bytes.status());
+    return completed(bytes.status());
   }
   // (A collective without data names none either way: PrepareData.)
   const bool too_large_inline = max_inline_bytes > 0 && bytes->input > max_inline_bytes;
@@ -198,9 +223,10 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
         "inline over TCP (its --max_inline_bytes=", max_inline_bytes, "); connect through "
         "the worker's unix socket (shared memory) or raise --max_inline_bytes"));
     TellRingOfRefusal(call, refused);
-    return PendingCollective::Completed(refused);
+    return completed(refused);
   }
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
+  pending->SetHooks(std::move(on_complete), nullptr);
   EncodeRequest(pending->call(), pending->request());
   if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
       in.has_value() && target_.is_unix()) {
@@ -209,14 +235,20 @@ CollectiveHandle ClientCore::Start(CollectiveCall call) {
     pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
   }
   StartRpc(pending);
-  return PendingCollective::MakeHandle(std::move(pending));
+  return pending;
+}
+
+CollectiveHandle ClientCore::Refuse(CollectiveCall call, absl::Status why) {
+  call.refusal = std::move(why);
+  return Start(std::move(call));  // in turn, behind what the fusion queue holds
 }
 
 std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer(
     const CollectiveCall& call, const CallBytes& bytes) const {
   const CollectiveKind kind = call.spec.kind;
   if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast) return std::nullopt;
-  if (bytes.output == 0 || call.input != call.output) return std::nullopt;
+  // A fused call's tensors (pieces) are copied, each may lie anywhere.
+  if (bytes.output == 0 || call.input != call.output || !call.pieces.empty()) return std::nullopt;
   return registered_->Find(call.output, bytes.output);
 }
 
@@ -277,6 +309,8 @@ void ClientCore::SayGoodbye() {
 }
 
 void ClientCore::TellRingOfRefusal(CollectiveCall call, const absl::Status& why) {
+  call.refusal = absl::OkStatus();
+  call.pieces.clear();
   call.input = nullptr;
   call.output = nullptr;
   call.output_count = 0;

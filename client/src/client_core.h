@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/src/collective_call.h"
+#include "client/src/fusion_queue.h"
 #include "client/src/pending_collective.h"
 #include "client/src/registered_buffer_registry.h"
 #include "client/src/shared_memory_pool.h"
@@ -46,12 +48,16 @@ class ClientCore {
   // was missing, and that `knob` sets the wait (of `wait`).
   absl::Status AwaitReady(absl::Time deadline, absl::Duration wait, absl::string_view knob);
 
-  // Validates `call`, numbers it, and starts its RPC. Failures before the RPC come back
-  // as an already-completed handle and do not use up a sequence number.
+  // Validates `call`, numbers it, and starts its RPC — with fusion on, once the fusion
+  // queue sends it (fusion_queue.h). Failures before the RPC come back as an
+  // already-completed handle and do not use up a sequence number.
   CollectiveHandle Start(CollectiveCall call);
 
   // A buffer of `size_bytes` registered with the worker (ringsync/registered_buffer.h).
   absl::StatusOr<RegisteredBuffer> Allocate(size_t size_bytes);
+  // The caller's call was refused before it could be described (`why`, InvalidArgument):
+  // it takes its turn on the ring as a refusal, and the handle completes with `why`.
+  CollectiveHandle Refuse(CollectiveCall call, absl::Status why);
 
  private:
   ClientCore(WorkerTarget target, const ClientOptions& options,
@@ -62,6 +68,10 @@ class ClientCore {
   bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadyOrDetached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NothingInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Start without the fusion queue; `on_complete` (may be empty) runs once with the
+  // final status, also for a call that fails before its RPC.
+  std::shared_ptr<PendingCollective> StartNow(
+      CollectiveCall call, std::function<void(const absl::Status&)> on_complete);
   void StartRpc(const std::shared_ptr<PendingCollective>& pending);
   // The caller's call was refused here (`why`); the ring still expects this rank's
   // collective. A request without data that says so takes its turn, so that the worker
@@ -88,6 +98,8 @@ class ClientCore {
   std::unique_ptr<v1::Worker::Stub> stub_;
   // The registered buffers by address; closed first thing in the destructor.
   const std::shared_ptr<RegisteredBufferRegistry> registered_;
+  // Set when ClientOptions::fusion.enabled; every collective goes through it.
+  std::unique_ptr<FusionQueue> fusion_;
   grpc::ClientContext attach_context_;
   std::thread attach_thread_;
 

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/collective.h"
@@ -14,12 +16,24 @@
 
 namespace ringsync::internal {
 
+// A fused all-reduce's data is scattered over its caller's tensors: each is input and
+// output at once, and they follow one another in the collective's buffer.
+struct TensorPiece {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 struct CollectiveCall {
-  CollectiveSpec spec;  // kind, name, dtype, count per rank, op, root, scales
+  CollectiveSpec spec;  // kind, name, dtype, count per rank, op, root, scales, members
   absl::Duration timeout = absl::ZeroDuration();  // zero: the worker's default
   const void* input = nullptr;                    // spec.count elements
   void* output = nullptr;                         // output_count elements; the result lands here
   size_t output_count = 0;  // spec.count; world_size * spec.count for AllGather
+  // Non-empty for a fused all-reduce (input and output unused): one per spec.members.
+  std::vector<TensorPiece> pieces;
+  // Not OK: the SDK refused the caller's arguments (this says why, InvalidArgument); the
+  // call only takes its turn on the ring as a refusal.
+  absl::Status refusal;
 };
 
 struct CallBytes {

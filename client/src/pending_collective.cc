@@ -11,9 +11,13 @@
 namespace ringsync::internal {
 
 CollectiveHandle PendingCollective::Completed(absl::Status status) {
+  return MakeHandle(CompletedState(std::move(status)));
+}
+
+std::shared_ptr<PendingCollective> PendingCollective::CompletedState(absl::Status status) {
   auto pending = std::make_shared<PendingCollective>(CollectiveCall{}, CallBytes{});
   pending->Complete(std::move(status));
-  return MakeHandle(std::move(pending));
+  return pending;
 }
 
 CollectiveHandle PendingCollective::MakeHandle(std::shared_ptr<PendingCollective> pending) {
@@ -31,7 +35,7 @@ void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
     if (region.ok()) {
       // AllGather: this rank's input at the start; the worker writes the gathered result
       // over the first bytes_.output bytes of the (possibly larger, reused) region.
-      if (bytes_.input > 0) std::memcpy(region->data(), call_.input, bytes_.input);
+      if (bytes_.input > 0) GatherInput(static_cast<char*>(region->data()));
       v1::SharedTensor* shared = request_.mutable_shared();
       shared->set_path(region->path());
       shared->set_offset(0);
@@ -48,7 +52,32 @@ void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
     }
   }
   std::string* inline_data = request_.mutable_inline_data();  // selects inline even when empty
-  if (bytes_.input > 0) inline_data->assign(static_cast<const char*>(call_.input), bytes_.input);
+  if (bytes_.input > 0) {
+    inline_data->resize(bytes_.input);
+    GatherInput(inline_data->data());
+  }
+}
+
+void PendingCollective::GatherInput(char* to) const {
+  if (call_.pieces.empty()) {
+    std::memcpy(to, call_.input, bytes_.input);
+    return;
+  }
+  for (const TensorPiece& piece : call_.pieces) {
+    if (piece.bytes > 0) std::memcpy(to, piece.data, piece.bytes);
+    to += piece.bytes;
+  }
+}
+
+void PendingCollective::ScatterOutput(const char* from) const {
+  if (call_.pieces.empty()) {
+    std::memcpy(call_.output, from, bytes_.output);
+    return;
+  }
+  for (const TensorPiece& piece : call_.pieces) {
+    if (piece.bytes > 0) std::memcpy(piece.data, from, piece.bytes);
+    from += piece.bytes;
+  }
 }
 
 void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
@@ -91,28 +120,46 @@ absl::Status PendingCollective::CopyResultOut() {
     }
     result = response_.inline_data().data();
   }
-  if (bytes_.output > 0) std::memcpy(call_.output, result, bytes_.output);
+  if (bytes_.output > 0) ScatterOutput(static_cast<const char*>(result));
   return absl::OkStatus();
 }
 
 void PendingCollective::Complete(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  status_ = std::move(status);
-  done_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    done_ = true;
+  }
+  if (on_complete_) on_complete_(status);
 }
 
+void PendingCollective::SetHooks(std::function<void(const absl::Status&)> on_complete,
+                                 std::function<void()> on_wait) {
+  on_complete_ = std::move(on_complete);
+  on_wait_ = std::move(on_wait);
+}
+
+void PendingCollective::Resolve(absl::Status status) { Complete(std::move(status)); }
+
 bool PendingCollective::Ready() const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_ || !on_wait_) return done_;
+  }
+  on_wait_();
   absl::MutexLock lock(&mu_);
   return done_;
 }
 
 absl::Status PendingCollective::Wait() {
+  if (on_wait_) Ready();  // runs the hook when not complete
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&done_));
   return status_;
 }
 
 absl::Status PendingCollective::Wait(absl::Duration timeout) {
+  if (on_wait_) Ready();  // runs the hook when not complete
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
     return absl::DeadlineExceededError(absl::StrCat(

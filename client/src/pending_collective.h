@@ -10,6 +10,7 @@
 // starts and Finish once, from the RPC's completion callback.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@ class PendingCollective {
  public:
   // A handle that is already complete with `status` (e.g. a call that failed validation).
   static CollectiveHandle Completed(absl::Status status);
+  static std::shared_ptr<PendingCollective> CompletedState(absl::Status status);
   static CollectiveHandle MakeHandle(std::shared_ptr<PendingCollective> pending);
 
   PendingCollective(CollectiveCall call, CallBytes bytes);
@@ -60,8 +62,22 @@ class PendingCollective {
   absl::Status Wait();
   absl::Status Wait(absl::Duration timeout);
 
+  // For async fusion (FusionQueue), set before the collective is started or handed out:
+  // `on_complete` runs once with the final status, after the collective completed (not
+  // under its lock); `on_wait` runs on every Ready() or Wait() that finds it not complete
+  // yet, before it blocks (the caller wants this one: its batch must end).
+  void SetHooks(std::function<void(const absl::Status&)> on_complete,
+                std::function<void()> on_wait);
+  // Completes a collective whose data went in another one (a fused batch): its RPC was
+  // never started.
+  void Resolve(absl::Status status);
+
  private:
   absl::Status CopyResultOut();
+  // The caller's input into `to` (bytes_.input bytes), from its one buffer or, for a
+  // fused all-reduce, its pieces one after another; the result back the same way.
+  void GatherInput(char* to) const;
+  void ScatterOutput(const char* from) const;
   void Complete(absl::Status status);
 
   const CollectiveCall call_;
@@ -72,6 +88,8 @@ class PendingCollective {
   std::optional<SharedMemoryRegion> region_;
   std::shared_ptr<SharedMemoryPool> pool_;  // where region_ came from
   bool registered_ = false;
+  std::function<void(const absl::Status&)> on_complete_;
+  std::function<void()> on_wait_;
 
   mutable absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

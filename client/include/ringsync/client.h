@@ -45,6 +45,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ringsync/collective_handle.h"
+#include "ringsync/group_tensor.h"
 #include "ringsync/registered_buffer.h"
 #include "ringsync/types.h"
 
@@ -53,6 +54,24 @@ namespace ringsync {
 namespace internal {
 class ClientCore;
 }  // namespace internal
+
+// Async tensor fusion, as Horovod's: with `enabled`, consecutive AllReduceAsync calls of
+// one dtype, op, scales and timeout are queued and sent as ONE fused all-reduce, each
+// handle completing with its own tensor's result (or the batch's error, naming its
+// tensor). A batch ends where the program ends it, at the same call on every rank: when
+// the queued bytes would pass threshold_bytes (a tensor that large goes alone), at any
+// call that cannot join (another dtype/op, any other collective), or when the program
+// asks for a queued result (Ready(), Wait(), or dropping the handle). cycle_time is the
+// one clock-driven trigger: what has waited that long goes out early, speculatively; if
+// another rank's clock cut the queue elsewhere, the worker's agreement pass fails that
+// collective on every rank before any data moved, and every rank sends those tensors
+// again where the program ends the batch. With fusion on, collectives go to the worker
+// one at a time, in call order.
+struct FusionOptions {
+  bool enabled = false;
+  size_t threshold_bytes = size_t{64} << 20;
+  absl::Duration cycle_time = absl::Milliseconds(5);
+};
 
 struct ClientOptions {
   // How long Connect waits for the worker to answer and report a formed ring.
@@ -72,6 +91,8 @@ struct ClientOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string token_file;
+  // Async all-reduces packed into one collective (off by default): see FusionOptions.
+  FusionOptions fusion;
 };
 
 struct CollectiveOptions {
@@ -162,6 +183,21 @@ class Client {
                          const AllReduceOptions& options = {});
   CollectiveHandle AllReduceAsync(absl::string_view name, void* data, size_t count, DType dtype,
                                   ReduceOp op, const AllReduceOptions& options = {});
+
+  // All-reduce of many tensors of one dtype as ONE collective: they are packed one after
+  // another into one buffer (the shared-memory region, when the group is that large),
+  // reduced together and copied back, each into its own tensor, only when the whole ring
+  // completed (on any error every tensor is as it was). Every rank must pass the same
+  // tensors (names and counts) in the same order: the worker compares the member list
+  // across ranks, and a mismatch fails on every rank naming the first tensor that
+  // differs. The collective's name is derived from the members' names ("fused 161 tensors
+  // 'conv1.weight'..'fc.bias' #<digest>"). Fails InvalidArgument, naming the tensor, for
+  // an empty list, a tensor without a name, null with elements, or of another dtype than
+  // the first.
+  absl::Status AllReduceGroup(absl::Span<const GroupTensor> tensors, ReduceOp op,
+                              const AllReduceOptions& options = {});
+  CollectiveHandle AllReduceGroupAsync(absl::Span<const GroupTensor> tensors, ReduceOp op,
+                                       const AllReduceOptions& options = {});
 
   // Rank `root`'s buffer is copied into every other rank's buffer.
   // REQUIRES: 0 <= root < world_size().

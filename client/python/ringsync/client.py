@@ -6,7 +6,8 @@ from ringsync import _ringsync
 
 
 def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None,
-            tls_ca=None, tls_cert=None, tls_key=None, token_file=None):
+            tls_ca=None, tls_cert=None, tls_key=None, token_file=None,
+            fusion_threshold_bytes=0, fusion_cycle_time=0.005):
     """Connects to the ringsync worker at `worker` ("unix:/path" or "host:port") and returns
     a Client once the worker reports a formed ring (so rank and world_size are known).
 
@@ -17,10 +18,19 @@ def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None,
     On a "host:port" worker (its --client_listen) authenticate as the worker requires:
     `tls_ca`, `tls_cert`, `tls_key` (PEM files: mutual TLS) and/or `token_file` (the
     cluster token). A unix socket needs none of them.
+
+    Tensor fusion (as Horovod's; off when `fusion_threshold_bytes` is 0): consecutive
+    all_reduce_async calls of one dtype and op are sent as one collective of at most
+    `fusion_threshold_bytes` (64 << 20 is Horovod's default), each handle getting its own
+    tensor's result. A batch ends where the program ends it (a full batch, another kind of
+    call, or wait()/ready() on a queued handle), or speculatively after
+    `fusion_cycle_time` seconds; the C++ header ringsync/client.h (FusionOptions) says how
+    ranks that cut differently recover.
     """
     return Client(_ringsync._connect(worker, float(timeout), name or f"python pid {os.getpid()}",
                                      tls_ca or "", tls_cert or "", tls_key or "",
-                                     token_file or ""))
+                                     token_file or "", int(fusion_threshold_bytes),
+                                     float(fusion_cycle_time)))
 
 
 class Client:

@@ -22,7 +22,9 @@ absl::Duration TimeoutOf(std::optional<double> seconds) {
 std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double timeout_seconds,
                                             const std::string& name, const std::string& tls_ca,
                                             const std::string& tls_cert, const std::string& tls_key,
-                                            const std::string& token_file) {
+                                            const std::string& token_file,
+                                            int64_t fusion_threshold_bytes,
+                                            double fusion_cycle_time_seconds) {
   ClientOptions options;
   options.connect_timeout = absl::Seconds(timeout_seconds);
   options.client_name = name;
@@ -30,6 +32,12 @@ std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double ti
   options.tls_cert = tls_cert;
   options.tls_key = tls_key;
   options.token_file = token_file;
+  // 0: fusion off (the default); else async all-reduces are fused up to this many bytes.
+  options.fusion.enabled = fusion_threshold_bytes > 0;
+  if (options.fusion.enabled) {
+    options.fusion.threshold_bytes = static_cast<size_t>(fusion_threshold_bytes);
+    options.fusion.cycle_time = absl::Seconds(fusion_cycle_time_seconds);
+  }
   absl::StatusOr<std::unique_ptr<Client>> client;
   {
     py::gil_scoped_release nogil;

@@ -29,7 +29,9 @@ class PyClient {
   static std::unique_ptr<PyClient> Connect(const std::string& worker, double timeout_seconds,
                                            const std::string& name,
                                            const std::string& tls_ca, const std::string& tls_cert,
-                                           const std::string& tls_key, const std::string& token_file);
+                                           const std::string& tls_key, const std::string& token_file,
+                                           int64_t fusion_threshold_bytes = 0,
+                                           double fusion_cycle_time_seconds = 0.005);
 
   int rank() const { return Get()->rank(); }
   int world_size() const { return Get()->world_size(); }
