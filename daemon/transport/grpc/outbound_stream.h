@@ -1,7 +1,10 @@
 // OutboundStream: this rank's RingStream to its right neighbour, as a gRPC callback
 // reactor with exactly one write in flight (natural back-pressure). Frames are written
 // zero-copy: the payload slice points at the caller's memory, and WriteFrame returns
-// only once gRPC has released it.
+// only once gRPC has released it — except small frames (header-only ones and payloads up
+// to 64 KiB), which are copied and queued behind the write in flight so that WriteFrame
+// returns at once (a bounded queue; a broken stream loses what it still held, as it may
+// lose a frame already written).
 //
 // How operations start (gRPC allows one outstanding read and one outstanding write per
 // call; a second one aborts the process with GRPC_CALL_ERROR_TOO_MANY_OPERATIONS):
@@ -11,7 +14,8 @@
 //    its state be freed, between its last reaction and OnDone. The hold is taken in Open
 //    and released exactly once (ReleaseHoldLocked) when nothing more will be sent — the
 //    peer ended the stream, a write failed, or the destructor runs; no write starts after;
-//  * a write starts only when none is in flight (write_in_flight_). The hello counts: the
+//  * a write starts only when none is in flight (write_in_flight_); OnWriteDone starts the
+//    next queued small frame. The hello counts: the
 //    peer's acceptance can arrive before the hello's own OnWriteDone, so the first frame
 //    waits for it like any other;
 //  * the read is started once in Open and re-armed only in its own completion.
@@ -23,6 +27,7 @@
 
 #include "wire/security/transport_security.h"
 
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -91,6 +96,11 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   // Starts `write_buffer_` as the one write in flight.
   // REQUIRES: mu_ held, no write in flight, the call not done.
   void StartWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the first queued small frame if no write is in flight and the stream stands.
+  void StartQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // WriteFrame for a small frame: copies it into the queue, waiting within `limit` for room.
+  absl::Status QueueFrame(const Frame& frame, absl::Span<const std::byte> payload,
+                          const WaitLimit& limit);
   // How a written frame's payload came back from gRPC. Only kReleased means the frame
   // is on its way; otherwise the stream ended with it possibly undelivered.
   enum class Release { kReleased, kGivenUp /* this stream cancelled at the limit */, kStreamEnded };
@@ -108,6 +118,8 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // owned by gRPC while a write is in flight
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  // Encoded small frames (with their own copy of the payload) waiting to be written.
+  std::deque<grpc::ByteBuffer> queued_ ABSL_GUARDED_BY(mu_);
   // The call is held open (see AddHold above). Released once the stream cannot carry
   // another frame, so it is also what "broken" means.
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
