@@ -135,7 +135,11 @@ absl::Status OutboundStream::QueueFrame(const Frame& frame, absl::Span<const std
 
 absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
                                         const WaitLimit& limit, absl::Duration grace) {
-  if (payload.size() <= kQueuedPayloadBytes) return QueueFrame(frame, payload, limit);
+  // An abort notice is written and waited for as before: it is the failure's news, sent
+  // once as a collective ends, and a stream torn down right after must not drop it.
+  if (frame.kind != FrameKind::kAbort && payload.size() <= kQueuedPayloadBytes) {
+    return QueueFrame(frame, payload, limit);
+  }
   auto latch = std::make_shared<ReleaseLatch>();
   absl::Status result;
   bool stream_failed = false;

@@ -1,8 +1,8 @@
 // OutboundStream: this rank's RingStream to its right neighbour, as a gRPC callback
 // reactor with exactly one write in flight (natural back-pressure). Frames are written
 // zero-copy: the payload slice points at the caller's memory, and WriteFrame returns
-// only once gRPC has released it — except small frames (header-only ones and payloads up
-// to 64 KiB), which are copied and queued behind the write in flight so that WriteFrame
+// only once gRPC has released it — except small frames other than aborts (header-only
+// ones and payloads up to 64 KiB), which are copied and queued behind the write in flight so that WriteFrame
 // returns at once (a bounded queue; a broken stream loses what it still held, as it may
 // lose a frame already written).
 //
