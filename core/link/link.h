@@ -33,6 +33,7 @@ enum class FrameKind : uint8_t {
   kAbort = 2,    // a rank gave up on the collective; forwarded once around the ring
   kAgree = 4,    // a rank's spec, passed around the ring before any data (RingExchange::Agree)
   kCommit = 5,   // "rank `chunk` completed its data", passed around after it (RingExchange::Commit)
+  kRelay = 6,    // rank `chunk`'s spec and whole contribution together (RingExchange::AgreeCarrying)
 };
 
 // An abort frame's reason is cut to this many bytes by its sender, and by its receiver

@@ -9,10 +9,9 @@
 #include "core/ring/schedule.h"
 
 namespace ringsync {
-namespace {
 
-absl::Status CheckArguments(const RingMember& me, const CollectiveSpec& spec,
-                            absl::Span<std::byte> buffer, const ReduceSpec& rspec) {
+absl::Status CheckAllReduceArguments(const RingMember& me, const CollectiveSpec& spec,
+                                     absl::Span<std::byte> buffer, const ReduceSpec& rspec) {
   if (spec.kind != CollectiveKind::kAllReduce &&
       !(spec.kind == CollectiveKind::kBarrier && spec.count == 0)) {
     return absl::InvalidArgumentError(
@@ -21,6 +20,8 @@ absl::Status CheckArguments(const RingMember& me, const CollectiveSpec& spec,
   if (absl::Status s = ValidateReduceSpec(rspec); !s.ok()) return s;
   return CheckBufferSize(me, spec, buffer.size(), spec.count);
 }
+
+namespace {
 
 // The all-reduce as pipeline steps: schedule.h's chunks, combining during
 // reduce-scatter (finalizing the owned chunk at its last step), copying during
@@ -69,7 +70,7 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
                            const RingOptions& options, RingStats* stats) {
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
   RingExchange exchange(me, link, spec, options);
-  if (absl::Status s = CheckArguments(me, spec, buffer, rspec); !s.ok()) {
+  if (absl::Status s = CheckAllReduceArguments(me, spec, buffer, rspec); !s.ok()) {
     return exchange.Reject(s);
   }
   RingStats local;

@@ -33,6 +33,11 @@ namespace ringsync {
 
 // REQUIRES: spec.kind == kAllReduce; buffer.size() == spec.count * DTypeSize(spec.dtype).
 // Violations are reported as InvalidArgument before anything is sent.
+// What every all-reduce algorithm checks before anything is sent: the kind (an
+// all-reduce, or a barrier of nothing), the reduction, the buffer's size.
+absl::Status CheckAllReduceArguments(const RingMember& me, const CollectiveSpec& spec,
+                                     absl::Span<std::byte> buffer, const ReduceSpec& rspec);
+
 absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
                            const CollectiveSpec& spec, absl::Span<std::byte> buffer,
                            const RingOptions& options, RingStats* stats = nullptr);

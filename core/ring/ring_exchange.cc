@@ -16,6 +16,7 @@ std::string KindName(FrameKind kind) {
     case FrameKind::kAbort: return "an abort";
     case FrameKind::kAgree: return "an agreement frame";
     case FrameKind::kCommit: return "a commit frame";
+    case FrameKind::kRelay: return "a relay frame (agreement with data)";
   }
   return absl::StrCat("a frame of unknown kind ", static_cast<int>(kind));
 }
@@ -34,6 +35,22 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
   limit_.cancellation = &cancellation_;
 }
 
+absl::Status RingExchange::CheckSpecOf(const Frame& frame,
+                                       std::optional<absl::Status>& mismatch) const {
+  if (!frame.spec.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("agreement frame from rank ", me_.prev(),
+                                                   " for rank ", frame.chunk,
+                                                   " arrived without a spec"));
+  }
+  if (!mismatch.has_value()) {
+    const int origin = static_cast<int>(frame.chunk);
+    if (absl::Status s = CheckAgreement(spec_, me_.rank, *frame.spec, origin); !s.ok()) {
+      mismatch = s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RingExchange::Agree() {
   if (me_.world_size < 2) return absl::OkStatus();
   std::optional<absl::Status> mismatch;
@@ -41,19 +58,37 @@ absl::Status RingExchange::Agree() {
   outgoing.kind = FrameKind::kAgree;
   outgoing.spec = spec_;
   absl::Status result = RelayAround(outgoing, "agreement", [&](const Frame& frame) {
-    if (!frame.spec.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("agreement frame from rank ", me_.prev(),
-                                                     " for rank ", frame.chunk,
-                                                     " arrived without a spec"));
-    }
-    if (!mismatch.has_value()) {
-      const int origin = static_cast<int>(frame.chunk);
-      if (absl::Status s = CheckAgreement(spec_, me_.rank, *frame.spec, origin); !s.ok()) {
-        mismatch = s;
-      }
-    }
-    return absl::OkStatus();
+    return CheckSpecOf(frame, mismatch);
   });
+  return FinishAgreement(std::move(result), mismatch);
+}
+
+absl::Status RingExchange::AgreeCarrying(
+    absl::Span<const std::byte> contribution,
+    absl::FunctionRef<absl::Status(int origin, ReceivedFrame frame)> on_contribution) {
+  if (me_.world_size < 2) return absl::OkStatus();
+  std::optional<absl::Status> mismatch;
+  Frame outgoing;
+  outgoing.kind = FrameKind::kRelay;
+  outgoing.spec = spec_;
+  outgoing.count = spec_.count;
+  absl::Status result = RelayAroundCarrying(
+      outgoing, "agreement", contribution, [&](ReceivedFrame received) -> absl::Status {
+        const Frame& frame = received.frame;
+        if (absl::Status s = CheckSpecOf(frame, mismatch); !s.ok()) return s;
+        if (mismatch.has_value()) return absl::OkStatus();  // reported after the pass
+        if (frame.count != spec_.count || received.payload.size() != spec_.count * element_size_) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "relay frame from rank ", me_.prev(), " for rank ", frame.chunk, " carries ",
+              received.payload.size(), " bytes for ", spec_.count, " x ", DTypeName(spec_.dtype)));
+        }
+        return on_contribution(static_cast<int>(frame.chunk), std::move(received));
+      });
+  return FinishAgreement(std::move(result), mismatch);
+}
+
+absl::Status RingExchange::FinishAgreement(absl::Status result,
+                                           const std::optional<absl::Status>& mismatch) {
   if (!result.ok()) {
     result = ExplainCancel(result);
     NotifyAbort(result);
@@ -107,18 +142,27 @@ absl::Status RingExchange::ExplainCancel(absl::Status status) const {
 
 absl::Status RingExchange::RelayAround(Frame outgoing, absl::string_view pass,
                                        absl::FunctionRef<absl::Status(const Frame&)> on_frame) {
+  return RelayAroundCarrying(std::move(outgoing), pass, {},
+                             [&](ReceivedFrame received) { return on_frame(received.frame); });
+}
+
+absl::Status RingExchange::RelayAroundCarrying(
+    Frame outgoing, absl::string_view pass, absl::Span<const std::byte> payload,
+    absl::FunctionRef<absl::Status(ReceivedFrame)> on_frame) {
   const int n = me_.world_size;
+  ReceivedFrame forwarding;  // keeps the payload being forwarded alive
   outgoing.sender_rank = me_.rank;
   outgoing.generation = me_.generation;
   outgoing.sequence = spec_.sequence;
   outgoing.chunk = static_cast<uint32_t>(me_.rank);
   for (int step = 0; step + 1 < n; ++step) {
     outgoing.step = static_cast<uint32_t>(step);
-    if (absl::Status s = link_.Send(outgoing, {}, limit_); !s.ok()) {
+    if (absl::Status s = link_.Send(outgoing, payload, limit_); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("sending ", pass, " step ", step, " to rank ",
                                                  me_.next(), ": ", s.message()));
     }
     ++stats_.frames_sent;
+    stats_.bytes_sent += payload.size();
     absl::StatusOr<ReceivedFrame> received =
         ReceiveOwn([pass, step] { return absl::StrCat(pass, " step ", step); });
     if (!received.ok()) return received.status();
@@ -130,9 +174,13 @@ absl::Status RingExchange::RelayAround(Frame outgoing, absl::string_view pass,
           "out-of-schedule ", pass, " frame from rank ", me_.prev(), ": got step ", frame.step,
           " for rank ", frame.chunk, ", expected step ", step, " for rank ", origin));
     }
-    if (absl::Status s = on_frame(frame); !s.ok()) return s;
     outgoing.chunk = frame.chunk;
     outgoing.spec = frame.spec;
+    outgoing.count = frame.count;
+    stats_.bytes_received += received->payload.size();
+    forwarding = *received;
+    payload = forwarding.payload;
+    if (absl::Status s = on_frame(*std::move(received)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -206,6 +254,14 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
         "ranks called different collectives: rank ", me_.prev(), " is already at collective #",
         f.sequence, " while this rank is at ", DescribeCollective(spec_),
         "; every rank must issue the same collectives in the same order"));
+  }
+  const bool agreement_kinds = (f.kind == FrameKind::kAgree && kind == FrameKind::kRelay) ||
+                               (f.kind == FrameKind::kRelay && kind == FrameKind::kAgree);
+  if (agreement_kinds) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ranks chose different all-reduce algorithms: rank ", me_.prev(), " sent ",
+        KindName(f.kind), " where this rank's algorithm expects ", KindName(kind),
+        "; give every worker the same --algorithm and --relay_max_bytes"));
   }
   if (f.kind != kind) {
     return absl::InvalidArgumentError(absl::StrCat(KindName(f.kind), " from rank ", me_.prev(),

@@ -78,6 +78,16 @@ class RingExchange {
   // returned status is annotated. Call it before touching the caller's buffer.
   absl::Status Agree();
 
+  // Agree, with every rank's `contribution` travelling beside its spec (kRelay frames):
+  // at step s this rank forwards the contribution it received at step s-1 (its own at
+  // step 0). `on_contribution(origin, frame)` sees each other rank's contribution (the
+  // frame's payload, valid while the frame lives) once its spec is known to match this
+  // rank's; a spec that does not match is reported like Agree's, on every rank, after
+  // the pass. The byte counts go to the stats.
+  absl::Status AgreeCarrying(
+      absl::Span<const std::byte> contribution,
+      absl::FunctionRef<absl::Status(int origin, ReceivedFrame frame)> on_contribution);
+
   // The commit above. Call it when this rank's data phase completed, and hand the result
   // back only if it returns OK. A failure tells the ring (as NotifyAbort) and comes back
   // annotated, marked OutcomeMark::kInDoubt and naming the ranks whose completion this
@@ -136,6 +146,15 @@ class RingExchange {
   // names it in errors ("agreement", "commit").
   absl::Status RelayAround(Frame outgoing, absl::string_view pass,
                            absl::FunctionRef<absl::Status(const Frame&)> on_frame);
+  // RelayAround with a payload: `payload` goes out at step 0, and at step s the payload
+  // received at step s-1; `on_frame` takes each received frame (and may keep it).
+  absl::Status RelayAroundCarrying(Frame outgoing, absl::string_view pass,
+                                   absl::Span<const std::byte> payload,
+                                   absl::FunctionRef<absl::Status(ReceivedFrame)> on_frame);
+  // Agree's checks of one received spec; records the first mismatch in `mismatch`.
+  absl::Status CheckSpecOf(const Frame& frame, std::optional<absl::Status>& mismatch) const;
+  // The end of an agreement pass (Agree, AgreeCarrying) that returned `result`.
+  absl::Status FinishAgreement(absl::Status result, const std::optional<absl::Status>& mismatch);
   absl::Status CheckSegment(const ReceivedFrame& received, int step, int segment, int chunk,
                             const ElementRange& expected);
   absl::Status TakeAbortFrame(const Frame& frame);

@@ -6,6 +6,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
 
@@ -147,6 +148,10 @@ void CollectiveExecutor::Record(const CollectiveSpec& spec, const RingEpoch* epo
     finished.elapsed = elapsed;
     finished.status = status;
     finished.cause = cause;
+    if ((spec.kind == CollectiveKind::kAllReduce || spec.kind == CollectiveKind::kBarrier) &&
+        epoch != nullptr) {
+      finished.algorithm = AlgorithmName(AlgorithmOf(spec, epoch->me));
+    }
     metrics_->OnCollectiveFinished(finished);
   }
   if (!status.ok()) {
@@ -285,10 +290,14 @@ absl::Status CollectiveExecutor::FailIfMembershipMoved(CollectiveJob& job) const
   // rank's collective issued before the change fails here alike, without a turn on the
   // new ring, so the new ring's first collective is every rank's first one after the
   // change (ElasticState::Sync's).
+  // Named as the ring would have numbered it (as NoRing does), so that it reads like the
+  // failures of the ranks whose turn on the ring had begun.
+  CollectiveSpec would_be = job.spec;
+  if (last_ring_.has_value()) would_be.sequence = last_ring_->next_sequence;
   const std::string where =
       last_ring_.has_value()
           ? absl::StrCat("rank ", last_ring_->me.rank, " (generation ", last_ring_->me.generation,
-                         ", collective '", job.spec.name, "', client collective ",
+                         ", ", DescribeCollective(would_be), ", client collective ",
                          job.client_sequence, ")")
           : absl::StrCat("collective '", job.spec.name, "' (client collective ",
                          job.client_sequence, ")");
@@ -355,6 +364,12 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   return result;
 }
 
+AllReduceAlgorithm CollectiveExecutor::AlgorithmOf(const CollectiveSpec& spec,
+                                                  const RingMember& me) const {
+  const uint64_t bytes = spec.count * (IsValid(spec.dtype) ? DTypeSize(spec.dtype) : 0);
+  return ChooseAllReduceAlgorithm(me.world_size, bytes, spec.dtype, spec.op, options_.algorithm);
+}
+
 absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epoch,
                                               const RingOptions& options) {
   const RingMember& me = epoch.me;
@@ -363,6 +378,9 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
   switch (job.spec.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBarrier:  // an all-reduce of nothing
+      if (AlgorithmOf(job.spec, me) == AllReduceAlgorithm::kRelay) {
+        return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+      }
       return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
     case CollectiveKind::kBroadcast:
       return RingBroadcast(me, link, job.spec, data, options, &job.stats);

@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/reduce/reducer.h"
+#include "core/ring/allreduce_algorithm.h"
 #include "daemon/worker/collective_job.h"
 #include "daemon/worker/ring_epoch.h"
 #include "daemon/worker/worker_metrics.h"
@@ -47,6 +48,9 @@ struct ExecutorOptions {
   // How long telling the right neighbour of a failure may take (RingOptions::
   // abort_notice_timeout), also when forwarding the abort of a collective this rank skips.
   absl::Duration abort_notice_timeout = absl::Seconds(2);
+  // Which algorithm all-reduces run (allreduce_algorithm.h): every worker of a ring must
+  // have the same, or their all-reduces fail in the agreement pass.
+  AlgorithmPolicy algorithm;
 };
 
 struct ExecutorCounters {
@@ -89,6 +93,8 @@ class CollectiveExecutor {
   // The ring algorithm of the job's kind over its data.
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
   void Run(CollectiveJob& job);
+  // The algorithm an all-reduce (or barrier) of `spec` runs on `me`'s ring.
+  AllReduceAlgorithm AlgorithmOf(const CollectiveSpec& spec, const RingMember& me) const;
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
   // Aborted, marked kMembershipChanged, when `job` was issued for a membership of the
   // ring that is gone; OK otherwise. Sets job.membership_now.

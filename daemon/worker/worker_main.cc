@@ -80,6 +80,14 @@ ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(60),
 ABSL_FLAG(int64_t, segment_bytes, 1 << 20,
           "worker: bytes per ring segment (pipelining unit). 1-4 MiB suits gRPC; every rank "
           "must use the same value.");
+ABSL_FLAG(std::string, algorithm, "auto",
+          "worker: the all-reduce algorithm: auto (relay up to --relay_max_bytes, else ring), "
+          "ring or relay (forced, for benchmarks). Every worker of a ring must use the same "
+          "value, or their all-reduces fail naming this flag.");
+ABSL_FLAG(int64_t, relay_max_bytes, 16 << 10,
+          "worker: with --algorithm=auto, the largest all-reduce (bytes) that runs the relay "
+          "algorithm (agreement and data in N-1 hops) rather than the ring (0..16 MiB); every "
+          "worker of a ring must use the same value.");
 ABSL_FLAG(std::string, reduce_device, "auto",
           "worker: where to reduce: auto (a CUDA GPU when one is usable, else the CPU), cpu, "
           "cuda or cuda:N. 'cuda' without a usable GPU fails at start-up.");
@@ -187,6 +195,12 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   config.security = *std::move(security);
   if (absl::GetFlag(FLAGS_segment_bytes) < 64 || absl::GetFlag(FLAGS_segment_bytes) > (64 << 20)) {
     return absl::InvalidArgumentError("--segment_bytes must be between 64 and 64 MiB");
+  }
+  if (!ParseAlgorithmMode(absl::GetFlag(FLAGS_algorithm)).has_value()) {
+    return absl::InvalidArgumentError("--algorithm must be auto, ring or relay");
+  }
+  if (absl::GetFlag(FLAGS_relay_max_bytes) < 0 || absl::GetFlag(FLAGS_relay_max_bytes) > (16 << 20)) {
+    return absl::InvalidArgumentError("--relay_max_bytes must be between 0 and 16 MiB");
   }
   if (absl::GetFlag(FLAGS_max_inline_bytes) < (1 << 10) ||
       absl::GetFlag(FLAGS_max_inline_bytes) > (int64_t{1} << 30)) {
@@ -476,7 +490,9 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
       .max_queued_jobs = static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_jobs)),
       .max_queued_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_queued_bytes)),
       .sequence_gap_timeout = absl::GetFlag(FLAGS_client_sequence_gap_timeout),
-      .abort_notice_timeout = absl::GetFlag(FLAGS_abort_notice_timeout)};
+      .abort_notice_timeout = absl::GetFlag(FLAGS_abort_notice_timeout),
+      .algorithm = {.mode = *ParseAlgorithmMode(absl::GetFlag(FLAGS_algorithm)),
+                    .relay_max_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_relay_max_bytes))}};
   CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
   LocalPeers local_peers;
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,

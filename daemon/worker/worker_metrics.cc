@@ -68,6 +68,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                            "Failed collectives marked in doubt, by kind: this rank completed "
                            "its part but did not hear that every rank did, so another rank "
                            "may have returned OK (the training loop must resynchronise).")),
+      algorithms_(AddCounter(registry, "ringsync_allreduce_algorithm_total",
+                             "All-reduces (and barriers) this worker ran, by the algorithm "
+                             "they ran: ring, or relay (the small-message algorithm).")),
       bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
                              "Payload bytes this worker sent on the ring to its right neighbour "
                              "(rank and worker id).")),
@@ -131,6 +134,7 @@ void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
       .Add({{"kind", kind}, {"dtype", std::string(DTypeName(c.dtype))},
             {"result", ok ? "ok" : "failed"}})
       .Increment();
+  if (!c.algorithm.empty()) algorithms_.Add({{"algorithm", std::string(c.algorithm)}}).Increment();
   if (!ok) failed_.Add({{"kind", kind}, {"cause", std::string(FailureCauseName(c.cause))}}).Increment();
   if (!ok && OutcomeMarkOf(c.status) == OutcomeMark::kInDoubt) in_doubt_.Add({{"kind", kind}}).Increment();
   if (c.epoch != nullptr) {

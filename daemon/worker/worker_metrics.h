@@ -39,6 +39,7 @@ struct FinishedCollective {
   absl::Duration elapsed;
   absl::Status status;
   FailureCause cause = FailureCause::kOther;  // meaningful when !status.ok()
+  absl::string_view algorithm;  // an all-reduce's (AlgorithmName); empty for other kinds
 };
 
 // The size classes of ringsync_busbw_bytes_per_second: "<64KiB", "<1MiB", "<16MiB",
@@ -67,6 +68,7 @@ class WorkerMetrics final : public prometheus::Collectable {
   prometheus::Family<prometheus::Counter>& collectives_;
   prometheus::Family<prometheus::Counter>& failed_;
   prometheus::Family<prometheus::Counter>& in_doubt_;
+  prometheus::Family<prometheus::Counter>& algorithms_;
   prometheus::Family<prometheus::Counter>& bytes_sent_;
   prometheus::Family<prometheus::Counter>& bytes_received_;
   prometheus::Family<prometheus::Histogram>& duration_;

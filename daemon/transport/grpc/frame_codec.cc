@@ -47,6 +47,7 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
     case FrameKind::kAbort: header.set_kind(v1::FRAME_KIND_ABORT); break;
     case FrameKind::kAgree: header.set_kind(v1::FRAME_KIND_AGREE); break;
     case FrameKind::kCommit: header.set_kind(v1::FRAME_KIND_COMMIT); break;
+    case FrameKind::kRelay: header.set_kind(v1::FRAME_KIND_RELAY); break;
   }
   header.set_sender_rank(frame.sender_rank);
   header.set_generation(frame.generation);
@@ -168,6 +169,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     case v1::FRAME_KIND_ABORT: frame.kind = FrameKind::kAbort; break;
     case v1::FRAME_KIND_AGREE: frame.kind = FrameKind::kAgree; break;
     case v1::FRAME_KIND_COMMIT: frame.kind = FrameKind::kCommit; break;
+    case v1::FRAME_KIND_RELAY: frame.kind = FrameKind::kRelay; break;
     default: return Malformed(absl::StrCat("unknown frame kind ", header.kind()));
   }
   frame.sender_rank = header.sender_rank();
