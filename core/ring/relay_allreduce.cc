@@ -83,6 +83,11 @@ absl::Status RelayAllReduce(const RingMember& me, Link& link, Reducer& reducer,
         frames[origin] = std::move(frame);
         return absl::OkStatus();
       });
+  if (result.ok() && exchange.limit().IsCancelled()) {
+    // Cancelled (the client left) while the small frames flowed without a blocking wait:
+    // give up now, before this rank's data completes, so every rank fails plainly.
+    result = exchange.Reject(exchange.ExplainCancel(absl::CancelledError("cancelled")));
+  }
   if (result.ok()) {
     result = CombineInRingOrder(me, reducer, rspec, spec.count, esize, contributions, buffer, local);
     if (!result.ok()) result = exchange.Reject(result);
