@@ -65,8 +65,8 @@ absl::Status RelayAllReduce(const RingMember& me, Link& link, Reducer& reducer,
   }
   local.overflows += pre.overflows;
 
-  // Every other rank's contribution, kept in its received frame (no copy).
-  std::vector<ReceivedFrame> frames(me.world_size);
+  // Every other rank's contribution, in one piece (small messages: the copy is nothing).
+  std::vector<std::vector<std::byte>> received(me.world_size);
   std::vector<absl::Span<const std::byte>> contributions(me.world_size);
   std::vector<bool> heard(me.world_size, false);
   contributions[me.rank] = mine;
@@ -79,8 +79,8 @@ absl::Status RelayAllReduce(const RingMember& me, Link& link, Reducer& reducer,
               absl::StrCat("relay frame for rank ", origin, " is out of place"));
         }
         heard[origin] = true;
-        contributions[origin] = frame.payload;
-        frames[origin] = std::move(frame);
+        received[origin] = frame.payload.ToVector();
+        contributions[origin] = received[origin];
         return absl::OkStatus();
       });
   if (result.ok() && exchange.limit().IsCancelled()) {

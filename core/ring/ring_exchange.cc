@@ -1,6 +1,7 @@
 #include "core/ring/ring_exchange.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -150,7 +151,7 @@ absl::Status RingExchange::RelayAroundCarrying(
     Frame outgoing, absl::string_view pass, absl::Span<const std::byte> payload,
     absl::FunctionRef<absl::Status(ReceivedFrame)> on_frame) {
   const int n = me_.world_size;
-  ReceivedFrame forwarding;  // keeps the payload being forwarded alive
+  std::vector<std::byte> forwarding;  // the payload being forwarded, in one piece
   outgoing.sender_rank = me_.rank;
   outgoing.generation = me_.generation;
   outgoing.sequence = spec_.sequence;
@@ -178,8 +179,12 @@ absl::Status RingExchange::RelayAroundCarrying(
     outgoing.spec = frame.spec;
     outgoing.count = frame.count;
     stats_.bytes_received += received->payload.size();
-    forwarding = *received;
-    payload = forwarding.payload;
+    if (!received->payload.empty()) {
+      forwarding = received->payload.ToVector();
+      payload = forwarding;
+    } else {
+      payload = {};
+    }
     if (absl::Status s = on_frame(*std::move(received)); !s.ok()) return s;
   }
   return absl::OkStatus();
