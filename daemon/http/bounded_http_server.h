@@ -1,5 +1,5 @@
 // BoundedHttpServer: cpp-httplib's Server with what keeps an operator's scrape working
-// while other clients misbehave (issue 14, class 8):
+// while other clients misbehave:
 //  * at most `max_connections` connections are served at once, each on a thread of its
 //    own, so a scrape never queues behind a slow client; one more is refused at once
 //    with 503 rather than queued;

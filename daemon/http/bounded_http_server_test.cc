@@ -1,4 +1,4 @@
-// Slow and surplus clients against a real HttpEndpoint on 127.0.0.1 (issue 14, class 8):
+// Slow and surplus clients against a real HttpEndpoint on 127.0.0.1:
 // slowloris connections do not starve /healthz, /readyz and /metrics, a client too slow
 // to send its request is disconnected, and connections over the limit are refused at
 // once; both refusals are counted; a request body is never held in memory. Deadlines here are generous: the tests check that

@@ -1,4 +1,4 @@
-// Issue 14, the worker's local side, attacked as a process on the same host would:
+// The worker's local side, attacked as a process on the same host would:
 // through the worker's unix socket (and --client_listen), with the real protocol
 // (RawWorkerClient), against real daemons. Each attack is refused with an error that
 // says why, the worker keeps running, and the ring then still returns correct sums.
