@@ -88,12 +88,14 @@ absl::Status RelayAllReduce(const RingMember& me, Link& link, Reducer& reducer,
     // give up now, before this rank's data completes, so every rank fails plainly.
     result = exchange.Reject(exchange.ExplainCancel(absl::CancelledError("cancelled")));
   }
-  if (result.ok()) {
+  const bool combining = result.ok();  // the caller's buffer is written from here on
+  if (combining) {
     result = CombineInRingOrder(me, reducer, rspec, spec.count, esize, contributions, buffer, local);
     if (!result.ok()) result = exchange.Reject(result);
   }
   if (result.ok()) result = exchange.Commit();
   exchange.ExportStats(&local);
+  local.buffer_untouched = !result.ok() && !combining;
   if (stats != nullptr) *stats = local;
   return result;
 }

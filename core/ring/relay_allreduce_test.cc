@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/collective.h"
 #include "core/link/faulty_link.h"
 #include "core/link/memory_link.h"
 #include "core/outcome.h"
@@ -144,6 +145,33 @@ TEST(RelayAllReduce, RanksThatChoseDifferentAlgorithmsAllFailNamingTheFlags) {
   // The ranks next to the disagreement say what it is; the others hear it in the abort.
   EXPECT_THAT(std::string(run.statuses[1].message()),
               AllOf(HasSubstr("different all-reduce algorithms"), HasSubstr("--algorithm")));
+}
+
+TEST(RelayAllReduce, RanksWhoseSizesDifferAndSoChoseDifferentAlgorithmsAllReportTheMismatch) {
+  // A fused batch cut differently on one rank: it has fewer bytes and relays, the others
+  // run the ring. Every rank still sees every spec and names the disagreement itself (a
+  // fusing client puts its tensors back on exactly this error), no buffer touched.
+  const int n = 4;
+  MemoryRing ring(n);
+  std::vector<Bytes> buffers;
+  for (int r = 0; r < n; ++r) buffers.push_back(RandomInput(DType::kFloat32, r == 2 ? 4 : 8, r, 7));
+  const std::vector<Bytes> before = buffers;
+  std::vector<RingStats> stats(n);
+  const std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    CpuReducer reducer;
+    CollectiveSpec spec = Spec(DType::kFloat32, ReduceOp::kSum, r == 2 ? 4 : 8);
+    const RingMember me{r, n, 3};
+    return r == 2 ? RelayAllReduce(me, ring.link(r), reducer, spec, absl::MakeSpan(buffers[r]),
+                                   ShortOptions(), &stats[r])
+                  : RingAllReduce(me, ring.link(r), reducer, spec, absl::MakeSpan(buffers[r]),
+                                  ShortOptions(), &stats[r]);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(IsAgreementMismatch(statuses[r])) << "rank " << r << ": " << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("rank 2 has allreduce 4 x float32"));
+    EXPECT_TRUE(buffers[r] == before[r]) << "rank " << r << "'s buffer was touched";
+    EXPECT_TRUE(stats[r].buffer_untouched) << "rank " << r;
+  }
 }
 
 TEST(RelayAllReduce, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed) {

@@ -156,6 +156,7 @@ absl::Status RingExchange::RelayAroundCarrying(
   outgoing.generation = me_.generation;
   outgoing.sequence = spec_.sequence;
   outgoing.chunk = static_cast<uint32_t>(me_.rank);
+  const FrameKind own_kind = outgoing.kind;
   for (int step = 0; step + 1 < n; ++step) {
     outgoing.step = static_cast<uint32_t>(step);
     if (absl::Status s = link_.Send(outgoing, payload, limit_); !s.ok()) {
@@ -168,13 +169,19 @@ absl::Status RingExchange::RelayAroundCarrying(
         ReceiveOwn([pass, step] { return absl::StrCat(pass, " step ", step); });
     if (!received.ok()) return received.status();
     const Frame& frame = received->frame;
-    if (absl::Status s = CheckFrame(frame, outgoing.kind); !s.ok()) return s;
+    if (absl::Status s = CheckFrame(frame, own_kind); !s.ok()) {
+      // Ranks that disagree on an all-reduce's size may have chosen different algorithms:
+      // the pass goes on, each frame forwarded as its origin sent it, so that every rank
+      // sees every spec and reports the disagreement itself, as with one algorithm.
+      if (!IsDisagreeingAgreement(frame, own_kind)) return s;
+    }
     const int origin = RingMod(me_.rank - 1 - step, n);
     if (frame.step != static_cast<uint32_t>(step) || frame.chunk != static_cast<uint32_t>(origin)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "out-of-schedule ", pass, " frame from rank ", me_.prev(), ": got step ", frame.step,
           " for rank ", frame.chunk, ", expected step ", step, " for rank ", origin));
     }
+    outgoing.kind = frame.kind;
     outgoing.chunk = frame.chunk;
     outgoing.spec = frame.spec;
     outgoing.count = frame.count;
@@ -251,6 +258,14 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::st
     if (frame.kind == FrameKind::kAbort) return TakeAbortFrame(frame);
     return received;
   }
+}
+
+bool RingExchange::IsDisagreeingAgreement(const Frame& f, FrameKind own) const {
+  const bool other_agreement = (f.kind == FrameKind::kAgree && own == FrameKind::kRelay) ||
+                               (f.kind == FrameKind::kRelay && own == FrameKind::kAgree);
+  return other_agreement && f.spec.has_value() && f.sequence == spec_.sequence &&
+         f.sender_rank == me_.prev() &&
+         !CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk)).ok();
 }
 
 absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {

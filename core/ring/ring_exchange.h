@@ -140,6 +140,10 @@ class RingExchange {
   // name, since this runs for every frame received.
   absl::StatusOr<ReceivedFrame> ReceiveOwn(absl::FunctionRef<std::string()> what);
   absl::Status CheckFrame(const Frame& frame, FrameKind kind) const;
+  // An agreement frame of the other all-reduce algorithm (relay vs ring) whose spec
+  // differs from this rank's: ranks that disagree on an all-reduce's size may choose
+  // different algorithms, so this is their disagreement, not a flag mismatch.
+  bool IsDisagreeingAgreement(const Frame& f, FrameKind own) const;
   // One pass of small frames of outgoing.kind around the ring, an all-gather of one frame
   // per rank (Agree, Commit): at step s this rank sends what it received at step s-1 (its
   // own at step 0) and receives rank (rank - 1 - s)'s, which `on_frame` checks. `pass`
