@@ -260,10 +260,18 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::st
   }
 }
 
+namespace {
+
+// The agreement frame of the other all-reduce algorithm: the ring's kAgree vs the relay's.
+bool IsOtherAgreementKind(FrameKind got, FrameKind own) {
+  return (got == FrameKind::kAgree && own == FrameKind::kRelay) ||
+         (got == FrameKind::kRelay && own == FrameKind::kAgree);
+}
+
+}  // namespace
+
 bool RingExchange::IsDisagreeingAgreement(const Frame& f, FrameKind own) const {
-  const bool other_agreement = (f.kind == FrameKind::kAgree && own == FrameKind::kRelay) ||
-                               (f.kind == FrameKind::kRelay && own == FrameKind::kAgree);
-  return other_agreement && f.spec.has_value() && f.sequence == spec_.sequence &&
+  return IsOtherAgreementKind(f.kind, own) && f.spec.has_value() && f.sequence == spec_.sequence &&
          f.sender_rank == me_.prev() &&
          !CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk)).ok();
 }
@@ -275,9 +283,7 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
         f.sequence, " while this rank is at ", DescribeCollective(spec_),
         "; every rank must issue the same collectives in the same order"));
   }
-  const bool agreement_kinds = (f.kind == FrameKind::kAgree && kind == FrameKind::kRelay) ||
-                               (f.kind == FrameKind::kRelay && kind == FrameKind::kAgree);
-  if (agreement_kinds) {
+  if (IsOtherAgreementKind(f.kind, kind)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ranks chose different all-reduce algorithms: rank ", me_.prev(), " sent ",
         KindName(f.kind), " where this rank's algorithm expects ", KindName(kind),
