@@ -297,6 +297,7 @@ class Supervisor:
     def _handle(self, request):
         op = request.get("op")
         if op == "ps":
+            self._reap()
             return {"ok": True, "ready": self.ready, "hosts": self._describe()}
         if op == "down":
             self.stop_requested = "down requested"
@@ -318,6 +319,14 @@ class Supervisor:
             service.restart_at = None
             pids = network_module.kill_namespace_processes(service.host.netns)
             self._event(name, f"host killed: SIGKILL to pids {pids}")
+            # Reap it before answering, so that a `ps` right after `kill` reports the
+            # host killed rather than its last health check.
+            if service.process is not None:
+                try:
+                    service.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._reap()
             return {"ok": True, "pids": pids}
         if op == "start":
             if service.running:
