@@ -4,6 +4,11 @@
 #  * Gloo C++: gloo-peer-bench (gloo::allreduce over Gloo's TCP transport; built where
 #    libgloo-dev is installed);
 #  * torch Gloo: bench/gloo_allreduce.py (torch.distributed, backend gloo);
+#  * OpenMPI: mpi-peer-bench (MPI_Allreduce in place; built where libopenmpi-dev is
+#    installed) under mpirun, twice: mpi-tcp over its TCP transport (btl tcp,self on lo)
+#    and mpi-shm over its shared-memory transport (btl vader,self); mpirun's own
+#    out-of-band channel stays on lo too. MPIRUN_FLAGS adds mpirun options (e.g.
+#    "--mca btl_vader_single_copy_mechanism none" where cross-process reads are denied);
 #  * on request (PEERS=...), grpc-ring: grpc-ring-bench, the bare gRPC byte-streaming ring
 #    (the transport's ceiling; SEGMENT_BYTES should match the workers' --segment_bytes).
 # The same sizes run ROUNDS times, the peers interleaved (the order rotates each round, so
@@ -15,11 +20,13 @@
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
 #   PEERS="ringsync gloo-cpp" MIN_BYTES=4 MAX_BYTES=64K ITERS=50 bench/compare_with_gloo.sh
 #   PEERS="ringsync gloo-cpp torch-gloo grpc-ring" MIN_BYTES=16M bench/compare_with_gloo.sh
+#   PEERS="ringsync gloo-cpp mpi-tcp mpi-shm" MIN_BYTES=16M bench/compare_with_gloo.sh
 #   WORKER_FLAGS=--segment_bytes=4194304 bench/compare_with_gloo.sh   # comma-separated
 #   BENCH_FLAGS=--registered bench/compare_with_gloo.sh   # ringsync-bench in a Client::Allocate buffer
 #
 # Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
-# column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch.
+# column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch,
+# for the MPI columns BUILD_DIR/bin/mpi-peer-bench and mpirun (OpenMPI) on PATH.
 # Exit status: non-zero if any run failed or found wrong values.
 set -euo pipefail
 
@@ -38,6 +45,8 @@ DEFAULT_PEERS="ringsync"
 if [[ -x $BIN/gloo-peer-bench ]]; then DEFAULT_PEERS+=" gloo-cpp"
 else echo "no $BIN/gloo-peer-bench (install libgloo-dev and rebuild): no Gloo C++ column" >&2; fi
 /usr/bin/python3 -c "import torch" 2>/dev/null && DEFAULT_PEERS+=" torch-gloo"
+if [[ -x $BIN/mpi-peer-bench ]] && command -v mpirun >/dev/null; then DEFAULT_PEERS+=" mpi-tcp mpi-shm"
+else echo "no $BIN/mpi-peer-bench or mpirun (install libopenmpi-dev openmpi-bin and rebuild): no MPI columns" >&2; fi
 read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 
 WORK=$(mktemp -d /tmp/ringsync-compare-XXXXXX)
@@ -67,6 +76,22 @@ run_ringsync() {  # $1: output file
   fi
   return $status
 }
+# OpenMPI's launcher, loopback only, ranks not pinned to cores (like every other peer's
+# processes); --allow-run-as-root because CI and containers run as root.
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NRANKS" --bind-to none
+        --mca oob_tcp_if_include lo --mca pml ob1)
+read -r -a MPIRUN_EXTRA <<<"${MPIRUN_FLAGS:-}"
+MPIRUN+=("${MPIRUN_EXTRA[@]}")
+run_mpi() {  # $1: mpirun's transport options, $2: output file
+  local status=0
+  # In the background so that the EXIT trap can stop mpirun (it stops its ranks).
+  # shellcheck disable=SC2086
+  "${MPIRUN[@]}" $1 "$BIN/mpi-peer-bench" "${SIZES[@]}" >"$2" 2>&1 &
+  BENCH_PIDS+=($!)
+  wait "$!" || status=1
+  BENCH_PIDS=()
+  return $status
+}
 run_peer() {  # $1: peer, $2: output file
   case $1 in
     ringsync) run_ringsync "$2" ;;
@@ -74,7 +99,10 @@ run_peer() {  # $1: peer, $2: output file
     torch-gloo) /usr/bin/python3 "$HERE/gloo_allreduce.py" --nranks="$NRANKS" "${SIZES[@]}" >"$2" 2>&1 ;;
     grpc-ring) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
                  --segment_bytes="${SEGMENT_BYTES:-1M}" >"$2" 2>&1 ;;
-    *) echo "unknown peer '$1' (ringsync, gloo-cpp, torch-gloo, grpc-ring)" >&2; return 2 ;;
+    mpi-tcp) run_mpi "--mca btl tcp,self --mca btl_tcp_if_include lo" "$2" ;;
+    mpi-shm) run_mpi "--mca btl vader,self" "$2" ;;
+    *) echo "unknown peer '$1' (ringsync, gloo-cpp, torch-gloo, grpc-ring, mpi-tcp, mpi-shm)" >&2
+       return 2 ;;
   esac
 }
 
@@ -127,7 +155,7 @@ for peer in peers:
             continue
         for line in lines:
             f = line.split()
-            if len(f) != 8 or line.startswith("#"):
+            if len(f) != 8 or line.startswith("#") or not f[0].isdigit():
                 continue
             size = int(f[0])
             if size not in sizes:

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,22 +31,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_table.h"
+#include "bench/peer_sweep.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "wire/grpc_options.h"
 
 ABSL_FLAG(int, nranks, 4, "ranks (processes) on 127.0.0.1");
-ABSL_FLAG(std::string, min_bytes, "16M", "smallest all-reduce size S, e.g. 1M");
-ABSL_FLAG(std::string, max_bytes, "256M", "largest S");
-ABSL_FLAG(int64_t, step_factor, 2, "size multiplier between rows");
-ABSL_FLAG(int64_t, iters, 20, "timed rounds per size (fewer for large sizes, as ringsync-bench)");
-ABSL_FLAG(int64_t, warmup_iters, 5, "untimed rounds per size first");
 ABSL_FLAG(std::string, segment_bytes, "1M", "bytes per gRPC message (the workers' --segment_bytes)");
-// Accepted so that the compare script can pass its common flags; bytes are not reduced.
-ABSL_FLAG(std::string, dtype, "float32", "ignored (no reduction)");
-ABSL_FLAG(std::string, op, "sum", "ignored (no reduction)");
-ABSL_FLAG(int, check, 0, "ignored (nothing to check)");
+// The sweep flags are bench/peer_sweep.h's (--min_bytes is the all-reduce size S);
+// --dtype, --op and --check are accepted and ignored: bytes are not reduced.
 
 namespace {
 
@@ -161,15 +156,17 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+namespace bench = ringsync::bench;
+
 struct Config {
   int nranks;
-  int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters, segment;
+  bench::PeerSweep sweep;
+  int64_t segment;
 };
 
 std::vector<int64_t> Sizes(const Config& c) {
-  std::vector<int64_t> sizes;
-  for (int64_t s = c.min_bytes; s <= c.max_bytes; s *= c.step_factor) sizes.push_back(s);
-  return sizes;
+  const std::vector<size_t> counts = bench::SweepCounts(c.sweep, 1);
+  return std::vector<int64_t>(counts.begin(), counts.end());
 }
 
 // Line-at-a-time pipe messages between the parent and a rank.
@@ -204,7 +201,7 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
   uint64_t expected = 0;
   for (int64_t size : Sizes(c)) {
     const uint64_t per_round = static_cast<uint64_t>(size) / n * 2 * (n - 1);
-    const auto [iters, warmups] = ringsync::bench::IterationsFor(size, c.iters, c.warmup_iters);
+    const auto [iters, warmups] = bench::IterationsFor(size, c.sweep.iters, c.sweep.warmup_iters);
     absl::Time start;
     for (int64_t i = 0; i < warmups + iters; ++i) {
       if (i == warmups) {
@@ -224,26 +221,17 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
   return 0;
 }
 
-bool ReadConfig(Config& c) {
-  c.nranks = absl::GetFlag(FLAGS_nranks);
-  c.min_bytes = ringsync::bench::ParseSize(absl::GetFlag(FLAGS_min_bytes));
-  c.max_bytes = ringsync::bench::ParseSize(absl::GetFlag(FLAGS_max_bytes));
-  c.step_factor = absl::GetFlag(FLAGS_step_factor);
-  c.iters = absl::GetFlag(FLAGS_iters);
-  c.warmup_iters = absl::GetFlag(FLAGS_warmup_iters);
-  c.segment = ringsync::bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes));
-  return c.nranks >= 2 && c.nranks <= 64 && c.min_bytes >= c.nranks && c.max_bytes >= c.min_bytes &&
-         c.step_factor >= 2 && c.iters >= 1 && c.warmup_iters >= 0 && c.segment > 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  Config c;
-  if (!ReadConfig(c)) {
-    std::fprintf(stderr, "grpc-ring-bench: bad flags (nranks 2..64, sizes like 16M with "
-                         "nranks <= min <= max, step_factor >= 2, segment_bytes > 0)\n");
+  const std::optional<bench::PeerSweep> sweep = bench::ReadPeerSweep("grpc-ring-bench");
+  if (!sweep) return 2;
+  const Config c{absl::GetFlag(FLAGS_nranks), *sweep,
+                 bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes))};
+  if (c.nranks < 2 || c.nranks > 64 || c.sweep.min_bytes < c.nranks || c.segment <= 0) {
+    std::fprintf(stderr, "grpc-ring-bench: bad flags (nranks 2..64, nranks <= min_bytes, "
+                         "segment_bytes > 0)\n");
     return 2;
   }
   const int n = c.nranks;
@@ -274,7 +262,7 @@ int main(int argc, char** argv) {
               "ring, 2(N-1)/N * size bytes per rank per round, no reduction\n",
               n, static_cast<long long>(c.segment));
   std::printf("# time = max over ranks of (batch wall time / iters); busbw = algbw * %.3f\n#\n", bus);
-  ringsync::bench::PrintColumnHeads();
+  bench::PrintColumnHeads();
   int status = 0;
   for (int64_t size : Sizes(c)) {
     bool ok = true;
@@ -291,7 +279,7 @@ int main(int argc, char** argv) {
       slowest = std::max(slowest, t);
     }
     if (status != 0) break;
-    ringsync::bench::PrintRow(size, size, "bytes", "none", slowest, bus, 0);
+    bench::PrintRow(size, size, "bytes", "none", slowest, bus, 0);
   }
   for (int r = 0; r < n; ++r) ::close(to_rank[r]);
   for (pid_t pid : pids) {

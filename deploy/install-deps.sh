@@ -20,6 +20,7 @@ build_packages=(
   # Cluster tests and peers we benchmark against.
   # (ringsync-netns: iproute2 for namespaces and tc, nftables for loss, python3-yaml.)
   iproute2 nftables procps python3 python3-yaml python3-numpy python3-torch
+  # mpi-peer-bench (bench/): OpenMPI's MPI_Allreduce under mpirun, TCP and shared memory.
   openmpi-bin libopenmpi-dev
   # gloo-peer-bench (bench/): the Gloo C++ library ringsync is measured against.
   libgloo-dev

@@ -1,0 +1,138 @@
+// What the peer benchmarks that bench/compare_with_gloo.sh runs next to ringsync-bench
+// (gloo-peer-bench, mpi-peer-bench, grpc-ring-bench) share, so that one command line
+// drives all of them and their rows line up with ringsync's: the sweep flags, the sizes
+// they expand to, ringsync-bench's inputs and exact expected results, and the timed,
+// checked sweep itself over a peer library's collectives.
+//
+// Flags (defined once in peer_sweep.cc for every binary that links it): --min_bytes,
+// --max_bytes, --step_factor, --iters, --warmup_iters, --dtype, --op, --check.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_table.h"
+
+namespace ringsync::bench {
+
+struct PeerSweep {
+  int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters;
+  std::string dtype;  // float32, float64, int32 or int64
+  std::string op;     // sum, min or max
+  bool check;         // check one all-reduce of known inputs per size
+};
+
+// The sweep the flags ask for; nullopt (after printing why, prefixed by `program`, on
+// stderr) if a size is malformed, min > max, step_factor < 2, iters < 1, warmup_iters < 0,
+// or dtype / op is not one the peers implement.
+std::optional<PeerSweep> ReadPeerSweep(const char* program);
+
+// The element counts of the sweep's rows for elements of `element_size` bytes:
+// min_bytes, min_bytes * step_factor, ... up to max_bytes, each at least one element,
+// a count already listed skipped (sizes below one element).
+std::vector<size_t> SweepCounts(const PeerSweep& sweep, size_t element_size);
+
+// Rank r's element i: ringsync-bench's inputs for sum, min and max. Small integers in
+// -2..2, so a sum over up to 64 ranks is exact in every dtype and in any order.
+inline int64_t InputValue(int rank, size_t i) {
+  return static_cast<int64_t>((i + 3 * static_cast<size_t>(rank)) % 5) - 2;
+}
+
+// Writes rank `rank`'s inputs into data[0, count).
+template <typename T>
+void FillInputs(T* data, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(InputValue(rank, i));
+}
+
+// How many of data[0, count) differ from the all-reduce (`op`) of `nranks` ranks' inputs.
+template <typename T>
+int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& op) {
+  constexpr size_t kPeriod = 15;  // InputValue repeats with this period in i (and 5 in r)
+  T expected[kPeriod];
+  for (size_t i = 0; i < kPeriod; ++i) {
+    T sum = 0, min = static_cast<T>(InputValue(0, i)), max = min;
+    for (int r = 0; r < nranks; ++r) {
+      const T v = static_cast<T>(InputValue(r, i));
+      sum += v;
+      min = std::min(min, v);
+      max = std::max(max, v);
+    }
+    expected[i] = op == "min" ? min : op == "max" ? max : sum;
+  }
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += data[i] != expected[i % kPeriod];
+  return wrong;
+}
+
+// This process's peak resident set so far (getrusage), MiB.
+double PeakRssMiB();
+
+// What a peer library lends the sweep: its all-reduce of `count` elements of T in place
+// with the sweep's op, a barrier, and one scalar's max and sum over all ranks (every rank
+// gets the result). Each is called by every rank in the same order.
+template <typename T>
+struct PeerCollectives {
+  std::function<void(T* data, size_t count)> all_reduce;
+  std::function<void()> barrier;
+  std::function<double(double)> max_over_ranks;
+  std::function<int64_t(int64_t)> sum_over_ranks;
+};
+
+// One rank's sweep over `sweep`'s sizes with the peer's collectives: per size the warm-up,
+// a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
+// sweep.check, one all-reduce of known inputs whose wrong elements are summed over ranks.
+// Rank 0 prints how time and bandwidth are measured, the column heads, a row per size and
+// the verdict lines (`who` names the peer in the RSS line), after the bench's own first
+// '#' line.
+// Returns the wrong elements over all ranks and sizes (the same on every rank).
+template <typename T>
+int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollectives<T>& peer,
+                 const char* who) {
+  const bool print = rank == 0;
+  const std::vector<size_t> counts = SweepCounts(sweep, sizeof(T));
+  std::vector<T> buffer(counts.back());
+  const double bus = 2.0 * (nranks - 1) / nranks;
+  if (print) {
+    std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
+                "busbw = algbw * 2(N-1)/N = algbw * %.3f\n#\n", bus);
+    PrintColumnHeads();
+  }
+  int64_t total_wrong = 0;
+  for (size_t count : counts) {
+    const int64_t bytes = static_cast<int64_t>(count * sizeof(T));
+    const auto [iters, warmups] = IterationsFor(bytes, sweep.iters, sweep.warmup_iters);
+    FillInputs(buffer.data(), count, rank);
+    for (int64_t i = 0; i < warmups; ++i) peer.all_reduce(buffer.data(), count);
+    peer.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < iters; ++i) peer.all_reduce(buffer.data(), count);
+    const std::chrono::duration<double> batch = std::chrono::steady_clock::now() - start;
+    const double seconds = peer.max_over_ranks(batch.count() / static_cast<double>(iters));
+    int64_t wrong = 0;
+    if (sweep.check) {
+      FillInputs(buffer.data(), count, rank);
+      peer.all_reduce(buffer.data(), count);
+      wrong = CountWrong(buffer.data(), count, nranks, sweep.op);
+    }
+    wrong = peer.sum_over_ranks(wrong);
+    total_wrong += wrong;
+    if (print) PrintRow(bytes, static_cast<int64_t>(count), sweep.dtype, sweep.op, seconds, bus, wrong);
+  }
+  const double peak_mib = peer.max_over_ranks(PeakRssMiB());
+  if (print) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                total_wrong ? "FAILED" : "OK");
+    std::printf("# %s rank peak RSS (max over ranks), MiB: %.1f\n", who, peak_mib);
+    std::fflush(stdout);
+  }
+  return total_wrong;
+}
+
+}  // namespace ringsync::bench
