@@ -58,6 +58,9 @@ ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing"
 ABSL_FLAG(bool, registered, false,
           "all-reduce in a registered buffer (Client::Allocate: the worker reduces it in place, "
           "no copy in or out) instead of plain memory");
+ABSL_FLAG(bool, stage_in_registered_memory, true,
+          "plain memory: the SDK stages the tensor in registered memory (ClientOptions::"
+          "stage_in_registered_memory); false: in a shared-memory file, as before");
 ABSL_FLAG(int, check, 1, "1: check one result per size against exact expected values");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60), "wait for the worker and a formed ring");
 ABSL_FLAG(std::string, tls_ca, "", "with a host:port --worker: PEM CA for mutual TLS");
@@ -276,6 +279,7 @@ int Run() {
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.stage_in_registered_memory = absl::GetFlag(FLAGS_stage_in_registered_memory);
   absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(absl::GetFlag(FLAGS_worker), options);
   if (!connected.ok()) {
     std::fprintf(stderr, "ringsync-bench: %s\n", connected.status().ToString().c_str());

@@ -59,6 +59,10 @@ ClientCore::ClientCore(WorkerTarget target, const ClientOptions& options,
       stub_(v1::Worker::NewStub(channel_)),
       registered_(std::make_shared<RegisteredBufferRegistry>(
           [this](uint64_t id) { ReleaseRegistered(id); })) {
+  if (options.stage_in_registered_memory && target_.is_unix()) {
+    staging_ = std::make_shared<StagingBuffers>(
+        [this](size_t size_bytes) { return RegisterMemory(size_bytes); });
+  }
   if (options.fusion.enabled) {
     fusion_ = std::make_unique<FusionQueue>(
         options.fusion, [this](CollectiveCall call,
@@ -247,6 +251,9 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
       in.has_value() && target_.is_unix()) {
     pending->UseRegistered(in->id, in->offset);
+  } else if (std::shared_ptr<RegisteredMemory> staged =
+                 use_shared_memory ? Stage(pending->call(), *bytes) : nullptr) {
+    pending->UseStaging(std::move(staged), staging_);
   } else {
     pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
   }
@@ -268,12 +275,30 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
   return registered_->Find(call.output, bytes.output);
 }
 
+std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CollectiveCall& call,
+                                                    const CallBytes& bytes) {
+  const CollectiveKind kind = call.spec.kind;
+  // Only where the result has the input's size: the worker reduces these in place.
+  if (staging_ == nullptr || bytes.output == 0 || bytes.input != bytes.output ||
+      (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast)) {
+    return nullptr;
+  }
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging_->Acquire(bytes.output);
+  return buffer.ok() ? *std::move(buffer) : nullptr;  // a file then (staging_buffers.h)
+}
+
 absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
   if (!target_.is_unix()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "registered buffers need the worker's unix socket; this client reaches ",
         target_.grpc_target, " over TCP (use plain spans, which are copied)"));
   }
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisterMemory(size_bytes);
+  if (!memory.ok()) return memory.status();
+  return RegisteredBuffer(*std::move(memory));
+}
+
+absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(size_t size_bytes) {
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisteredMemory::Create(size_bytes);
   if (!memory.ok()) return memory.status();
   grpc::ClientContext context;
@@ -294,7 +319,7 @@ absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
                                                  target_.grpc_target, ": ", why.message()));
   }
   (*memory)->SetRegistration(registered_, response.buffer_id());
-  return RegisteredBuffer(*std::move(memory));
+  return memory;
 }
 
 void ClientCore::ReleaseRegistered(uint64_t id) {

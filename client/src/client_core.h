@@ -21,6 +21,7 @@
 #include "client/src/pending_collective.h"
 #include "client/src/registered_buffer_registry.h"
 #include "client/src/shared_memory_pool.h"
+#include "client/src/staging_buffers.h"
 #include "client/src/worker_target.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -87,6 +88,11 @@ class ClientCore {
   // AllReduce or Broadcast with data).
   std::optional<RegisteredBufferRegistry::Location> InRegisteredBuffer(
       const CollectiveCall& call, const CallBytes& bytes) const;
+  // Registered memory to stage `call`'s tensor in, for an all-reduce or broadcast
+  // (staging_buffers.h); null where it cannot be had (then a file carries it).
+  std::shared_ptr<RegisteredMemory> Stage(const CollectiveCall& call, const CallBytes& bytes);
+  // Makes memory of `size_bytes` and registers it with the worker.
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemory(size_t size_bytes);
   // Tells the worker that registered buffer `id` is gone (best effort).
   void ReleaseRegistered(uint64_t id);
 
@@ -94,6 +100,8 @@ class ClientCore {
   const ClientOptions options_;
   // Shared with the collectives, whose regions go back to it when they complete.
   const std::shared_ptr<SharedMemoryPool> shared_memory_;
+  // Registered memory plain spans are staged in (null when the options say files only).
+  std::shared_ptr<StagingBuffers> staging_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Worker::Stub> stub_;
   // The registered buffers by address; closed first thing in the destructor.

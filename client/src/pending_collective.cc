@@ -88,10 +88,29 @@ void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
   registered_ = true;
 }
 
+void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,
+                                   std::shared_ptr<StagingBuffers> staging) {
+  GatherInput(static_cast<char*>(buffer->data()));
+  v1::RegisteredTensor* registered = request_.mutable_registered();
+  registered->set_buffer_id(buffer->id());
+  registered->set_offset(0);
+  registered->set_size_bytes(bytes_.output);
+  staged_ = std::move(buffer);
+  staging_ = std::move(staging);
+}
+
 void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
   absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
   if (region_.has_value() && worker_done) pool_->Release(*std::move(region_));
   region_.reset();
+  if (staged_ != nullptr) {
+    if (worker_done) {
+      staging_->Release(std::move(staged_));
+    } else {
+      staging_->Retire(std::move(staged_));
+    }
+    staged_.reset();
+  }
   // The completed RPC needs neither copy of the tensor any more.
   request_.clear_data();
   response_.clear_inline_data();
@@ -103,6 +122,8 @@ absl::Status PendingCollective::CopyResultOut() {
   const void* result = nullptr;
   if (region_.has_value()) {
     result = region_->data();
+  } else if (staged_ != nullptr) {
+    result = staged_->data();
   } else {
     if (response_.inline_data().size() != bytes_.output) {
       // An AllGather result scales with the ring, which may have changed size since the

@@ -22,6 +22,7 @@
 #include "client/src/collective_call.h"
 #include "client/src/shared_memory_pool.h"
 #include "client/src/shared_memory_region.h"
+#include "client/src/staging_buffers.h"
 #include "grpcpp/client_context.h"
 #include "ringsync/collective_handle.h"
 #include "ringsync/v1/worker.pb.h"
@@ -46,6 +47,12 @@ class PendingCollective {
   // reduces it in place, and nothing is copied in or out.
   void UseRegistered(uint64_t id, uint64_t offset);
   bool registered() const { return registered_; }
+  // Copies the caller's input into `buffer` (registered memory from `staging`, at least
+  // the output's size) and names it: the worker reduces the copy in place, and the result
+  // is copied out on success, as from a shared-memory file. For an all-reduce or a
+  // broadcast (whose result has the input's size).
+  void UseStaging(std::shared_ptr<RegisteredMemory> buffer,
+                  std::shared_ptr<StagingBuffers> staging);
 
   grpc::ClientContext* context() { return &context_; }
   v1::CollectiveRequest* request() { return &request_; }
@@ -53,9 +60,10 @@ class PendingCollective {
   const CollectiveCall& call() const { return call_; }
 
   // The RPC ended with `rpc_status`. On OK the result is checked and copied into the
-  // caller's buffer. The region goes back to the pool when `worker_done` (the worker
-  // answered, so it no longer writes to it), else it is removed (a cancelled RPC's
-  // collective may still be running in the worker). Then the collective completes.
+  // caller's buffer. The region (or staging buffer) goes back to its pool when
+  // `worker_done` (the worker answered, so it no longer writes to it), else it is removed
+  // or retired (a cancelled RPC's collective may still be running in the worker). Then the
+  // collective completes.
   void Finish(absl::Status rpc_status, bool worker_done);
 
   bool Ready() const;
@@ -87,6 +95,8 @@ class PendingCollective {
   v1::CollectiveResponse response_;
   std::optional<SharedMemoryRegion> region_;
   std::shared_ptr<SharedMemoryPool> pool_;  // where region_ came from
+  std::shared_ptr<RegisteredMemory> staged_;  // registered memory the tensor is staged in
+  std::shared_ptr<StagingBuffers> staging_;   // where staged_ came from
   bool registered_ = false;
   std::function<void(const absl::Status&)> on_complete_;
   std::function<void()> on_wait_;

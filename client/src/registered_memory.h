@@ -30,6 +30,8 @@ class RegisteredMemory {
   int fd() const { return fd_; }
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  // The worker's id for it; 0 until registered.
+  uint64_t id() const { return id_; }
 
   // Called once the worker registered it as `id` in `registry`.
   void SetRegistration(std::shared_ptr<RegisteredBufferRegistry> registry, uint64_t id);

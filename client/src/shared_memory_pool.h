@@ -1,23 +1,19 @@
-// SharedMemoryPool: one client's shared-memory regions, kept between collectives.
+// SharedMemoryPool: one client's shared-memory files, kept between collectives.
 //
 // A fresh file per collective (create, reserve and zero its pages, map, unmap, remove)
-// cost as much as the ring itself on a 1 Gbit/s link, and a training loop all-reduces
-// the same sizes step after step. So a collective takes an idle region that fits — at
-// least its size, at most twice it — or creates one, and gives it back once the worker is
-// done with it. At most kMaxIdleRegions regions and kMaxIdleBytes bytes stay idle; the
-// longest idle go first. Every file is removed when its region is dropped, at the latest
-// with the pool (the worker removes the files of a client that died).
+// cost as much as the ring itself on a 1 Gbit/s link; which idle region serves a
+// collective, and how many stay idle, is IdleRegions' rule. Every file is removed when
+// its region is dropped, at the latest with the pool (the worker removes the files of a
+// client that died).
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "client/src/idle_regions.h"
 #include "client/src/shared_memory_region.h"
 
 namespace ringsync::internal {
@@ -39,9 +35,7 @@ class SharedMemoryPool {
 
  private:
   const std::string directory_;
-  mutable absl::Mutex mu_;
-  std::deque<SharedMemoryRegion> idle_ ABSL_GUARDED_BY(mu_);  // longest idle first
-  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  IdleRegions<SharedMemoryRegion> idle_{kMaxIdleRegions, kMaxIdleBytes};
 };
 
 }  // namespace ringsync::internal

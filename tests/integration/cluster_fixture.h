@@ -35,14 +35,16 @@ inline std::unique_ptr<LocalCluster> StartCluster(
   return cluster.ok() ? *std::move(cluster) : nullptr;
 }
 
-// Connects an SDK client to each of the first `ranks` workers (all when -1).
-inline std::vector<std::unique_ptr<Client>> ConnectAll(LocalCluster& cluster, int ranks = -1) {
+// Connects an SDK client to each of the first `ranks` workers (all when -1), with
+// `base` options (connect timeout and name set here).
+inline std::vector<std::unique_ptr<Client>> ConnectAll(LocalCluster& cluster, int ranks = -1,
+                                                       const ClientOptions& base = {}) {
   if (ranks < 0) ranks = cluster.world_size();
   std::vector<std::unique_ptr<Client>> clients(ranks);
   std::vector<std::jthread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
-      ClientOptions options;
+      ClientOptions options = base;
       options.connect_timeout = absl::Seconds(30);
       options.client_name = absl::StrCat("test rank ", r);
       absl::StatusOr<std::unique_ptr<Client>> client =

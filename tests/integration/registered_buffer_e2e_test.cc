@@ -72,6 +72,40 @@ TEST(RegisteredBufferEndToEnd, AllReduceInPlaceEqualsThePlainSpanBitForBit) {
   }
 }
 
+// A plain span past the shared-memory threshold is staged in registered memory by
+// default; the result is the one a file-staged span gets, bit for bit, fused or not.
+TEST(StagedSpanEndToEnd, EqualsAFileStagedSpanBitForBit) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 700'001;  // 2.8 MB of float32: past the 1 MiB threshold
+  auto cluster = StartCluster(kRanks);
+  ASSERT_NE(cluster, nullptr);
+  std::vector<std::vector<Bytes>> results;  // [staged, file][rank]: sum, then broadcast
+  for (const bool staged : {true, false}) {
+    ClientOptions options;
+    options.stage_in_registered_memory = staged;
+    auto clients = ConnectAll(*cluster, -1, options);
+    std::vector<Bytes> out(2 * kRanks);
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      out[r] = RandomInput(DType::kFloat32, kCount, r);
+      if (absl::Status s = client.AllReduce("sum", out[r].data(), kCount, DType::kFloat32,
+                                            ReduceOp::kSum);
+          !s.ok()) {
+        return s;
+      }
+      out[kRanks + r] = RandomInput(DType::kFloat32, kCount, r);
+      return client.Broadcast("weights", out[kRanks + r].data(), kCount, DType::kFloat32,
+                              /*root=*/2);
+    }));
+    results.push_back(std::move(out));
+  }
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    EXPECT_EQ(results[0][i], results[1][i]) << (i < kRanks ? "sum" : "broadcast") << ", rank "
+                                            << i % kRanks;
+    EXPECT_EQ(results[0][i], results[0][i < kRanks ? 0 : kRanks]) << "ranks differ";
+  }
+  EXPECT_EQ(results[0][kRanks], RandomInput(DType::kFloat32, kCount, 2)) << "the root's bytes";
+}
+
 TEST(RegisteredBufferEndToEnd, BroadcastWritesTheRootsBytesIntoEveryRanksBuffer) {
   auto cluster = StartCluster(2);
   ASSERT_NE(cluster, nullptr);

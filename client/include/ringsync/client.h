@@ -15,11 +15,12 @@
 // and after a failure its contents are unspecified unless the status says untouched.
 //
 // Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
-// through a shared-memory file under /dev/shm (when the worker is on a unix socket);
-// smaller ones, and everything over TCP, travel inline in the request. A Client keeps
-// its shared-memory files for the next collectives of a similar size (at most 4 idle
-// files and 1 GiB), so a training loop pays for creating them once; they are removed
-// when the Client is destroyed, or by the worker if the process dies.
+// through shared memory (when the worker is on a unix socket): all-reduces and broadcasts
+// in memory registered with the worker, which reduces them in place there; the rest in a
+// file under /dev/shm. Smaller ones, and everything over TCP, travel inline in the
+// request. A Client keeps its shared memory for the next collectives of a similar size (at
+// most 4 idle regions and 1 GiB of each kind), so a training loop pays for creating it
+// once; it is released when the Client is destroyed, or by the worker if the process dies.
 //
 // Thread-safety: every method may be called from any thread, concurrently. The ring
 // runs collectives in the order their calls are made on this Client (an *Async call
@@ -81,6 +82,12 @@ struct ClientOptions {
   size_t shared_memory_threshold_bytes = size_t{1} << 20;
   // Where the shared-memory files go: the directory the worker accepts (its --shm_dir).
   std::string shared_memory_dir = "/dev/shm";
+  // An all-reduce or broadcast that goes through shared memory is staged in memory
+  // registered with the worker (as Allocate's), which the worker reduces in place: two
+  // copies fewer than a file, same semantics for the caller's span. Falls back to a
+  // file by itself where the worker cannot register this process's memory (e.g. another
+  // pid namespace). False: always a file.
+  bool stage_in_registered_memory = true;
   // Shown in the worker's logs; empty means "pid <pid>".
   std::string client_name;
   // Authentication on a "host:port" target (the worker's --client_listen), as the worker

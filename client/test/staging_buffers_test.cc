@@ -1,0 +1,125 @@
+// Registered memory that plain spans are staged in: reused like shared-memory files,
+// never handed out while a collective may still write into it, dropped only on the
+// caller's thread, and off for good after a refusal that would repeat.
+#include "client/src/staging_buffers.h"
+
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ringsync::internal {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Stands in for the worker's registration: makes the memory, counts the calls, and
+// refuses with `refusal` when it is set.
+struct FakeRegistration {
+  int calls = 0;
+  absl::Status refusal;
+
+  StagingBuffers::RegisterMemory Function() {
+    return [this](size_t size_bytes) -> absl::StatusOr<std::shared_ptr<RegisteredMemory>> {
+      ++calls;
+      if (!refusal.ok()) return refusal;
+      return RegisteredMemory::Create(size_bytes);
+    };
+  }
+};
+
+TEST(StagingBuffers, AReleasedBufferServesTheNextCollectiveOfASimilarSizeWithoutRegistering) {
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> first = staging.Acquire(kMiB);
+  ASSERT_TRUE(first.ok()) << first.status();
+  RegisteredMemory* const memory = first->get();
+  staging.Release(*std::move(first));
+  EXPECT_EQ(staging.idle_buffers(), 1u);
+
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> second = staging.Acquire(kMiB - 100);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->get(), memory);
+  EXPECT_EQ(worker.calls, 1);
+}
+
+TEST(StagingBuffers, BuffersInUseAreNeverHandedOutTwice) {
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> a = staging.Acquire(kMiB);
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> b = staging.Acquire(kMiB);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->get(), b->get());
+  EXPECT_EQ(worker.calls, 2);
+}
+
+TEST(StagingBuffers, ABufferMoreThanTwiceTheSizeIsNotUsedForASmallTensor) {
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> big = staging.Acquire(8 * kMiB);
+  ASSERT_TRUE(big.ok());
+  RegisteredMemory* const big_memory = big->get();
+  staging.Release(*std::move(big));
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> small = staging.Acquire(kMiB);
+  ASSERT_TRUE(small.ok());
+  EXPECT_NE(small->get(), big_memory);
+  EXPECT_EQ((*small)->size(), kMiB);
+}
+
+TEST(StagingBuffers, ARetiredBufferIsNeverReusedAndIsDroppedOnTheNextAcquiresThread) {
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> cancelled = staging.Acquire(kMiB);
+  ASSERT_TRUE(cancelled.ok());
+  std::weak_ptr<RegisteredMemory> watch = *cancelled;
+  // Retire runs on gRPC's callback thread: it must not drop (tell the worker) there.
+  staging.Retire(*std::move(cancelled));
+  EXPECT_FALSE(watch.expired());
+  EXPECT_EQ(staging.idle_buffers(), 0u);
+
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> next = staging.Acquire(kMiB);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(watch.expired());
+  EXPECT_EQ(worker.calls, 2) << "the retired buffer was not handed out again";
+}
+
+TEST(StagingBuffers, BuffersBeyondTheIdleBoundsAreDroppedOnTheNextAcquiresThread) {
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  std::vector<std::shared_ptr<RegisteredMemory>> in_use;
+  for (size_t i = 0; i <= StagingBuffers::kMaxIdleBuffers; ++i) {
+    absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging.Acquire(kMiB);
+    ASSERT_TRUE(buffer.ok());
+    in_use.push_back(*std::move(buffer));
+  }
+  std::weak_ptr<RegisteredMemory> longest_idle = in_use.front();
+  for (auto& buffer : in_use) staging.Release(std::move(buffer));
+  EXPECT_EQ(staging.idle_buffers(), StagingBuffers::kMaxIdleBuffers);
+  EXPECT_FALSE(longest_idle.expired()) << "evicted, but dropped only on a caller's thread";
+  ASSERT_TRUE(staging.Acquire(kMiB).ok());
+  EXPECT_TRUE(longest_idle.expired());
+}
+
+TEST(StagingBuffers, ARefusalThatWouldRepeatTurnsStagingOffAndSaysWhy) {
+  FakeRegistration worker;
+  worker.refusal = absl::FailedPreconditionError("cannot open the client's memory (pid namespace)");
+  StagingBuffers staging(worker.Function());
+  EXPECT_TRUE(absl::IsFailedPrecondition(staging.Acquire(kMiB).status()));
+  absl::Status again = staging.Acquire(kMiB).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(again));
+  EXPECT_NE(again.message().find("pid namespace"), absl::string_view::npos) << again;
+  EXPECT_EQ(worker.calls, 1) << "no second registration after a lasting refusal";
+}
+
+TEST(StagingBuffers, APassingRefusalFailsOnlyThatAcquire) {
+  FakeRegistration worker;
+  worker.refusal = absl::ResourceExhaustedError("at most 64 registered buffers per process");
+  StagingBuffers staging(worker.Function());
+  EXPECT_TRUE(absl::IsResourceExhausted(staging.Acquire(kMiB).status()));
+  worker.refusal = absl::OkStatus();
+  EXPECT_TRUE(staging.Acquire(kMiB).ok());
+  EXPECT_EQ(worker.calls, 2);
+}
+
+}  // namespace
+}  // namespace ringsync::internal
