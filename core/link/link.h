@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/collective.h"
@@ -87,6 +88,9 @@ class Link {
   // Frames that arrived and wait for Receive: how far this rank is behind its left
   // neighbour (a gauge in the worker's metrics).
   virtual size_t queued_frames() const = 0;
+  // How payload travels to the next rank, for metrics ("grpc", "shm", ...); "" when the
+  // link does not say.
+  virtual absl::string_view transport() const { return ""; }
 
   // The newest collective this rank has finished on this link, by success or failure.
   // Frames of finished collectives may still arrive (leftovers of an aborted one, or a

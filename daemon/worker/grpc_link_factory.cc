@@ -13,8 +13,11 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
         absl::StrCat("generation ", epoch.me.generation, " has no address for rank ", next));
   }
   const std::string& address = epoch.peer_addresses[next];
-  const RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
-                                  worker_id_, security_, keepalive_, open_attempt_};
+  RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
+                            worker_id_, security_, keepalive_, open_attempt_};
+  neighbours.offer_shm = same_host_path_.enabled;
+  neighbours.shm_slots = same_host_path_.slots;
+  neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
   const int prev = epoch.me.prev();
   if (prev >= static_cast<int>(epoch.worker_ids.size())) {
     return absl::InvalidArgumentError(

@@ -12,6 +12,13 @@
 
 namespace ringsync {
 
+// The same-host path: see RingNeighbours::offer_shm.
+struct SameHostPath {
+  bool enabled = false;
+  uint32_t slots = 8;
+  uint64_t slot_bytes = uint64_t{1} << 20;
+};
+
 class GrpcLinkFactory final : public LinkFactory {
  public:
   // `registry` is the one this worker's Peer service fills; it must outlive this.
@@ -26,6 +33,8 @@ class GrpcLinkFactory final : public LinkFactory {
         keepalive_(keepalive),
         open_attempt_(open_attempt) {}
 
+  void set_same_host_path(const SameHostPath& path) { same_host_path_ = path; }
+
   absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                 const WaitLimit& limit) override;
   void RetireBefore(uint64_t generation, const absl::Status& why) override {
@@ -38,6 +47,7 @@ class GrpcLinkFactory final : public LinkFactory {
   InboxRegistry& registry_;
   const TransportSecurity security_;
   const KeepaliveSettings keepalive_;
+  SameHostPath same_host_path_;
   const absl::Duration open_attempt_;
 };
 

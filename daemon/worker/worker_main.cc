@@ -119,6 +119,14 @@ ABSL_FLAG(bool, shm_sweep, true,
           "--shm_dir that this worker's user owns and whose process is gone (a training "
           "process killed together with its worker). Turn off when training processes run "
           "in another pid namespace and share --shm_dir: their pids mean nothing here.");
+ABSL_FLAG(std::string, peer_transport, "auto",
+          "worker: how segment payload travels to the right neighbour: auto (through a "
+          "shared-memory slot ring when the neighbour runs on this host — same boot id, IPC, "
+          "pid and network namespaces, user — else gRPC bytes) or grpc (always gRPC bytes). Headers, "
+          "ordering and aborts always travel on the gRPC stream.");
+ABSL_FLAG(int64_t, peer_shm_slots, 8,
+          "worker: slots of the shared-memory slot ring to a same-host right neighbour, 1..64 "
+          "(each holds one segment: --segment_bytes, at least 4 KiB).");
 ABSL_FLAG(int64_t, max_registered_buffers, 64,
           "worker: most registered buffers (Client::Allocate) its training process may hold "
           "at once, 0..4096; 0 refuses registration (the SDK then says so).");
@@ -205,6 +213,12 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   if (absl::GetFlag(FLAGS_max_inline_bytes) < (1 << 10) ||
       absl::GetFlag(FLAGS_max_inline_bytes) > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError("--max_inline_bytes must be between 1 KiB and 1 GiB");
+  }
+  if (absl::GetFlag(FLAGS_peer_transport) != "auto" && absl::GetFlag(FLAGS_peer_transport) != "grpc") {
+    return absl::InvalidArgumentError("--peer_transport must be auto or grpc");
+  }
+  if (absl::GetFlag(FLAGS_peer_shm_slots) < 1 || absl::GetFlag(FLAGS_peer_shm_slots) > 64) {
+    return absl::InvalidArgumentError("--peer_shm_slots must be between 1 and 64");
   }
   if (absl::GetFlag(FLAGS_max_registered_buffers) < 0 ||
       absl::GetFlag(FLAGS_max_registered_buffers) > 4096 ||
@@ -475,9 +489,14 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   metrics::Refusals refusals(metrics);  // ringsync_refused_total: every refused caller
   const RefusalReporter report_refusal = ReporterOf(refusals);
   InboxRegistry registry(/*inbox_capacity=*/4, report_refusal);
-  PeerService peer_service(registry, HelloPolicy{config.security.transport.tls(), report_refusal});
+  const bool same_host_path = absl::GetFlag(FLAGS_peer_transport) == "auto";
+  PeerService peer_service(registry, HelloPolicy{config.security.transport.tls(), report_refusal,
+                                                 same_host_path});
   GrpcLinkFactory links(config.worker_id, registry, config.security.transport, config.keepalive,
                         absl::GetFlag(FLAGS_ring_open_attempt));
+  links.set_same_host_path(SameHostPath{
+      same_host_path, static_cast<uint32_t>(absl::GetFlag(FLAGS_peer_shm_slots)),
+      std::max<uint64_t>(static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)), 4096)});
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout),
                    ConnectRetry{absl::GetFlag(FLAGS_connect_retry_initial),
                                 absl::GetFlag(FLAGS_connect_retry_max)});

@@ -103,10 +103,26 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
 std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
   const RingStatus status = ring_.Status();
   double in_flight = 0;
+  std::string transport;
   if (std::shared_ptr<RingEpoch> epoch = ring_.Ready(); epoch != nullptr && epoch->link != nullptr) {
     in_flight = static_cast<double>(epoch->link->queued_frames());
+    transport = std::string(epoch->link->transport());
+  }
+  // Which transport the edge to the right neighbour uses: 1 on its series, 0 on the other.
+  prometheus::MetricFamily peer_transport{
+      "ringsync_peer_transport",
+      "How segment payload travels on the edge to the right neighbour (edge=\"next\"): 1 on "
+      "the transport in use (shm: the same-host slot ring; grpc: gRPC bytes), else 0.",
+      MetricType::Gauge,
+      {}};
+  for (const char* name : {"shm", "grpc"}) {
+    prometheus::ClientMetric sample;
+    sample.label = {{"edge", "next"}, {"transport", name}};
+    sample.gauge.value = transport == name ? 1 : 0;
+    peer_transport.metric.push_back(sample);
   }
   return {
+      peer_transport,
       SingleSample("ringsync_ring_generation",
                    "The ring view (generation) this worker last received.", MetricType::Gauge,
                    static_cast<double>(status.generation)),

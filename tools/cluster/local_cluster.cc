@@ -232,6 +232,9 @@ std::vector<std::string> LocalCluster::WorkerArgv(int i, const std::string& name
   const std::vector<std::string> security_flags = SecurityFlags(worker_id(i));
   argv.insert(argv.end(), security_flags.begin(), security_flags.end());
   argv.insert(argv.end(), options_.worker_flags.begin(), options_.worker_flags.end());
+  if (auto own = options_.worker_flags_of.find(i); own != options_.worker_flags_of.end()) {
+    argv.insert(argv.end(), own->second.begin(), own->second.end());
+  }
   return argv;
 }
 

@@ -8,6 +8,7 @@
 // and certificates made there by deploy/make-certs.sh. Nothing is needed by hand.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ struct LocalClusterOptions {
   std::string ringsyncd;                        // path of the ringsyncd binary
   std::vector<std::string> coordinator_flags;   // extra flags, e.g. "--heartbeat_timeout=2s"
   std::vector<std::string> worker_flags;        // extra flags for every worker
+  std::map<int, std::vector<std::string>> worker_flags_of;  // and for worker i only
   absl::Duration startup_timeout = absl::Seconds(30);
   // Serve /metrics, /healthz, /readyz on every daemon (--http_listen=127.0.0.1:0); the
   // bound addresses are coordinator_http_address() and worker_http_address(i).

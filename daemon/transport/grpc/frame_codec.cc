@@ -113,12 +113,34 @@ grpc::ByteBuffer EncodeFrame(const Frame& frame, absl::Span<const std::byte> pay
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+grpc::ByteBuffer EncodeShmFrame(const Frame& frame, const ShmPayloadRef& shm) {
+  v1::PeerFrame header = HeaderOf(frame);
+  header.set_shm_slot(static_cast<uint32_t>(shm.slot + 1));
+  header.set_shm_bytes(shm.bytes);
+  grpc::Slice slice(header.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
   v1::PeerFrame frame;
   frame.set_kind(v1::FRAME_KIND_HELLO);
   frame.set_sender_rank(hello.sender_rank);
   frame.set_generation(hello.generation);
   frame.set_sender_worker_id(hello.worker_id);
+  if (hello.host.has_value() && hello.shm_offer.has_value()) {
+    v1::ShmOffer* offer = frame.mutable_shm_offer();
+    offer->set_boot_id(hello.host->boot_id);
+    offer->set_ipc_namespace(hello.host->ipc_namespace);
+    offer->set_pid_namespace(hello.host->pid_namespace);
+    offer->set_net_namespace(hello.host->net_namespace);
+    offer->set_uid(hello.host->uid);
+    offer->set_pid(hello.shm_offer->pid);
+    offer->set_fd(hello.shm_offer->fd);
+    offer->set_region_bytes(hello.shm_offer->region_bytes);
+    offer->set_slot_count(hello.shm_offer->slot_count);
+    offer->set_slot_bytes(hello.shm_offer->slot_bytes);
+    offer->set_token(hello.shm_offer->token);
+  }
   grpc::Slice slice(frame.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);
 }
@@ -160,7 +182,20 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
   DecodedMessage out;
   if (header.kind() == v1::FRAME_KIND_HELLO) {
     out.is_hello = true;
-    out.hello = {header.sender_rank(), header.generation(), header.sender_worker_id()};
+    out.hello.sender_rank = header.sender_rank();
+    out.hello.generation = header.generation();
+    out.hello.worker_id = header.sender_worker_id();
+    if (header.has_shm_offer()) {
+      // Checked when the receiver decides to map it (SlotRingReader::Attach); the boot id
+      // is only compared, and bounded here like any string from a peer.
+      constexpr size_t kMaxBootIdBytes = 64;
+      const v1::ShmOffer& offer = header.shm_offer();
+      out.hello.host = HostIdentity{offer.boot_id().substr(0, kMaxBootIdBytes),
+                                    offer.ipc_namespace(), offer.pid_namespace(),
+                                    offer.net_namespace(), offer.uid()};
+      out.hello.shm_offer = SlotRingOffer{offer.pid(),        offer.fd(),         offer.region_bytes(),
+                                          offer.slot_count(), offer.slot_bytes(), offer.token()};
+    }
     return out;
   }
   Frame& frame = out.frame.frame;
@@ -188,6 +223,11 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     absl::StatusOr<CollectiveSpec> spec = FromProto(header.spec());
     if (!spec.ok()) return Malformed(spec.status().message());
     frame.spec = *std::move(spec);
+  }
+  if (header.shm_slot() != 0) {
+    if (has_payload && payload_length > 0) return Malformed("a payload both inline and in a slot");
+    if (frame.kind != FrameKind::kSegment) return Malformed("a slot on a frame without data");
+    out.shm = ShmPayloadRef{header.shm_slot() - uint64_t{1}, header.shm_bytes()};
   }
   if (has_payload && payload_length > 0) {
     out.frame.payload = LocatePayload(*held, payload_start, payload_length);

@@ -11,25 +11,40 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/link/link.h"
+#include "daemon/shm/host_identity.h"
+#include "daemon/shm/slot_ring.h"
 #include "grpcpp/support/byte_buffer.h"
 
 namespace ringsync {
 
-// A hello opens a peer stream: who sends, for which generation.
+// A hello opens a peer stream: who sends, for which generation; and, when the sender
+// offers its same-host path, where it runs and its slot ring (daemon/shm/slot_ring.h).
 struct PeerHello {
   int sender_rank = 0;
   uint64_t generation = 0;
   std::string worker_id;
+  std::optional<HostIdentity> host = std::nullopt;
+  std::optional<SlotRingOffer> shm_offer = std::nullopt;
+};
+
+// A segment whose payload waits in the sender's slot ring instead of the message.
+struct ShmPayloadRef {
+  uint64_t slot = 0;
+  uint64_t bytes = 0;
 };
 
 // `release` runs once gRPC no longer references `payload` (possibly before this returns
 // if the payload is empty). REQUIRES: `payload` stays valid and unchanged until then.
 grpc::ByteBuffer EncodeFrame(const Frame& frame, absl::Span<const std::byte> payload,
                              std::function<void()> release);
+// A frame whose payload is in slot `shm.slot` of the sender's slot ring: header only.
+grpc::ByteBuffer EncodeShmFrame(const Frame& frame, const ShmPayloadRef& shm);
 
 grpc::ByteBuffer EncodeHello(const PeerHello& hello);
 
@@ -38,6 +53,8 @@ struct DecodedMessage {
   bool is_hello = false;
   PeerHello hello;
   ReceivedFrame frame;
+  // Set when the frame's payload is in the sender's slot ring (the frame has none).
+  std::optional<ShmPayloadRef> shm;
 };
 
 // Validates every header field that can be checked without context (enums, spec).

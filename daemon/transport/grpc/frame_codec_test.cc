@@ -186,5 +186,49 @@ TEST(FrameCodec, CommitFramesAndAnAbortsBeforeCommitFlagSurviveTheWire) {
   }
 }
 
+grpc::ByteBuffer Serialized(const v1::PeerFrame& frame) {
+  grpc::Slice slice(frame.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+TEST(FrameCodec, ASlotFrameCarriesOnlyItsHeaderAndNamesTheSlot) {
+  absl::StatusOr<DecodedMessage> decoded =
+      DecodeMessage(EncodeShmFrame(SampleFrame(), ShmPayloadRef{3, 512}));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_TRUE(decoded->shm.has_value());
+  EXPECT_EQ(decoded->shm->slot, 3u);
+  EXPECT_EQ(decoded->shm->bytes, 512u);
+  EXPECT_TRUE(decoded->frame.payload.empty());
+  EXPECT_FALSE(DecodeMessage(EncodeFrame(SampleFrame(), Pattern(8), nullptr))->shm.has_value());
+}
+
+TEST(FrameCodec, ASlotIsRefusedBesideAnInlinePayloadOrOnAFrameWithoutData) {
+  v1::PeerFrame both;
+  both.set_kind(v1::FRAME_KIND_SEGMENT);
+  both.set_shm_slot(1);
+  both.set_payload("abcd");
+  EXPECT_THAT(DecodeMessage(Serialized(both)).status().message(), HasSubstr("both inline and in a slot"));
+  v1::PeerFrame abort;
+  abort.set_kind(v1::FRAME_KIND_ABORT);
+  abort.set_shm_slot(1);
+  EXPECT_THAT(DecodeMessage(Serialized(abort)).status().message(), HasSubstr("without data"));
+}
+
+TEST(FrameCodec, AHelloCarriesTheSendersHostAndSlotRingOffer) {
+  PeerHello hello{1, 5, "w1", HostIdentity{"boot", 11, 12, 13, 1000},
+                  SlotRingOffer{4242, 7, 1 << 20, 8, 65536, std::string(32, 'a')}};
+  absl::StatusOr<DecodedMessage> decoded = DecodeMessage(EncodeHello(hello));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_TRUE(decoded->hello.host.has_value() && decoded->hello.shm_offer.has_value());
+  EXPECT_EQ(decoded->hello.host->boot_id, "boot");
+  EXPECT_EQ(decoded->hello.host->pid_namespace, 12u);
+  EXPECT_EQ(decoded->hello.shm_offer->pid, 4242);
+  EXPECT_EQ(decoded->hello.shm_offer->slot_bytes, 65536u);
+  EXPECT_EQ(decoded->hello.shm_offer->token, std::string(32, 'a'));
+  hello.host.reset();
+  hello.shm_offer.reset();
+  EXPECT_FALSE(DecodeMessage(EncodeHello(hello))->hello.shm_offer.has_value());
+}
+
 }  // namespace
 }  // namespace ringsync

@@ -3,14 +3,15 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "wire/grpc_options.h"
 
 namespace ringsync {
 namespace {
 
-absl::StatusOr<std::unique_ptr<OutboundStream>> OpenWithRetries(const RingNeighbours& neighbours,
-                                                                 const PeerHello& hello,
-                                                                 const WaitLimit& limit) {
+absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
+                                             const RingNeighbours& neighbours,
+                                             const WaitLimit& limit) {
   // One channel for every attempt: its name resolution and reconnect backoff go on
   // across attempts (outbound_stream.h, OpenOn); each attempt is a new stream on it.
   const std::shared_ptr<grpc::Channel> channel = neighbours.security.CreateChannel(
@@ -18,26 +19,66 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OpenWithRetries(const RingNeighb
   while (true) {
     WaitLimit attempt = limit;
     attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
-    absl::StatusOr<std::unique_ptr<OutboundStream>> outbound =
-        OutboundStream::OpenOn(channel, hello, neighbours.next_description, attempt);
+    absl::StatusOr<OutboundEdge> edge =
+        OpenOutboundEdge(me, neighbours, channel, attempt, /*wait_for_ready=*/true);
     // Only an attempt that got no answer is worth making again; a refusal says why.
-    if (outbound.ok() || !absl::IsDeadlineExceeded(outbound.status()) ||
+    if (edge.ok() || !absl::IsDeadlineExceeded(edge.status()) ||
         absl::Now() >= limit.deadline ||
         (limit.cancellation != nullptr && limit.cancellation->IsCancelled())) {
-      return outbound;
+      return edge;
     }
   }
 }
 
 }  // namespace
 
+absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNeighbours& neighbours,
+                                              std::shared_ptr<grpc::Channel> channel,
+                                              const WaitLimit& limit, bool wait_for_ready) {
+  PeerHello hello;
+  hello.sender_rank = me.rank;
+  hello.generation = me.generation;
+  hello.worker_id = neighbours.worker_id;
+  OutboundEdge edge;
+  if (neighbours.offer_shm) {
+    // A fresh ring per stream: slots the previous stream's receiver still holds stay its.
+    absl::StatusOr<std::unique_ptr<SlotRingWriter>> slots =
+        SlotRingWriter::Create(neighbours.shm_slots, neighbours.shm_slot_bytes);
+    if (slots.ok()) {
+      hello.host = HostIdentity::Local();
+      hello.shm_offer = (*slots)->offer();
+      edge.slots = *std::move(slots);
+    } else {
+      spdlog::warn("rank {} (generation {}): no shared-memory slot ring for {} ({}); its "
+                   "payload goes as gRPC bytes",
+                   me.rank, me.generation, neighbours.next_description,
+                   std::string(slots.status().message()));
+    }
+  }
+  if (channel == nullptr) {
+    channel = neighbours.security.CreateChannel(neighbours.next_target,
+                                                PeerChannelArguments(neighbours.keepalive));
+  }
+  absl::StatusOr<std::unique_ptr<OutboundStream>> stream = OutboundStream::OpenOn(
+      std::move(channel), hello, neighbours.next_description, limit, wait_for_ready);
+  if (!stream.ok()) return stream.status();
+  edge.stream = *std::move(stream);
+  if (!edge.stream->shm_accepted()) {
+    edge.slots.reset();  // another host, or it declined
+  } else {
+    spdlog::info("rank {} (generation {}): segment payload to {} goes through a shared-memory "
+                 "slot ring ({} slots of {} bytes)",
+                 me.rank, me.generation, neighbours.next_description, neighbours.shm_slots,
+                 neighbours.shm_slot_bytes);
+  }
+  return edge;
+}
+
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
                                                           const RingNeighbours& neighbours,
                                                           std::shared_ptr<PeerInbox> inbox,
                                                           const WaitLimit& limit) {
-  const PeerHello hello{me.rank, me.generation, neighbours.worker_id};
-  absl::StatusOr<std::unique_ptr<OutboundStream>> outbound =
-      OpenWithRetries(neighbours, hello, limit);
+  absl::StatusOr<OutboundEdge> outbound = OpenWithRetries(me, neighbours, limit);
   if (!outbound.ok()) return outbound.status();
   absl::StatusOr<int> sender = inbox->AwaitSender(limit);
   if (!sender.ok()) {
@@ -50,7 +91,8 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
         absl::StrCat("generation ", me.generation, ": the incoming ring stream is from rank ",
                      *sender, ", but this rank's left neighbour is rank ", me.prev()));
   }
-  return std::make_unique<GrpcLink>(me, neighbours, *std::move(outbound), std::move(inbox));
+  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound->stream), std::move(inbox),
+                                    std::move(outbound->slots));
 }
 
 absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,
@@ -84,17 +126,32 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
     // so a refused connection means it died. Failing at once (rather than waiting out
     // `limit` for a port that will not come back) lets an abort notice to a dead peer cost
     // nothing, and this rank fail promptly; a new generation replaces the dead rank.
-    absl::StatusOr<std::unique_ptr<OutboundStream>> reopened = OutboundStream::Open(
-        neighbours_.next_target, PeerHello{me_.rank, me_.generation, neighbours_.worker_id},
-        neighbours_.next_description, limit, neighbours_.security, neighbours_.keepalive,
-        /*wait_for_ready=*/false);
+    absl::StatusOr<OutboundEdge> reopened =
+        OpenOutboundEdge(me_, neighbours_, nullptr, limit, /*wait_for_ready=*/false);
     if (!reopened.ok()) {
       return absl::Status(reopened.status().code(),
                           absl::StrCat("reconnecting: ", reopened.status().message()));
     }
-    outbound_ = *std::move(reopened);
+    outbound_ = std::move(reopened->stream);
+    slots_ = std::move(reopened->slots);
+    shm_active_ = slots_ != nullptr;
   }
   if (segment) streamed_sequence_ = frame.sequence;
+  if (slots_ != nullptr && frame.kind == FrameKind::kSegment && !payload.empty() &&
+      payload.size() <= slots_->slot_bytes()) {
+    // The same-host path: the payload into a slot, the header on the stream.
+    absl::StatusOr<uint32_t> slot =
+        slots_->Put(payload, limit, [this] { return outbound_->broken(); });
+    if (!slot.ok()) {
+      return absl::Status(slot.status().code(),
+                          absl::StrCat("sending to ", neighbours_.next_description, ": ",
+                                       slot.status().message()));
+    }
+    absl::Status sent = outbound_->WriteFrame(frame, {}, limit, absl::Seconds(2),
+                                              ShmPayloadRef{*slot, payload.size()});
+    if (!sent.ok()) slots_->Unput(*slot);  // its header was not queued: nobody will take it
+    return sent;
+  }
   return outbound_->WriteFrame(frame, payload, limit);
 }
 

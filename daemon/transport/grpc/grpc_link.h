@@ -4,12 +4,14 @@
 
 #include "wire/security/transport_security.h"
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "core/link/link.h"
 #include "core/ring/ring_member.h"
+#include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/outbound_stream.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 
@@ -27,17 +29,29 @@ struct RingNeighbours {
   // connection): a first attempt can hang on a neighbour that was not reachable yet
   // (a container whose network was still being attached) although the next would succeed.
   absl::Duration open_attempt = absl::Seconds(2);
+  // The same-host path (--peer_transport=auto): offer rank+1 a shared-memory slot ring of
+  // `shm_slots` slots of `shm_slot_bytes` (at least the segment size) in each hello; the
+  // payload of a segment that fits goes through it when rank+1 accepted the offer, every
+  // other frame (and everything when it did not) as gRPC bytes.
+  bool offer_shm = false;
+  uint32_t shm_slots = 8;
+  uint64_t shm_slot_bytes = uint64_t{1} << 20;
 };
 
 // Thread-safety: as Link (one sender thread, one receiver thread).
 class GrpcLink final : public Link {
  public:
+  // `slots`: the slot ring `outbound`'s receiver accepted, or null.
   GrpcLink(const RingMember& me, RingNeighbours neighbours,
-           std::unique_ptr<OutboundStream> outbound, std::shared_ptr<PeerInbox> inbound)
+           std::unique_ptr<OutboundStream> outbound, std::shared_ptr<PeerInbox> inbound,
+           std::unique_ptr<SlotRingWriter> slots = nullptr)
       : me_(me),
         neighbours_(std::move(neighbours)),
         outbound_(std::move(outbound)),
-        inbound_(std::move(inbound)) {}
+        slots_(std::move(slots)),
+        inbound_(std::move(inbound)) {
+    shm_active_ = slots_ != nullptr;
+  }
 
   // A stream that broke (or that this rank gave up on, see OutboundStream::WriteFrame)
   // is reopened by the next Send, so one failed collective does not end the generation.
@@ -52,6 +66,8 @@ class GrpcLink final : public Link {
   absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_->Peek(limit); }
   uint64_t newest_aborted_sequence() const override { return inbound_->newest_aborted_sequence(); }
   size_t queued_frames() const override { return inbound_->queued(); }
+  // "shm" while segments to rank+1 go through the slot ring, else "grpc".
+  absl::string_view transport() const override { return shm_active_ ? "shm" : "grpc"; }
 
   PeerInbox& inbound() { return *inbound_; }
 
@@ -62,6 +78,8 @@ class GrpcLink final : public Link {
   const RingMember me_;
   const RingNeighbours neighbours_;
   std::unique_ptr<OutboundStream> outbound_;  // touched by the sending thread only
+  std::unique_ptr<SlotRingWriter> slots_;     // outbound_'s accepted slot ring, or null
+  std::atomic<bool> shm_active_{false};       // slots_ != nullptr, for other threads
   // Touched by the sending thread only, like outbound_:
   std::optional<uint64_t> streamed_sequence_;  // collective the stream carried segments of last
   std::optional<uint64_t> failed_sequence_;    // collective one of whose segments did not go out
@@ -70,6 +88,18 @@ class GrpcLink final : public Link {
 
 // Opens the outbound stream of `me` for its generation and waits until rank-1's stream
 // has arrived in `inbox` and is the expected sender. Fails at the limit.
+// An open stream to rank+1 and, when rank+1 accepted it, the slot ring offered with it.
+struct OutboundEdge {
+  std::unique_ptr<OutboundStream> stream;
+  std::unique_ptr<SlotRingWriter> slots;
+};
+// Opens the stream to rank+1 (offering a slot ring when `neighbours.offer_shm`; a ring that
+// cannot be made is not offered). `wait_for_ready`: see OutboundStream::Open.
+// `channel`: one to open the stream on (PeerChannelArguments), or null for a new one.
+absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNeighbours& neighbours,
+                                              std::shared_ptr<grpc::Channel> channel,
+                                              const WaitLimit& limit, bool wait_for_ready);
+
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
                                                           const RingNeighbours& neighbours,
                                                           std::shared_ptr<PeerInbox> inbox,

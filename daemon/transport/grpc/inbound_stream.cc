@@ -1,6 +1,9 @@
 #include "daemon/transport/grpc/inbound_stream.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "wire/grpc_status.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/peer_service.h"
@@ -100,6 +103,23 @@ void InboundStream::OnReadDone(bool ok) {
     Fail(absl::InvalidArgumentError("a second hello on an open ring stream"));
     return;
   }
+  if (message->shm.has_value()) {
+    // The payload is in the sender's slot ring: only a stream whose ring was mapped may
+    // name a slot, and only one inside it.
+    if (slots_ == nullptr) {
+      Fail(absl::InvalidArgumentError("a frame names a shared-memory slot on a stream without "
+                                      "a slot ring"));
+      return;
+    }
+    absl::StatusOr<SlotRingReader::Payload> payload =
+        slots_->Take(message->shm->slot, message->shm->bytes);
+    if (!payload.ok()) {
+      Fail(payload.status());
+      return;
+    }
+    message->frame.payload = payload->bytes;
+    message->frame.storage = std::move(payload->storage);
+  }
   // Before Push: once the frame is queued, a Pop on another thread may start the next
   // read, whose reaction can run before this one returns.
   const bool first_on_stream = !frame_received_;
@@ -142,13 +162,32 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
     return;
   }
   inbox_ = *std::move(inbox);
+  slots_ = MapOfferedSlots(hello);
   // From here the inbox may end the stream at any moment (its generation retired, a newer
   // stream from the same sender): Ops then drops the acceptance or finishes after it.
   v1::PeerAck ack;
   ack.set_accepted(true);
+  ack.set_shm_accepted(slots_ != nullptr);
   grpc::Slice slice(ack.SerializeAsString());
   ops_->Write(grpc::ByteBuffer(&slice, 1));
   ops_->ResumeReading();
+}
+
+std::shared_ptr<SlotRingReader> InboundStream::MapOfferedSlots(const PeerHello& hello) {
+  // Only now, with the sender authenticated and named by the view, is its offer looked at.
+  if (!policy_.accept_shm || !hello.shm_offer.has_value() || !hello.host.has_value() ||
+      !HostIdentity::Local().SameHostAs(*hello.host)) {
+    return nullptr;
+  }
+  absl::StatusOr<std::shared_ptr<SlotRingReader>> slots =
+      SlotRingReader::Attach(*hello.shm_offer, ::getuid());
+  if (!slots.ok()) {
+    spdlog::warn("the ring stream from {} offered a shared-memory slot ring that cannot be "
+                 "used ({}); its payload comes as gRPC bytes",
+                 sender_, std::string(slots.status().message()));
+    return nullptr;
+  }
+  return *std::move(slots);
 }
 
 void InboundStream::Refuse(absl::string_view reason, const absl::Status& status) {

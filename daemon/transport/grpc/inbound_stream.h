@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 #include "wire/security/peer_identity.h"
 #include "grpcpp/grpcpp.h"
@@ -72,6 +73,9 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   };
 
   void AcceptHello(const struct PeerHello& hello);
+  // Maps the slot ring `hello` offers when policy and host allow; null otherwise (the
+  // stream then carries payload as gRPC bytes).
+  std::shared_ptr<SlotRingReader> MapOfferedSlots(const struct PeerHello& hello);
   void Fail(const absl::Status& status);
   // Ends the stream with `status`, counted as a refusal under `reason`.
   void Refuse(absl::string_view reason, const absl::Status& status);
@@ -83,6 +87,8 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::shared_ptr<Ops> ops_;
   // Touched by OnReadDone only: gRPC runs one reaction of a kind at a time.
   std::shared_ptr<PeerInbox> inbox_;  // set once the hello is accepted
+  // The sender's slot ring, mapped when its hello offered one and it is on this host.
+  std::shared_ptr<SlotRingReader> slots_;
   std::string sender_;                // "rank 2 (worker w2)"
   bool frame_received_ = false;       // a frame came after the hello
 };

@@ -114,7 +114,10 @@ absl::Status OutboundStream::QueueFrame(const Frame& frame, absl::Span<const std
                                         const WaitLimit& limit) {
   // The copy lives until gRPC releases its slice.
   auto copy = std::make_shared<std::vector<std::byte>>(payload.begin(), payload.end());
-  grpc::ByteBuffer encoded = EncodeFrame(frame, *copy, [copy] {});
+  return QueueEncoded(EncodeFrame(frame, *copy, [copy] {}), limit);
+}
+
+absl::Status OutboundStream::QueueEncoded(grpc::ByteBuffer encoded, const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
   auto room = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return queued_.size() < kMaxQueuedFrames || !holding_ || done_;
@@ -134,7 +137,10 @@ absl::Status OutboundStream::QueueFrame(const Frame& frame, absl::Span<const std
 }
 
 absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
-                                        const WaitLimit& limit, absl::Duration grace) {
+                                        const WaitLimit& limit, absl::Duration grace,
+                                        std::optional<ShmPayloadRef> shm) {
+  // A frame whose payload waits in the slot ring is header-only: queued like a small one.
+  if (shm.has_value()) return QueueEncoded(EncodeShmFrame(frame, *shm), limit);
   // An abort notice is written and waited for as before: it is the failure's news, sent
   // once as a collective ends, and a stream torn down right after must not drop it.
   if (frame.kind != FrameKind::kAbort && payload.size() <= kQueuedPayloadBytes) {
@@ -157,10 +163,11 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
                        absl::StrCat("sending to ", peer_, " timed out (the hello is unsent)"));
     }
     if (!holding_) return Broken();
-    write_buffer_ = EncodeFrame(frame, payload, [latch] {
+    auto release = [latch] {
       absl::MutexLock lock(&latch->mu);
       latch->released = true;
-    });
+    };
+    write_buffer_ = EncodeFrame(frame, payload, release);
     StartWriteLocked();
 
     if (!WaitUntil(mu_, absl::Condition(&idle), limit.deadline, &limit)) {
@@ -256,6 +263,7 @@ void OutboundStream::OnReadDone(bool ok) {
   const bool accepted = ack.ParseFromString(bytes) && ack.accepted();
   absl::MutexLock lock(&mu_);
   accepted_ = accepted;
+  shm_accepted_ = accepted && ack.shm_accepted();
   // Keep a read pending: it ends when the peer finishes the stream. This completion is
   // the only place that re-arms it, and the call cannot be done while it runs.
   StartRead(&ack_buffer_);

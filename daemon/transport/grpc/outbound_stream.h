@@ -29,6 +29,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -74,8 +75,18 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   // Sends one frame. On cancellation or deadline while gRPC still holds the payload,
   // waits `grace` for the write to finish, else cancels the whole stream (which then
   // fails every later write) — it never returns while gRPC may still read `payload`.
+  // Small frames return once queued (see above). With `shm` the payload is in the
+  // sender's slot ring (`payload` must be empty): only the header travels, queued like a
+  // small frame; an error then means the header was not queued.
   absl::Status WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
-                          const WaitLimit& limit, absl::Duration grace = absl::Seconds(2));
+                          const WaitLimit& limit, absl::Duration grace = absl::Seconds(2),
+                          std::optional<ShmPayloadRef> shm = std::nullopt);
+
+  // Whether the receiver mapped the slot ring the hello offered (PeerAck.shm_accepted).
+  bool shm_accepted() const {
+    absl::MutexLock lock(&mu_);
+    return shm_accepted_;
+  }
 
   // True once the stream ended or a write failed: nothing more can be sent on it.
   bool broken() const {
@@ -101,6 +112,8 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   // WriteFrame for a small frame: copies it into the queue, waiting within `limit` for room.
   absl::Status QueueFrame(const Frame& frame, absl::Span<const std::byte> payload,
                           const WaitLimit& limit);
+  // Queues an encoded frame that holds none of the caller's memory.
+  absl::Status QueueEncoded(grpc::ByteBuffer encoded, const WaitLimit& limit);
   // How a written frame's payload came back from gRPC. Only kReleased means the frame
   // is on its way; otherwise the stream ended with it possibly undelivered.
   enum class Release { kReleased, kGivenUp /* this stream cancelled at the limit */, kStreamEnded };
@@ -117,6 +130,7 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   mutable absl::Mutex mu_;
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // owned by gRPC while a write is in flight
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
+  bool shm_accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   // Encoded small frames (with their own copy of the payload) waiting to be written.
   std::deque<grpc::ByteBuffer> queued_ ABSL_GUARDED_BY(mu_);

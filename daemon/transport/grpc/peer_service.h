@@ -68,6 +68,9 @@ struct HelloPolicy {
   // Mutual TLS: a hello as worker W must come from a certificate that names W.
   bool require_certificates = false;
   RefusalReporter refusals;  // hears of every refused hello; null: not reported
+  // --peer_transport=auto: map the slot ring an accepted hello offers when its sender is on
+  // this host (HostIdentity), so that its segments' payload comes through shared memory.
+  bool accept_shm = false;
 };
 
 class PeerService final : public v1::Peer::WithRawCallbackMethod_RingStream<v1::Peer::Service> {

@@ -1,0 +1,173 @@
+// End to end: the same-host path. Ring neighbours on one machine move segment payload
+// through a shared-memory slot ring (--peer_transport=auto, the default) while headers,
+// ordering and aborts stay on the gRPC stream. What must hold: results bit for bit those
+// of the gRPC path, a neighbour that declines is served over gRPC, the metrics say which
+// transport each edge uses, and a killed worker leaves no file behind.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "core/testing/ring_test_data.h"
+#include "gmock/gmock.h"
+#include "httplib.h"
+#include "ringsync/registered_buffer.h"
+#include "tests/integration/cluster_fixture.h"
+
+namespace ringsync {
+namespace {
+
+using testing::Bytes;
+using testing::ConnectAll;
+using testing::ExpectAllOk;
+using testing::OnEveryRank;
+using testing::StartCluster;
+using ::testing::HasSubstr;
+
+Bytes RandomInput(DType dtype, size_t count, int rank) {
+  std::mt19937 rng(77 + rank);
+  std::uniform_real_distribution<double> value(-1000, 1000);
+  Bytes bytes = testing::MakeBuffer(dtype, count);
+  for (size_t i = 0; i < count; ++i) testing::SetElement(dtype, bytes, i, value(rng));
+  return bytes;
+}
+
+struct Case {
+  DType dtype;
+  size_t count;
+};
+// One element, several segments (a 64 KiB segment size below), odd sizes.
+const Case kCases[] = {{DType::kFloat32, 1},        {DType::kFloat32, 300'001},
+                       {DType::kFloat64, 100'003},  {DType::kBFloat16, 70'000},
+                       {DType::kInt32, 4'000'000},  {DType::kFloat16, 1023}};
+
+// Every case's all-reduce on a cluster started with `flags`: each rank's result.
+std::vector<std::vector<Bytes>> RunCases(const std::vector<std::string>& flags, int ranks,
+                                         bool registered) {
+  std::vector<std::vector<Bytes>> results;
+  auto cluster = StartCluster(ranks, flags);
+  if (cluster == nullptr) return results;
+  auto clients = ConnectAll(*cluster);
+  for (const Case& c : kCases) {
+    std::vector<Bytes> out(ranks);
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      out[r] = RandomInput(c.dtype, c.count, r);
+      if (!registered) {
+        return client.AllReduce("case", out[r].data(), c.count, c.dtype, ReduceOp::kSum);
+      }
+      absl::StatusOr<RegisteredBuffer> buffer = client.AllocateBytes(out[r].size());
+      if (!buffer.ok()) return buffer.status();
+      std::memcpy(buffer->data(), out[r].data(), out[r].size());
+      absl::Status s = client.AllReduce("case", buffer->data(), c.count, c.dtype, ReduceOp::kSum);
+      std::memcpy(out[r].data(), buffer->data(), out[r].size());
+      return s;
+    }));
+    results.push_back(std::move(out));
+  }
+  return results;
+}
+
+TEST(SameHostPath, ResultsEqualTheGrpcPathBitForBit) {
+  const std::vector<std::string> small_segments = {"--segment_bytes=65536"};
+  std::vector<std::string> shm = small_segments, grpc = small_segments;
+  shm.push_back("--peer_transport=auto");
+  grpc.push_back("--peer_transport=grpc");
+  const auto through_grpc = RunCases(grpc, 3, /*registered=*/false);
+  const auto through_shm = RunCases(shm, 3, /*registered=*/true);
+  ASSERT_EQ(through_grpc.size(), std::size(kCases));
+  ASSERT_EQ(through_shm.size(), std::size(kCases));
+  for (size_t i = 0; i < std::size(kCases); ++i) {
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_TRUE(through_shm[i][r] == through_grpc[i][r])
+          << kCases[i].count << " x " << DTypeName(kCases[i].dtype) << ", rank " << r;
+    }
+  }
+}
+
+std::string Metrics(LocalCluster& cluster, int worker) {
+  const std::string& address = cluster.worker_http_address(worker);
+  const size_t colon = address.rfind(':');
+  httplib::Client http(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+  http.set_connection_timeout(std::chrono::seconds(2));
+  http.set_read_timeout(std::chrono::seconds(5));
+  httplib::Headers headers;
+  if (!cluster.http_token().empty()) headers.emplace("Authorization", "Bearer " + cluster.http_token());
+  httplib::Result result = http.Get("/metrics", headers);
+  return result ? result->body : "";
+}
+
+// Worker 1 runs with --peer_transport=grpc: it neither offers a slot ring (1 -> 2) nor
+// accepts one (0 -> 1 falls back to gRPC bytes); only 2 -> 0 uses shared memory. Results
+// are unchanged.
+TEST(SameHostPath, ANeighbourThatDeclinesIsServedOverGrpcAndMetricsSaySo) {
+  LocalClusterOptions options;
+  options.security = ClusterSecurity::kToken;
+  options.world_size = 3;
+  options.ringsyncd = RINGSYNCD_PATH;
+  options.http = true;
+  options.worker_flags = {"--segment_bytes=65536"};
+  options.worker_flags_of[1] = {"--peer_transport=grpc"};
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto clients = ConnectAll(**cluster);
+  std::vector<std::vector<float>> data(3, std::vector<float>(200'000));
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+    for (size_t i = 0; i < data[r].size(); ++i) data[r][i] = static_cast<float>(i % 97) * (r + 1);
+    return client.AllReduce("mixed", absl::MakeSpan(data[r]), ReduceOp::kSum);
+  }));
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r][96], 96.0f * 6) << "rank " << r;
+  const char* kShm = "ringsync_peer_transport{edge=\"next\",transport=\"shm\"} 1";
+  const char* kGrpc = "ringsync_peer_transport{edge=\"next\",transport=\"grpc\"} 1";
+  EXPECT_THAT(Metrics(**cluster, 0), HasSubstr(kGrpc)) << "0 -> 1: declined";
+  EXPECT_THAT(Metrics(**cluster, 1), HasSubstr(kGrpc)) << "1 -> 2: not offered";
+  EXPECT_THAT(Metrics(**cluster, 2), HasSubstr(kShm)) << "2 -> 0";
+}
+
+std::set<std::string> ShmFiles() {
+  std::set<std::string> names;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* entry = ::readdir(dir)) names.insert(entry->d_name);
+    ::closedir(dir);
+  }
+  return names;
+}
+
+// The slot rings are memfds: no name anywhere, so a worker killed mid-collective (on
+// either side of an edge) leaves no file, and the survivors fail promptly.
+TEST(SameHostPath, AKilledWorkerLeavesNoFileBehind) {
+  const std::set<std::string> before = ShmFiles();
+  auto cluster = StartCluster(3, {"--segment_bytes=65536", "--collective_timeout=20s"});
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  std::vector<std::vector<float>> data(3, std::vector<float>(2'000'000, 1.0f));
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+    return client.AllReduce("warm", absl::MakeSpan(data[r]), ReduceOp::kSum);
+  }));
+  std::vector<CollectiveHandle> handles;
+  for (int r : {0, 2}) {
+    handles.push_back(clients[r]->AllReduceAsync("interrupted", absl::MakeSpan(data[r]),
+                                                 ReduceOp::kSum));
+  }
+  cluster->worker(1).Signal(SIGKILL);
+  for (CollectiveHandle& handle : handles) {
+    EXPECT_FALSE(handle.Wait().ok()) << "rank 1 never took part";
+  }
+  std::set<std::string> after = ShmFiles();
+  for (const std::string& name : before) after.erase(name);
+  // Only names a worker could have made count: a slot ring's, or one carrying a worker's
+  // pid. Other processes (this one's SDK pools, tests running beside it) make files too.
+  std::vector<std::string> prefixes = {"ringsync-peer-"};
+  for (int i = 0; i < 3; ++i) prefixes.push_back(absl::StrCat("ringsync-", cluster->worker(i).pid(), "-"));
+  std::erase_if(after, [&](const std::string& name) {
+    return std::none_of(prefixes.begin(), prefixes.end(),
+                        [&](const std::string& prefix) { return name.rfind(prefix, 0) == 0; });
+  });
+  EXPECT_TRUE(after.empty()) << "new files in /dev/shm: " << *after.begin();
+}
+
+}  // namespace
+}  // namespace ringsync
