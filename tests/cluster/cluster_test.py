@@ -166,7 +166,7 @@ class RingFaults:
             print(f"{client.host}: error after {elapsed:.1f}s: {failure}")
             self.assertNotEqual(status, 0, client.output)
             self.assertLess(elapsed, FAILURE_BOUND_S, failure)
-            self.assertRegex(failure, r"rank \d \(generation \d+, collective #\d+ 'step'\)")
+            self.assertRegex(failure, r"rank \d \(generation \d+, collective #\d+ 'step'(, client collective \d+)?\)")
             self.assertRegex(failure, rf"worker {lost}|rank 2 \(worker {lost}\)")
             # Their own worker is alive: no "lost the worker" hint.
             self.assertNotIn("lost the worker", failure)
