@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""ringsync across hosts: four workers in network namespaces (ringsync-netns, the compose
+topology), every link shaped to RATE each way (tc tbf), one ringsync-bench per worker; the
+busbw per size as a share of the link rate, the median over ROUNDS fresh clusters per
+rate. The ring's bound is busbw = the link rate (TCP/IP headers take ~5% of it); the
+same clusters also time plain TCP around the same ring (each host streams 2(N-1)/N x S
+bytes to the next over one socket while reading as many from the previous: the wire's
+ceiling for a ring), reported as busbw the same way.
+
+  sudo bench/netns_link_bench.py [--rates 1gbit,2500mbit] [--rounds 3] [--bin-dir build/bin]
+      [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24]
+
+Needs root (network namespaces). Every namespace and process it starts is removed at the
+end of each round, also on failure.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
+
+RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)bit$")
+
+
+def bytes_per_second(rate):
+    match = RATE.match(rate)
+    if not match:
+        raise SystemExit(f"--rates: '{rate}' is not like 1gbit or 2500mbit")
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9}[match.group(2)]
+    return float(match.group(1)) * scale / 8
+
+
+# Plain TCP around the ring, run on every host: listen, connect to the next host, then
+# send and receive `bytes` at once; prints the seconds both took.
+TCP_RING = r"""
+import socket, sys, threading, time
+port, next_host, total = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("0.0.0.0", port)); server.listen(1)
+out = None
+deadline = time.time() + 30
+while out is None:
+    try:
+        out = socket.create_connection((next_host, port), timeout=2)
+    except OSError:
+        if time.time() > deadline: raise
+        time.sleep(0.1)
+inbound, _ = server.accept()
+out.sendall(b"g"); inbound.recv(1)  # the previous host is connected too: go
+block = bytes(1 << 20)
+def send():
+    left = total
+    while left:
+        n = min(left, len(block)); out.sendall(block[:n]); left -= n
+start = time.time()
+sender = threading.Thread(target=send); sender.start()
+got = 0
+while got < total:
+    chunk = inbound.recv(1 << 20)
+    if not chunk: raise SystemExit("previous host closed early")
+    got += len(chunk)
+sender.join()
+print(time.time() - start)
+"""
+
+
+def tcp_ring_busbw(netns_cluster, cluster, size):
+    """busbw of plain TCP around the ring for an all-reduce of `size` bytes."""
+    wire = size * 2 * 3 // 4
+    runs = [cluster.exec(f"w{rank}", "/usr/bin/python3", "-c", TCP_RING, "7777",
+                         f"w{(rank + 1) % 4}", str(wire)) for rank in range(4)]
+    seconds = []
+    for run in runs:
+        if run.wait(600) != 0:
+            raise SystemExit(f"{run.host}: the TCP ring failed:\n{run.output}")
+        seconds.append(float(run.output.split()[-1]))
+    return size / max(seconds) * 1.5 / 1e9
+
+
+def one_round(netns_cluster, rate, args, round_number):
+    project = f"rslb{round_number}"
+    services = ["coordinator", "w0", "w1", "w2", "w3"]
+    with netns_cluster.Cluster(project, services, rate=rate,
+                               extra=["--subnet", args.subnet]) as cluster:
+        benches = [cluster.exec(f"w{rank}", "ringsync-bench",
+                                "--worker=unix:/run/ringsync/worker.sock",
+                                f"--min_bytes={args.min_bytes}", f"--max_bytes={args.max_bytes}",
+                                "--step_factor=4", f"--iters={args.iters}", "--warmup_iters=2")
+                   for rank in range(4)]
+        for bench in benches:
+            if bench.wait(1800) != 0:
+                raise SystemExit(f"{bench.host}: ringsync-bench failed:\n{bench.output}")
+        rows = netns_cluster.bench_rows(benches[0].output)
+        for size, row in rows.items():
+            row["tcp_busbw"] = tcp_ring_busbw(netns_cluster, cluster, size)
+        return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="1gbit,2500mbit")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bin-dir", default=os.path.join(HERE, "..", "build", "bin"))
+    parser.add_argument("--min-bytes", default="16M")
+    parser.add_argument("--max-bytes", default="64M")
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--subnet", default="198.18.7.0/24")
+    args = parser.parse_args()
+    os.environ["RINGSYNC_BIN_DIR"] = os.path.abspath(args.bin_dir)
+    import netns_cluster  # reads RINGSYNC_BIN_DIR
+    reason = netns_cluster.skip_reason()
+    if reason:
+        raise SystemExit(f"cannot run: {reason}")
+    print("# ringsync across 4 namespace hosts, N=4, float32 sum; busbw median over "
+          f"{args.rounds} fresh clusters per rate; #wrong summed over the rounds")
+    print(f"# {'rate':>9} {'size (B)':>12} {'time (us)':>12} {'busbw GB/s':>11} "
+          f"{'of link':>8} {'#wrong':>7} {'TCP ring busbw':>15} {'of link':>8} {'ringsync/TCP':>13}")
+    failed = False
+    for rate in args.rates.split(","):
+        link = bytes_per_second(rate) / 1e9
+        rounds = [one_round(netns_cluster, rate, args, r) for r in range(args.rounds)]
+        for size in sorted(rounds[0]):
+            busbw = statistics.median(r[size]["busbw"] for r in rounds)
+            time_us = statistics.median(r[size]["time_us"] for r in rounds)
+            wrong = sum(r[size]["wrong"] for r in rounds)
+            tcp = statistics.median(r[size]["tcp_busbw"] for r in rounds)
+            failed |= wrong != 0
+            print(f"  {rate:>9} {size:>12} {time_us:>12.1f} {busbw:>11.3f} "
+                  f"{busbw / link:>8.2f} {wrong:>7} {tcp:>15.3f} {tcp / link:>8.2f} "
+                  f"{busbw / tcp:>13.2f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
