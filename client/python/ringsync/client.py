@@ -88,6 +88,21 @@ class Client:
         handle.wait() has returned it."""
         return self._impl.allreduce_async(tensor, name, op, prescale, postscale, timeout)
 
+    def allocate(self, shape, dtype="float32"):
+        """A zeroed numpy array of `shape` and `dtype` in memory registered with the worker
+        (Client::Allocate): an allreduce_ or broadcast_ on it, or on a contiguous slice of
+        it, is reduced in place by the worker with no copy in or out. torch users wrap it
+        without a copy: torch.from_numpy(client.allocate(n)). Unlike a plain array, after a
+        failed collective its contents are unspecified unless the ringsync.Error's
+        .buffer_untouched is True (the ranks failed to agree before any data moved). Needs the worker's unix socket and the same pid namespace; the memory
+        goes when the array and every view of it are gone."""
+        import numpy
+        dtype = numpy.dtype(dtype)
+        shape = (int(shape),) if numpy.isscalar(shape) else tuple(int(d) for d in shape)
+        count = int(numpy.prod(shape, dtype=numpy.int64)) if shape else 1
+        raw = self._impl.allocate_bytes(count * dtype.itemsize)
+        return raw.view(dtype).reshape(shape)
+
     def broadcast_(self, tensor, root, name="broadcast", timeout=None):
         """Copies rank `root`'s `tensor` into every other rank's, in place; returns it."""
         return self._impl.broadcast_async(tensor, root, name, timeout).wait()

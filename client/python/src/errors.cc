@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ringsync/outcome.h"
+#include "ringsync/registered_buffer.h"
 
 namespace py = pybind11;
 
@@ -130,6 +131,9 @@ void ThrowStatus(const absl::Status& status) {
   py::handle cls = classes.For(ClassifyError(status));
   py::object error = py::reinterpret_borrow<py::object>(cls)(std::string(status.message()));
   error.attr("code") = absl::StatusCodeToString(status.code());
+  // For a collective on an allocate()d array: whether the failure left it as it was (its
+  // contents are otherwise unspecified); a plain array is always left as it was.
+  error.attr("buffer_untouched") = RegisteredBufferUntouched(status);
   PyErr_SetObject(cls.ptr(), error.ptr());
   throw py::error_already_set();
 }

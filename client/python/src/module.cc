@@ -53,6 +53,8 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("name") = "allgather", py::arg("timeout") = std::nullopt)
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
+      .def("allocate_bytes", &PyClient::AllocateBytes, py::arg("size_bytes"),
+           "A zeroed uint8 numpy array in memory registered with the worker.")
       .def("close", &PyClient::Close);
 
   m.def("_connect", &PyClient::Connect, py::arg("worker"), py::arg("timeout"), py::arg("name"),

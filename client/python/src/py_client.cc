@@ -128,6 +128,30 @@ std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,
   return Start([&](Client& c) { return c.BarrierAsync(name, options); }, py::none(), py::none());
 }
 
+py::object PyClient::AllocateBytes(int64_t size_bytes) {
+  if (size_bytes <= 0) {
+    ThrowStatus(absl::InvalidArgumentError(
+        absl::StrCat("allocate: ", size_bytes, " bytes; a registered buffer holds at least one")));
+  }
+  std::shared_ptr<Client> client = Get();
+  absl::StatusOr<RegisteredBuffer> buffer;
+  {
+    py::gil_scoped_release nogil;
+    buffer = client->AllocateBytes(static_cast<size_t>(size_bytes));
+  }
+  if (!buffer.ok()) ThrowStatus(buffer.status());
+  // The array owns the buffer through a capsule: Python frees it with the last view.
+  auto owned = std::make_unique<RegisteredBuffer>(*std::move(buffer));
+  void* data = owned->data();
+  py::capsule owner(owned.get(), [](void* p) {
+    std::unique_ptr<RegisteredBuffer> gone(static_cast<RegisteredBuffer*>(p));
+    py::gil_scoped_release nogil;  // dropping it tells the worker (a short RPC)
+    gone.reset();
+  });
+  owned.release();  // now the capsule's
+  return py::array(py::dtype::of<uint8_t>(), {size_bytes}, {int64_t{1}}, data, owner);
+}
+
 void PyClient::Close() {
   std::shared_ptr<Client> client = std::move(client_);
   py::gil_scoped_release nogil;

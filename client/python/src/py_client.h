@@ -17,6 +17,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "client/python/src/py_handle.h"
+#include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "ringsync/client.h"
 
@@ -49,6 +50,11 @@ class PyClient {
   std::unique_ptr<PyHandle> AllGatherAsync(pybind11::handle tensor, const std::string& name,
                                            std::optional<double> timeout);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
+
+  // Client::AllocateBytes as a zeroed 1-D uint8 numpy array over the registered memory,
+  // which lives as long as the array (and every view of it) does. Raises as Allocate
+  // fails (e.g. a TCP worker: FAILED_PRECONDITION as ringsync.Error).
+  pybind11::object AllocateBytes(int64_t size_bytes);
 
   // Detaches from the worker; later calls raise ValueError. Idempotent.
   void Close();

@@ -1,0 +1,70 @@
+"""Client.allocate: arrays in memory registered with the worker, reduced in place."""
+
+import numpy
+import pytest
+
+import ringsync
+from conftest import WORLD_SIZE, run_ranks
+
+
+def memfd_mappings():
+    """(start, end) of this process's mappings of the SDK's registered memory."""
+    spans = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "memfd:ringsync-registered" in line:
+                start, end = line.split()[0].split("-")
+                spans.append((int(start, 16), int(end, 16)))
+    return spans
+
+
+def test_an_allocated_array_is_registered_memory_and_reduces_in_place(clients):
+    def step(client):
+        values = client.allocate((512, 1024), numpy.float32)
+        assert values.shape == (512, 1024) and values.dtype == numpy.float32
+        assert not values.any(), "zeroed"
+        address = values.__array_interface__["data"][0]
+        assert any(start <= address < end for start, end in memfd_mappings())
+        values[:] = client.rank + 1
+        assert client.allreduce_(values, "registered") is values
+        # A slice of it is still inside the registered memory.
+        client.allreduce_(values[3], "a row", op=ringsync.MAX)
+        return values
+
+    results = run_ranks(clients, step)
+    total = sum(range(1, WORLD_SIZE + 1))
+    for values in results:
+        assert (values[:3] == total).all() and (values[4:] == total).all()
+        assert (values[3] == total).all()
+
+
+def test_torch_wraps_an_allocated_array_without_a_copy(clients):
+    torch = pytest.importorskip("torch")
+
+    def step(client):
+        array = client.allocate(1000, "float64")
+        tensor = torch.from_numpy(array)
+        tensor.fill_(0.5)
+        client.allreduce_(tensor, "torch view")
+        return array
+
+    for array in run_ranks(clients, step):
+        assert (array == 0.5 * WORLD_SIZE).all()
+
+
+def test_a_failure_before_any_data_moved_says_the_array_is_untouched(clients):
+    def step(client):
+        values = client.allocate(4096, numpy.float32)
+        values[:] = 1.5
+        count = 4096 if client.rank == 0 else 1024
+        with pytest.raises(ringsync.Error) as failure:
+            client.allreduce_(values[:count], "mismatch")
+        assert failure.value.buffer_untouched, str(failure.value)
+        assert (values == 1.5).all()
+
+    run_ranks(clients, step)
+
+
+def test_a_size_of_nothing_is_refused(clients):
+    with pytest.raises(ringsync.InvalidArgument):
+        clients[0].allocate(0)
