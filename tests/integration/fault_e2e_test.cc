@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -41,6 +42,16 @@ std::vector<std::string> SharedMemoryFilesOf(pid_t pid) {
 }
 constexpr absl::Duration kSlack = absl::Seconds(5);
 const std::vector<std::string> kWorkerFlags = {"--collective_timeout=20s"};
+// Steps a rank runs at most while it waits for a fault to fail one.
+constexpr int kMaxSteps = 1000;
+
+// Runs `step` until it fails (its status) or `max_steps` succeeded (an error saying so).
+absl::Status RepeatUntilItFails(int max_steps, absl::FunctionRef<absl::Status()> step) {
+  for (int i = 0; i < max_steps; ++i) {
+    if (absl::Status s = step(); !s.ok()) return s;
+  }
+  return absl::InternalError(absl::StrCat(max_steps, " steps succeeded: the fault never came"));
+}
 
 TEST(Faults, RanksDisagreeingOnSizeAllFailWithinTheDeadline) {
   auto cluster = StartCluster(4, kWorkerFlags);
@@ -126,7 +137,8 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
   // clients connect once the ring is formed, which needs no client on rank 3.)
   std::vector<std::unique_ptr<Client>> clients = ConnectAll(*cluster, 3);
   const std::vector<std::string> child = {TEST_CLIENT_PATH, "--worker=" + cluster->worker_target(3),
-                                          "--elements=16777216", "--iterations=1"};
+                                          "--elements=16777216",
+                                          absl::StrCat("--iterations=", kMaxSteps)};
   absl::StatusOr<ChildProcess*> victim = cluster->Spawn("victim", child);
   ASSERT_TRUE(victim.ok());
   const pid_t victim_pid = (*victim)->pid();
@@ -142,15 +154,20 @@ TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoes
       absl::SleepFor(absl::Milliseconds(150));  // the collective is under way
       (*victim)->Signal(SIGKILL);
     });
+    // Step after step until one fails (a fast path can complete one before the kill).
     statuses = OnEveryRank(clients, [&](int, Client& c) -> absl::Status {
       std::vector<float> tensor(count, 1.0f);
-      absl::Status s = c.AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum);
-      // Whatever the worker had reduced of the copy it was given (staged in registered
-      // memory, reduced in place there), the caller's span is as it was.
-      if (!s.ok() && std::any_of(tensor.begin(), tensor.end(), [](float v) { return v != 1.0f; })) {
-        return absl::InternalError(absl::StrCat("the failed collective changed the span: ", s.message()));
-      }
-      return s;
+      return RepeatUntilItFails(kMaxSteps, [&]() -> absl::Status {
+        std::fill(tensor.begin(), tensor.end(), 1.0f);
+        absl::Status s = c.AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum);
+        // Whatever the worker had reduced of the copy it was given (staged in registered
+        // memory, reduced in place there), the caller's span is as it was.
+        if (!s.ok() && std::any_of(tensor.begin(), tensor.end(), [](float v) { return v != 1.0f; })) {
+          return absl::InternalError(
+              absl::StrCat("the failed collective changed the span: ", s.message()));
+        }
+        return s;
+      });
     });
   }
   for (int r = 0; r < 3; ++r) {
@@ -222,8 +239,12 @@ TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
       absl::SleepFor(absl::Milliseconds(200));
       cluster->worker(2).Signal(SIGKILL);
     });
+    // Step after step until one fails: on a fast path (same host, shared memory) a 64 MiB
+    // all-reduce can complete before the kill.
     statuses = OnEveryRank(clients, [&](int r, Client& c) {
-      return c.AllReduce("step", absl::MakeSpan(tensors[r]), ReduceOp::kSum);
+      return RepeatUntilItFails(kMaxSteps, [&] {
+        return c.AllReduce("step", absl::MakeSpan(tensors[r]), ReduceOp::kSum);
+      });
     });
   }
   // A rank whose collective had not reached the ring yet waits for a new ring until its
