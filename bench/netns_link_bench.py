@@ -4,8 +4,9 @@ topology), every link shaped to RATE each way (tc tbf), one ringsync-bench per w
 busbw per size as a share of the link rate, the median over ROUNDS fresh clusters per
 rate. The ring's bound is busbw = the link rate (TCP/IP headers take ~5% of it); the
 same clusters also time plain TCP around the same ring (each host streams 2(N-1)/N x S
-bytes to the next over one socket while reading as many from the previous: the wire's
-ceiling for a ring), reported as busbw the same way.
+bytes to the next over one socket while reading as many from the previous, once to warm
+the connection and once timed: the wire's ceiling for a ring), reported as busbw the same
+way.
 
   sudo bench/netns_link_bench.py [--rates 1gbit,2500mbit] [--rounds 3] [--bin-dir build/bin]
       [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24]
@@ -49,20 +50,24 @@ while out is None:
         if time.time() > deadline: raise
         time.sleep(0.1)
 inbound, _ = server.accept()
+out.settimeout(None); inbound.settimeout(None)
 out.sendall(b"g"); inbound.recv(1)  # the previous host is connected too: go
-block = bytes(1 << 20)
-def send():
-    left = total
-    while left:
-        n = min(left, len(block)); out.sendall(block[:n]); left -= n
+block = memoryview(bytes(1 << 20))
+into = memoryview(bytearray(1 << 20))
+def send(n):
+    while n:
+        k = min(n, len(block)); out.sendall(block[:k]); n -= k
+def exchange(n):
+    sender = threading.Thread(target=send, args=(n,)); sender.start()
+    got = 0
+    while got < n:
+        k = inbound.recv_into(into, min(len(into), n - got))
+        if not k: raise SystemExit("previous host closed early")
+        got += k
+    sender.join()
+exchange(total)  # warm: past TCP's slow start, as the workers' streams are
 start = time.time()
-sender = threading.Thread(target=send); sender.start()
-got = 0
-while got < total:
-    chunk = inbound.recv(1 << 20)
-    if not chunk: raise SystemExit("previous host closed early")
-    got += len(chunk)
-sender.join()
+exchange(total)
 print(time.time() - start)
 """
 
