@@ -12,11 +12,21 @@ namespace {
 absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
                                              const RingNeighbours& neighbours,
                                              const WaitLimit& limit) {
-  // One channel for every attempt: its name resolution and reconnect backoff go on
-  // across attempts (outbound_stream.h, OpenOn); each attempt is a new stream on it.
-  const std::shared_ptr<grpc::Channel> channel = neighbours.security.CreateChannel(
-      neighbours.next_target, PeerChannelArguments(neighbours.keepalive));
+  // One channel for the attempts while it is still resolving or connecting: a slow name
+  // resolution goes on across attempts (outbound_stream.h, OpenOn); each attempt is a new
+  // stream on it. A channel in TRANSIENT_FAILURE is waiting out gRPC's backoff instead,
+  // which grows after each failed resolution (1 s, 1.6 s, 2.6 s, ... — a DNS answer lost
+  // while a container network's DNS server reloads once cost 50 s): the next attempt
+  // starts afresh on a new channel.
+  auto new_channel = [&neighbours] {
+    return neighbours.security.CreateChannel(neighbours.next_target,
+                                             PeerChannelArguments(neighbours.keepalive));
+  };
+  std::shared_ptr<grpc::Channel> channel = new_channel();
   while (true) {
+    if (channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      channel = new_channel();
+    }
     WaitLimit attempt = limit;
     attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
     absl::StatusOr<OutboundEdge> edge =
