@@ -25,27 +25,8 @@ for b in ringsyncd ringsync-local-cluster ringsync-model-bench; do
 done
 
 WORK=$(mktemp -d /tmp/ringsync-model-XXXXXX)
-LAUNCHER=""
-BENCH_PIDS=()
-cleanup() {
-  for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${BENCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; rm -f /dev/shm/ringsync-"$p"-*; done
-  if [[ -n $LAUNCHER ]]; then kill -TERM "$LAUNCHER" 2>/dev/null || true; wait "$LAUNCHER" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
-  --pids_file="$WORK/pids" ${WORKER_FLAGS:+--worker_flags="$WORKER_FLAGS"} >"$WORK/cluster.log" 2>&1 &
-LAUNCHER=$!
-for _ in $(seq 300); do
-  [[ -s $WORK/targets ]] && break
-  kill -0 "$LAUNCHER" 2>/dev/null || { cat "$WORK/cluster.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -s $WORK/targets ]] || { echo "cluster did not start in 30 s" >&2; exit 1; }
-mapfile -t TARGETS <"$WORK/targets"
+source "$HERE/local_cluster.sh"
+start_local_cluster "${WORKER_FLAGS:-}"
 
 STATUS=0
 for round in $(seq "$ROUNDS"); do
