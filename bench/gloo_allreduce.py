@@ -172,6 +172,12 @@ def main():
     p.add_argument("--warmup_iters", type=int, default=5)
     p.add_argument("--check", type=int, default=1)
     args = p.parse_args()
+    spawn_gloo_ranks(rank_main, args, "gloo_allreduce.py")
+
+
+def spawn_gloo_ranks(rank_main, args, program):
+    """Runs rank_main(rank, args, port) in args.nranks processes meeting at
+    tcp://127.0.0.1:port over loopback; exits non-zero, naming `program`, if a rank fails."""
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # only ever 127.0.0.1, never the host's name
     with socket.socket() as s:  # a free port for the rendezvous (released just before use)
         s.bind(("127.0.0.1", 0))
@@ -181,7 +187,7 @@ def main():
         while not ctx.join():
             pass
     except mp.ProcessRaisedException as e:
-        print(f"gloo_allreduce.py: {e}", file=sys.stderr)
+        print(f"{program}: {e}", file=sys.stderr)
         sys.exit(1)
     except mp.ProcessExitedException as e:
         sys.exit(e.exit_code or 1)

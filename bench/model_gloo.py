@@ -15,14 +15,13 @@ inputs and timing as ringsync-model-bench, in these modes, interleaved step by s
 A step's time is the max over ranks; a barrier, not timed, starts each step.
 """
 import argparse
-import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from gloo_allreduce import spawn_gloo_ranks
 
 BUCKET_BYTES = 25 << 20
 FIRST_BUCKET_BYTES = 1 << 20
@@ -129,19 +128,7 @@ def main():
     p.add_argument("--warmup_steps", type=int, default=2)
     p.add_argument("--modes", default="per_tensor,bucketed,single")
     args = p.parse_args()
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.spawn(rank_main, args=(args, port), nprocs=args.nranks, join=False)
-    try:
-        while not ctx.join():
-            pass
-    except mp.ProcessRaisedException as e:
-        print(f"model_gloo.py: {e}", file=sys.stderr)
-        sys.exit(1)
-    except mp.ProcessExitedException as e:
-        sys.exit(e.exit_code or 1)
+    spawn_gloo_ranks(rank_main, args, "model_gloo.py")
 
 
 if __name__ == "__main__":
