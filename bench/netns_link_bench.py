@@ -72,7 +72,7 @@ print(time.time() - start)
 """
 
 
-def tcp_ring_busbw(netns_cluster, cluster, size):
+def tcp_ring_busbw(cluster, size):
     """busbw of plain TCP around the ring for an all-reduce of `size` bytes."""
     wire = size * 2 * 3 // 4
     runs = [cluster.exec(f"w{rank}", "/usr/bin/python3", "-c", TCP_RING, "7777",
@@ -100,7 +100,7 @@ def one_round(netns_cluster, rate, args, round_number):
                 raise SystemExit(f"{bench.host}: ringsync-bench failed:\n{bench.output}")
         rows = netns_cluster.bench_rows(benches[0].output)
         for size, row in rows.items():
-            row["tcp_busbw"] = tcp_ring_busbw(netns_cluster, cluster, size)
+            row["tcp_busbw"] = tcp_ring_busbw(cluster, size)
         return rows
 
 

@@ -109,7 +109,6 @@ void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
     } else {
       staging_->Retire(std::move(staged_));
     }
-    staged_.reset();
   }
   // The completed RPC needs neither copy of the tensor any more.
   request_.clear_data();

@@ -34,11 +34,10 @@ absl::StatusOr<std::shared_ptr<RegisteredMemory>> StagingBuffers::Acquire(size_t
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> made = register_memory_(size_bytes);
   if (!made.ok() && Lasting(made.status())) {
     absl::MutexLock lock(&mu_);
-    off_ = absl::Status(made.status().code(),
-                        absl::StrCat("staging in registered memory is off for this client: ",
-                                     made.status().message()));
-    if (!registering_off_logged_) {
-      registering_off_logged_ = true;
+    if (!off_.has_value()) {  // another thread's refusal may have turned it off already
+      off_ = absl::Status(made.status().code(),
+                          absl::StrCat("staging in registered memory is off for this client: ",
+                                       made.status().message()));
       spdlog::info("ringsync: {}; tensors are staged in shared-memory files instead",
                    std::string(off_->message()));
     }

@@ -65,7 +65,6 @@ class StagingBuffers {
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<RegisteredMemory>> to_drop_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> off_ ABSL_GUARDED_BY(mu_);  // why staging is off
-  bool registering_off_logged_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ringsync::internal
