@@ -9,6 +9,11 @@
 namespace ringsync {
 namespace {
 
+std::shared_ptr<grpc::Channel> NewPeerChannel(const RingNeighbours& neighbours) {
+  return neighbours.security.CreateChannel(neighbours.next_target,
+                                           PeerChannelArguments(neighbours.keepalive));
+}
+
 absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
                                              const RingNeighbours& neighbours,
                                              const WaitLimit& limit) {
@@ -18,14 +23,10 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   // which grows after each failed resolution (1 s, 1.6 s, 2.6 s, ... — a DNS answer lost
   // while a container network's DNS server reloads once cost 50 s): the next attempt
   // starts afresh on a new channel.
-  auto new_channel = [&neighbours] {
-    return neighbours.security.CreateChannel(neighbours.next_target,
-                                             PeerChannelArguments(neighbours.keepalive));
-  };
-  std::shared_ptr<grpc::Channel> channel = new_channel();
+  std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours);
   while (true) {
     if (channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      channel = new_channel();
+      channel = NewPeerChannel(neighbours);
     }
     WaitLimit attempt = limit;
     attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
@@ -65,10 +66,7 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
                    std::string(slots.status().message()));
     }
   }
-  if (channel == nullptr) {
-    channel = neighbours.security.CreateChannel(neighbours.next_target,
-                                                PeerChannelArguments(neighbours.keepalive));
-  }
+  if (channel == nullptr) channel = NewPeerChannel(neighbours);
   absl::StatusOr<std::unique_ptr<OutboundStream>> stream = OutboundStream::OpenOn(
       std::move(channel), hello, neighbours.next_description, limit, wait_for_ready);
   if (!stream.ok()) return stream.status();
