@@ -1,9 +1,7 @@
 #include "daemon/shm/slot_ring.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/shm/shared_futex.h"
 
 namespace ringsync {
 namespace {
@@ -35,21 +34,12 @@ struct Header {
   uint32_t reserved;
   uint64_t slot_bytes;
   char token[kTokenHexDigits];
+  uint64_t mailbox_capacity;
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 
 std::atomic<uint32_t>* StateWord(std::byte* base, uint32_t slot) {
   return reinterpret_cast<std::atomic<uint32_t>*>(base + kHeaderBytes + kStateStride * slot);
-}
-
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
-  const timespec ts = absl::ToTimespec(timeout);
-  // Shared (not FUTEX_PRIVATE): the waker is another process.
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void FutexWake(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
 absl::Status Invalid(absl::string_view why) {
@@ -72,7 +62,8 @@ bool IsToken(absl::string_view token) {
 
 }  // namespace
 
-absl::StatusOr<SlotRingGeometry> SlotRingGeometry::Of(uint32_t slot_count, uint64_t slot_bytes) {
+absl::StatusOr<SlotRingGeometry> SlotRingGeometry::Of(uint32_t slot_count, uint64_t slot_bytes,
+                                                      uint64_t mailbox_capacity) {
   if (slot_count < 1 || slot_count > kMaxSlots) {
     return Invalid(absl::StrCat(slot_count, " slots: 1..", kMaxSlots, " allowed"));
   }
@@ -85,12 +76,33 @@ absl::StatusOr<SlotRingGeometry> SlotRingGeometry::Of(uint32_t slot_count, uint6
   g.slot_bytes = slot_bytes;
   g.data_offset = (kHeaderBytes + kStateStride * slot_count + kPage - 1) / kPage * kPage;
   g.region_bytes = g.data_offset + slot_bytes * slot_count;  // <= 4 GiB + 8 KiB: no overflow
+  if (mailbox_capacity != 0) {
+    if (absl::Status s = FrameMailboxLayout::CheckCapacity(mailbox_capacity); !s.ok()) {
+      return Invalid(s.message());
+    }
+    g.mailbox_offset = (g.region_bytes + kPage - 1) / kPage * kPage;
+    g.mailbox_capacity = mailbox_capacity;
+    g.region_bytes = g.mailbox_offset + FrameMailboxLayout::AreaBytes(mailbox_capacity);
+  }
   return g;
 }
 
+SlotRingWriter::SlotRingWriter(int fd, std::byte* base, SlotRingGeometry geometry,
+                               SlotRingOffer offer)
+    : fd_(fd), base_(base), geometry_(geometry), offer_(std::move(offer)) {
+  if (geometry_.mailbox_capacity != 0) {
+    mailbox_ = std::make_unique<FrameMailboxWriter>(
+        absl::MakeSpan(base_ + geometry_.mailbox_offset,
+                       FrameMailboxLayout::AreaBytes(geometry_.mailbox_capacity)),
+        geometry_.mailbox_capacity);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<SlotRingWriter>> SlotRingWriter::Create(uint32_t slot_count,
-                                                                       uint64_t slot_bytes) {
-  absl::StatusOr<SlotRingGeometry> geometry = SlotRingGeometry::Of(slot_count, slot_bytes);
+                                                                       uint64_t slot_bytes,
+                                                                       uint64_t mailbox_capacity) {
+  absl::StatusOr<SlotRingGeometry> geometry =
+      SlotRingGeometry::Of(slot_count, slot_bytes, mailbox_capacity);
   if (!geometry.ok()) return geometry.status();
   const std::string token = RandomToken();
   const std::string name = absl::StrCat(kNamePrefix, token);
@@ -116,6 +128,7 @@ absl::StatusOr<std::unique_ptr<SlotRingWriter>> SlotRingWriter::Create(uint32_t 
   header.magic = kMagic;
   header.slot_count = slot_count;
   header.slot_bytes = slot_bytes;
+  header.mailbox_capacity = mailbox_capacity;
   std::memcpy(header.token, token.data(), kTokenHexDigits);
   std::memcpy(base, &header, sizeof(header));  // state words start zero: every slot free
   SlotRingOffer offer;
@@ -124,6 +137,7 @@ absl::StatusOr<std::unique_ptr<SlotRingWriter>> SlotRingWriter::Create(uint32_t 
   offer.region_bytes = geometry->region_bytes;
   offer.slot_count = slot_count;
   offer.slot_bytes = slot_bytes;
+  offer.mailbox_capacity = mailbox_capacity;
   offer.token = token;
   return std::unique_ptr<SlotRingWriter>(new SlotRingWriter(fd, base, *geometry, std::move(offer)));
 }
@@ -152,7 +166,7 @@ absl::StatusOr<uint32_t> SlotRingWriter::Put(absl::Span<const std::byte> payload
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError("waiting for the receiver to free a shared-memory slot");
     }
-    FutexWait(state, now, std::min(left, kWaitSlice));
+    SharedFutexWait(state, now, std::min(left, kWaitSlice));
   }
   std::memcpy(base_ + geometry_.data_offset + geometry_.slot_bytes * slot, payload.data(),
               payload.size());
@@ -176,7 +190,7 @@ absl::StatusOr<std::shared_ptr<SlotRingReader>> SlotRingReader::Attach(const Slo
   if (!IsToken(offer.token)) return Invalid("the token must be 32 lowercase hex digits");
   if (offer.slot_count > SlotRingGeometry::kMaxSlots) return Invalid("too many slots");
   absl::StatusOr<SlotRingGeometry> geometry =
-      SlotRingGeometry::Of(offer.slot_count, offer.slot_bytes);
+      SlotRingGeometry::Of(offer.slot_count, offer.slot_bytes, offer.mailbox_capacity);
   if (!geometry.ok()) return geometry.status();
   if (offer.region_bytes != geometry->region_bytes) {
     return Invalid(absl::StrCat("region of ", offer.region_bytes, " bytes; its geometry needs ",
@@ -198,11 +212,21 @@ absl::StatusOr<std::shared_ptr<SlotRingReader>> SlotRingReader::Attach(const Slo
   Header header{};
   std::memcpy(&header, (*mapping)->bytes().data(), sizeof(header));
   if (header.magic != kMagic || header.slot_count != offer.slot_count ||
-      header.slot_bytes != offer.slot_bytes ||
+      header.slot_bytes != offer.slot_bytes || header.mailbox_capacity != offer.mailbox_capacity ||
       absl::string_view(header.token, kTokenHexDigits) != offer.token) {
     return Invalid("the region's header does not match the offer");
   }
   return std::shared_ptr<SlotRingReader>(new SlotRingReader(*std::move(mapping), *geometry));
+}
+
+SlotRingReader::SlotRingReader(std::shared_ptr<SealedMapping> mapping, SlotRingGeometry geometry)
+    : mapping_(std::move(mapping)), geometry_(geometry) {
+  if (geometry_.mailbox_capacity != 0) {
+    mailbox_ = std::make_unique<FrameMailboxReader>(
+        mapping_->bytes().subspan(geometry_.mailbox_offset,
+                                  FrameMailboxLayout::AreaBytes(geometry_.mailbox_capacity)),
+        geometry_.mailbox_capacity);
+  }
 }
 
 absl::StatusOr<SlotRingReader::Payload> SlotRingReader::Take(uint64_t slot, uint64_t bytes) {
@@ -228,7 +252,7 @@ absl::StatusOr<SlotRingReader::Payload> SlotRingReader::Take(uint64_t slot, uint
 void SlotRingReader::Free(uint32_t slot) {
   std::atomic<uint32_t>* state = StateWord(mapping_->bytes().data(), slot);
   state->store(kFree, std::memory_order_release);
-  FutexWake(state);
+  SharedFutexWake(state);
 }
 
 }  // namespace ringsync

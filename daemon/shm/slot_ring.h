@@ -9,6 +9,8 @@
 //   [0, 64)                      header: magic, slot_count, slot_bytes, 32-byte token
 //   [64, 64 + 64 * slot_count)   one state word per slot, a cache line each: 0 free, 1 full
 //   [data_offset, +count*bytes)  the slots (data_offset: the state words rounded up to 4 KiB)
+//   [mailbox_offset, +area)      when offered with one, the frame mailbox (frame_mailbox.h):
+//                                the edge's frames themselves, instead of the gRPC stream
 //
 // Trust. The offer travels in the hello of a stream the receiver has already
 // authenticated (mTLS or cluster token, and the view's sender for that rank). The memfd is
@@ -39,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/sync/wait_limit.h"
+#include "daemon/shm/frame_mailbox.h"
 #include "daemon/shm/sealed_mapping.h"
 
 namespace ringsync {
@@ -50,6 +53,7 @@ struct SlotRingOffer {
   uint64_t region_bytes = 0;
   uint32_t slot_count = 0;
   uint64_t slot_bytes = 0;
+  uint64_t mailbox_capacity = 0;  // 0: no frame mailbox
   std::string token;  // 32 lowercase hex digits
 };
 
@@ -60,23 +64,31 @@ struct SlotRingGeometry {
   uint32_t slot_count = 0;
   uint64_t slot_bytes = 0;
   uint64_t data_offset = 0;
+  uint64_t mailbox_offset = 0;
+  uint64_t mailbox_capacity = 0;  // 0: none
   uint64_t region_bytes = 0;
 
-  // InvalidArgument unless 1 <= slot_count <= kMaxSlots and slot_bytes is within bounds.
-  static absl::StatusOr<SlotRingGeometry> Of(uint32_t slot_count, uint64_t slot_bytes);
+  // InvalidArgument unless 1 <= slot_count <= kMaxSlots, slot_bytes is within bounds and
+  // the mailbox capacity is 0 or FrameMailboxLayout::CheckCapacity's.
+  static absl::StatusOr<SlotRingGeometry> Of(uint32_t slot_count, uint64_t slot_bytes,
+                                             uint64_t mailbox_capacity = 0);
 };
 
 class SlotRingWriter {
  public:
-  // A fresh sealed memfd with `slot_count` free slots of `slot_bytes`.
+  // A fresh sealed memfd with `slot_count` free slots of `slot_bytes`, and an empty frame
+  // mailbox of `mailbox_capacity` bytes unless 0.
   static absl::StatusOr<std::unique_ptr<SlotRingWriter>> Create(uint32_t slot_count,
-                                                                uint64_t slot_bytes);
+                                                                uint64_t slot_bytes,
+                                                                uint64_t mailbox_capacity = 0);
   SlotRingWriter(const SlotRingWriter&) = delete;
   SlotRingWriter& operator=(const SlotRingWriter&) = delete;
   ~SlotRingWriter();
 
   const SlotRingOffer& offer() const { return offer_; }
   uint64_t slot_bytes() const { return geometry_.slot_bytes; }
+  // The frame mailbox to the receiver, or null when the ring has none.
+  FrameMailboxWriter* mailbox() { return mailbox_.get(); }
 
   // Copies `payload` (at most slot_bytes()) into the next slot once the receiver has freed
   // it, and marks it full; returns its index. DeadlineExceeded or Cancelled per `limit`;
@@ -88,14 +100,14 @@ class SlotRingWriter {
   void Unput(uint32_t slot);
 
  private:
-  SlotRingWriter(int fd, std::byte* base, SlotRingGeometry geometry, SlotRingOffer offer)
-      : fd_(fd), base_(base), geometry_(geometry), offer_(std::move(offer)) {}
+  SlotRingWriter(int fd, std::byte* base, SlotRingGeometry geometry, SlotRingOffer offer);
 
   const int fd_;
   std::byte* const base_;
   const SlotRingGeometry geometry_;
   const SlotRingOffer offer_;
   uint32_t next_ = 0;
+  std::unique_ptr<FrameMailboxWriter> mailbox_;
 };
 
 class SlotRingReader : public std::enable_shared_from_this<SlotRingReader> {
@@ -114,13 +126,17 @@ class SlotRingReader : public std::enable_shared_from_this<SlotRingReader> {
   };
   absl::StatusOr<Payload> Take(uint64_t slot, uint64_t bytes);
 
+  // The frame mailbox from the sender, or null when its ring has none. Valid while this
+  // reader lives.
+  FrameMailboxReader* mailbox() { return mailbox_.get(); }
+
  private:
-  SlotRingReader(std::shared_ptr<SealedMapping> mapping, SlotRingGeometry geometry)
-      : mapping_(std::move(mapping)), geometry_(geometry) {}
+  SlotRingReader(std::shared_ptr<SealedMapping> mapping, SlotRingGeometry geometry);
   void Free(uint32_t slot);
 
   const std::shared_ptr<SealedMapping> mapping_;
   const SlotRingGeometry geometry_;  // the receiver's own copy: never re-read from the region
+  std::unique_ptr<FrameMailboxReader> mailbox_;
 };
 
 }  // namespace ringsync

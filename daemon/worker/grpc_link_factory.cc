@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   neighbours.offer_shm = same_host_path_.enabled;
   neighbours.shm_slots = same_host_path_.slots;
   neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
+  neighbours.shm_mailbox_bytes = same_host_path_.mailbox_bytes;
   const int prev = epoch.me.prev();
   if (prev >= static_cast<int>(epoch.worker_ids.size())) {
     return absl::InvalidArgumentError(

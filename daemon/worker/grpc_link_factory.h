@@ -17,6 +17,7 @@ struct SameHostPath {
   bool enabled = false;
   uint32_t slots = 8;
   uint64_t slot_bytes = uint64_t{1} << 20;
+  uint64_t mailbox_bytes = uint64_t{2} << 20;  // RingNeighbours::shm_mailbox_bytes
 };
 
 class GrpcLinkFactory final : public LinkFactory {

@@ -30,6 +30,7 @@
 #include "daemon/worker/grpc_link_factory.h"
 #include "daemon/worker/local_peers.h"
 #include "daemon/worker/ring_manager.h"
+#include "daemon/shm/frame_mailbox.h"
 #include "daemon/worker/shm_sweep.h"
 #include "daemon/worker/socket_path.h"
 #include "daemon/worker/unix_socket_listener.h"
@@ -122,8 +123,15 @@ ABSL_FLAG(bool, shm_sweep, true,
 ABSL_FLAG(std::string, peer_transport, "auto",
           "worker: how segment payload travels to the right neighbour: auto (through a "
           "shared-memory slot ring when the neighbour runs on this host — same boot id, IPC, "
-          "pid and network namespaces, user — else gRPC bytes) or grpc (always gRPC bytes). Headers, "
-          "ordering and aborts always travel on the gRPC stream.");
+          "pid and network namespaces, user — else gRPC bytes) or grpc (always gRPC bytes). With "
+          "auto, the frames themselves (headers, small payloads, aborts) go through the same "
+          "region's frame mailbox unless --peer_shm_mailbox_bytes is 0; the gRPC stream stays "
+          "open for the hello and the neighbour's liveness.");
+ABSL_FLAG(int64_t, peer_shm_mailbox_bytes, int64_t{2} << 20,
+          "worker: bytes of the frame mailbox to a same-host right neighbour (--peer_transport="
+          "auto), 0 or 1..64 MiB, a multiple of 8; 0 keeps frames on the gRPC stream and only "
+          "segment payload in shared memory. Its half is the largest frame it carries (at least "
+          "the largest fused-collective header: 1 MiB or more); larger ones take the stream.");
 ABSL_FLAG(int64_t, peer_shm_slots, 8,
           "worker: slots of the shared-memory slot ring to a same-host right neighbour, 1..64 "
           "(each holds one segment: --segment_bytes, at least 4 KiB).");
@@ -219,6 +227,12 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   }
   if (absl::GetFlag(FLAGS_peer_shm_slots) < 1 || absl::GetFlag(FLAGS_peer_shm_slots) > 64) {
     return absl::InvalidArgumentError("--peer_shm_slots must be between 1 and 64");
+  }
+  if (const int64_t mailbox = absl::GetFlag(FLAGS_peer_shm_mailbox_bytes);
+      mailbox != 0 && !FrameMailboxLayout::CheckCapacity(static_cast<uint64_t>(mailbox)).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peer_shm_mailbox_bytes must be 0 or ", FrameMailboxLayout::kMinCapacity, "..",
+        FrameMailboxLayout::kMaxCapacity, ", a multiple of 8"));
   }
   if (absl::GetFlag(FLAGS_max_registered_buffers) < 0 ||
       absl::GetFlag(FLAGS_max_registered_buffers) > 4096 ||
@@ -496,7 +510,8 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
                         absl::GetFlag(FLAGS_ring_open_attempt));
   links.set_same_host_path(SameHostPath{
       same_host_path, static_cast<uint32_t>(absl::GetFlag(FLAGS_peer_shm_slots)),
-      std::max<uint64_t>(static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)), 4096)});
+      std::max<uint64_t>(static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)), 4096),
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_peer_shm_mailbox_bytes))});
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout),
                    ConnectRetry{absl::GetFlag(FLAGS_connect_retry_initial),
                                 absl::GetFlag(FLAGS_connect_retry_max)});

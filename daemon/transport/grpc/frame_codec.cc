@@ -140,6 +140,7 @@ grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
     offer->set_slot_count(hello.shm_offer->slot_count);
     offer->set_slot_bytes(hello.shm_offer->slot_bytes);
     offer->set_token(hello.shm_offer->token);
+    offer->set_mailbox_capacity(hello.shm_offer->mailbox_capacity);
   }
   grpc::Slice slice(frame.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);
@@ -193,8 +194,10 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
       out.hello.host = HostIdentity{offer.boot_id().substr(0, kMaxBootIdBytes),
                                     offer.ipc_namespace(), offer.pid_namespace(),
                                     offer.net_namespace(), offer.uid()};
-      out.hello.shm_offer = SlotRingOffer{offer.pid(),        offer.fd(),         offer.region_bytes(),
-                                          offer.slot_count(), offer.slot_bytes(), offer.token()};
+      out.hello.shm_offer = SlotRingOffer{offer.pid(),        offer.fd(),
+                                          offer.region_bytes(), offer.slot_count(),
+                                          offer.slot_bytes(),   offer.mailbox_capacity(),
+                                          offer.token()};
     }
     return out;
   }
@@ -226,7 +229,9 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
   }
   if (header.shm_slot() != 0) {
     if (has_payload && payload_length > 0) return Malformed("a payload both inline and in a slot");
-    if (frame.kind != FrameKind::kSegment) return Malformed("a slot on a frame without data");
+    if (frame.kind != FrameKind::kSegment && frame.kind != FrameKind::kRelay) {
+      return Malformed("a slot on a frame without data");
+    }
     out.shm = ShmPayloadRef{header.shm_slot() - uint64_t{1}, header.shm_bytes()};
   }
   if (has_payload && payload_length > 0) {

@@ -216,7 +216,7 @@ TEST(FrameCodec, ASlotIsRefusedBesideAnInlinePayloadOrOnAFrameWithoutData) {
 
 TEST(FrameCodec, AHelloCarriesTheSendersHostAndSlotRingOffer) {
   PeerHello hello{1, 5, "w1", HostIdentity{"boot", 11, 12, 13, 1000},
-                  SlotRingOffer{4242, 7, 1 << 20, 8, 65536, std::string(32, 'a')}};
+                  SlotRingOffer{4242, 7, 1 << 20, 8, 65536, 1 << 21, std::string(32, 'a')}};
   absl::StatusOr<DecodedMessage> decoded = DecodeMessage(EncodeHello(hello));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_TRUE(decoded->hello.host.has_value() && decoded->hello.shm_offer.has_value());
@@ -224,6 +224,7 @@ TEST(FrameCodec, AHelloCarriesTheSendersHostAndSlotRingOffer) {
   EXPECT_EQ(decoded->hello.host->pid_namespace, 12u);
   EXPECT_EQ(decoded->hello.shm_offer->pid, 4242);
   EXPECT_EQ(decoded->hello.shm_offer->slot_bytes, 65536u);
+  EXPECT_EQ(decoded->hello.shm_offer->mailbox_capacity, uint64_t{1} << 21);
   EXPECT_EQ(decoded->hello.shm_offer->token, std::string(32, 'a'));
   hello.host.reset();
   hello.shm_offer.reset();

@@ -53,8 +53,8 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
   OutboundEdge edge;
   if (neighbours.offer_shm) {
     // A fresh ring per stream: slots the previous stream's receiver still holds stay its.
-    absl::StatusOr<std::unique_ptr<SlotRingWriter>> slots =
-        SlotRingWriter::Create(neighbours.shm_slots, neighbours.shm_slot_bytes);
+    absl::StatusOr<std::unique_ptr<SlotRingWriter>> slots = SlotRingWriter::Create(
+        neighbours.shm_slots, neighbours.shm_slot_bytes, neighbours.shm_mailbox_bytes);
     if (slots.ok()) {
       hello.host = HostIdentity::Local();
       hello.shm_offer = (*slots)->offer();
@@ -75,9 +75,10 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
     edge.slots.reset();  // another host, or it declined
   } else {
     spdlog::info("rank {} (generation {}): segment payload to {} goes through a shared-memory "
-                 "slot ring ({} slots of {} bytes)",
+                 "slot ring ({} slots of {} bytes){}",
                  me.rank, me.generation, neighbours.next_description, neighbours.shm_slots,
-                 neighbours.shm_slot_bytes);
+                 neighbours.shm_slot_bytes,
+                 edge.stream->mailbox_accepted() ? ", frames through its frame mailbox" : "");
   }
   return edge;
 }
@@ -140,11 +141,10 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
       return absl::Status(reopened.status().code(),
                           absl::StrCat("reconnecting: ", reopened.status().message()));
     }
-    outbound_ = std::move(reopened->stream);
-    slots_ = std::move(reopened->slots);
-    shm_active_ = slots_ != nullptr;
+    UseEdge(std::move(reopened->stream), std::move(reopened->slots));
   }
   if (segment) streamed_sequence_ = frame.sequence;
+  if (mailbox_active_) return SendThroughMailbox(frame, payload, limit);
   if (slots_ != nullptr && frame.kind == FrameKind::kSegment && !payload.empty() &&
       payload.size() <= slots_->slot_bytes()) {
     // The same-host path: the payload into a slot, the header on the stream.
@@ -161,6 +161,58 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
     return sent;
   }
   return outbound_->WriteFrame(frame, payload, limit);
+}
+
+void GrpcLink::UseEdge(std::unique_ptr<OutboundStream> stream,
+                       std::unique_ptr<SlotRingWriter> slots) {
+  outbound_ = std::move(stream);
+  slots_ = std::move(slots);
+  shm_active_ = slots_ != nullptr;
+  mailbox_active_ = slots_ != nullptr && slots_->mailbox() != nullptr &&
+                    outbound_ != nullptr && outbound_->mailbox_accepted();
+}
+
+absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const std::byte> payload,
+                                          const WaitLimit& limit) {
+  // Payloads up to this size travel inside the record (one copy each way); larger ones
+  // wait in a slot, from which the receiver reduces in place.
+  constexpr size_t kInlinePayloadBytes = 64 << 10;
+  FrameMailboxWriter& mailbox = *slots_->mailbox();
+  auto gone = [this] { return outbound_->broken(); };
+  auto named = [this](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("sending to ", neighbours_.next_description, ": ",
+                                               s.message()));
+  };
+  std::optional<uint32_t> slot;
+  grpc::ByteBuffer encoded;
+  if (payload.size() <= kInlinePayloadBytes) {
+    encoded = EncodeFrame(frame, payload, nullptr);
+  } else if ((frame.kind == FrameKind::kSegment || frame.kind == FrameKind::kRelay) &&
+             payload.size() <= slots_->slot_bytes()) {
+    absl::StatusOr<uint32_t> put = slots_->Put(payload, limit, gone);
+    if (!put.ok()) return named(put.status());
+    slot = *put;
+    encoded = EncodeShmFrame(frame, ShmPayloadRef{*slot, payload.size()});
+  }
+  if (encoded.Valid() && encoded.Length() <= mailbox.max_record_bytes()) {
+    std::vector<grpc::Slice> slices;
+    if (!encoded.Dump(&slices).ok()) return absl::InternalError("unreadable encoded frame");
+    std::vector<absl::Span<const std::byte>> pieces;
+    pieces.reserve(slices.size());
+    for (const grpc::Slice& s : slices) {
+      pieces.emplace_back(reinterpret_cast<const std::byte*>(s.begin()), s.size());
+    }
+    // An abort may use the mailbox's reserve: its receiver may have stopped reading.
+    absl::Status put = mailbox.Put(pieces, limit, gone, frame.kind == FrameKind::kAbort);
+    if (!put.ok() && slot.has_value()) slots_->Unput(*slot);  // nobody will take it
+    return put.ok() ? put : named(put);
+  }
+  if (slot.has_value()) slots_->Unput(*slot);
+  // Too large for the mailbox (a forced relay of a large buffer): the frame goes on the
+  // stream, and an empty record tells the receiver to take it from there now.
+  if (absl::Status sent = outbound_->WriteFrame(frame, payload, limit); !sent.ok()) return sent;
+  const absl::Status put = mailbox.Put({}, limit, gone);
+  return put.ok() ? put : named(put);
 }
 
 }  // namespace ringsync

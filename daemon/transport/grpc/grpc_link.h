@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/link/link.h"
+#include "daemon/shm/frame_mailbox.h"
 #include "core/ring/ring_member.h"
 #include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/outbound_stream.h"
@@ -36,6 +37,11 @@ struct RingNeighbours {
   bool offer_shm = false;
   uint32_t shm_slots = 8;
   uint64_t shm_slot_bytes = uint64_t{1} << 20;
+  // With offer_shm: the frame mailbox offered in the same region (0: none). When rank+1
+  // accepts it, every frame goes through it (daemon/shm/frame_mailbox.h) — a small
+  // frame's hop then costs a futex wake instead of a gRPC message — and the gRPC stream
+  // carries only the hello, a frame too large for the mailbox, and the stream's liveness.
+  uint64_t shm_mailbox_bytes = uint64_t{2} << 20;
 };
 
 // Thread-safety: as Link (one sender thread, one receiver thread).
@@ -47,10 +53,8 @@ class GrpcLink final : public Link {
            std::unique_ptr<SlotRingWriter> slots = nullptr)
       : me_(me),
         neighbours_(std::move(neighbours)),
-        outbound_(std::move(outbound)),
-        slots_(std::move(slots)),
         inbound_(std::move(inbound)) {
-    shm_active_ = slots_ != nullptr;
+    UseEdge(std::move(outbound), std::move(slots));
   }
 
   // A stream that broke (or that this rank gave up on, see OutboundStream::WriteFrame)
@@ -68,18 +72,27 @@ class GrpcLink final : public Link {
   size_t queued_frames() const override { return inbound_->queued(); }
   // "shm" while segments to rank+1 go through the slot ring, else "grpc".
   absl::string_view transport() const override { return shm_active_ ? "shm" : "grpc"; }
+  // Whether frames to rank+1 go through the slot ring's frame mailbox.
+  bool frames_in_mailbox() const { return mailbox_active_; }
 
   PeerInbox& inbound() { return *inbound_; }
 
  private:
   absl::Status SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
                             const WaitLimit& limit);
+  // The frame into the mailbox: inline when small, its payload in a slot when it fits
+  // one, else on the stream behind an empty record that says so.
+  absl::Status SendThroughMailbox(const Frame& frame, absl::Span<const std::byte> payload,
+                                  const WaitLimit& limit);
+  // Takes the stream just opened (or reopened) and the slot ring its receiver accepted.
+  void UseEdge(std::unique_ptr<OutboundStream> stream, std::unique_ptr<SlotRingWriter> slots);
 
   const RingMember me_;
   const RingNeighbours neighbours_;
   std::unique_ptr<OutboundStream> outbound_;  // touched by the sending thread only
   std::unique_ptr<SlotRingWriter> slots_;     // outbound_'s accepted slot ring, or null
   std::atomic<bool> shm_active_{false};       // slots_ != nullptr, for other threads
+  std::atomic<bool> mailbox_active_{false};   // frames go through slots_'s mailbox
   // Touched by the sending thread only, like outbound_:
   std::optional<uint64_t> streamed_sequence_;  // collective the stream carried segments of last
   std::optional<uint64_t> failed_sequence_;    // collective one of whose segments did not go out

@@ -1,11 +1,14 @@
 // The ring all-reduce over real gRPC streams on 127.0.0.1: N ranks in one process, each
-// with its own Peer server, ring links connected exactly as the worker connects them.
+// with its own Peer server, ring links connected exactly as the worker connects them —
+// every case twice: frames as gRPC messages, and over the same-host path (payload in a
+// shared-memory slot ring, frames through its mailbox, the stream only for liveness).
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/reduce/cpu_reducer.h"
 #include "core/link/memory_link.h"
+#include "core/ring/relay_allreduce.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/testing/ring_test_data.h"
 #include "wire/grpc_options.h"
@@ -22,15 +25,30 @@ using ::testing::HasSubstr;
 using testing::Bytes;
 
 using ::ringsync::testing::GrpcTestRing;
+using ::ringsync::testing::TestTransport;
 using RankServer = ::ringsync::testing::PeerTestServer;
 
 // A ring of n ranks whose links of `generation` are connected.
-class GrpcRing : public GrpcTestRing {
+class Ring : public GrpcTestRing {
  public:
-  explicit GrpcRing(int n, uint64_t generation = 1) : GrpcTestRing(n) {
+  Ring(int n, TestTransport transport, uint64_t generation = 1) : GrpcTestRing(n, transport) {
     for (const absl::Status& s : Connect(generation)) EXPECT_TRUE(s.ok()) << s;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(link(r).frames_in_mailbox(), transport.same_host && transport.mailbox_bytes > 0);
+    }
   }
 };
+
+class GrpcRing : public ::testing::TestWithParam<bool> {
+ protected:
+  TestTransport transport() const {
+    return GetParam() ? ::ringsync::testing::kSameHost : ::ringsync::testing::kGrpcOnly;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Transports, GrpcRing, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SameHost" : "Grpc";
+                         });
 
 CollectiveSpec FloatSum(size_t count, uint64_t sequence = 1) {
   CollectiveSpec spec;
@@ -40,15 +58,15 @@ CollectiveSpec FloatSum(size_t count, uint64_t sequence = 1) {
   return spec;
 }
 
-TEST(GrpcRing, AllReduceMatchesTheInMemoryResultBitForBit) {
+TEST_P(GrpcRing, AllReduceMatchesTheInMemoryResultBitForBit) {
   for (int n : {2, 3, 4}) {
-    GrpcRing ring(n);
+    Ring ring(n, transport());
+    uint64_t sequence = 0;  // per ring: a new stream may skip only a few collectives
     for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{300000}}) {
       SCOPED_TRACE(absl::StrCat("n ", n, " count ", count));
       std::vector<Bytes> inputs, buffers;
       for (int r = 0; r < n; ++r) inputs.push_back(testing::RandomInput(DType::kFloat32, count, r, 7));
       buffers = inputs;
-      static uint64_t sequence = 0;
       const CollectiveSpec spec = FloatSum(count, ++sequence);
       RingOptions options;
       options.segment_bytes = 64 * 1024;
@@ -73,9 +91,59 @@ TEST(GrpcRing, AllReduceMatchesTheInMemoryResultBitForBit) {
   }
 }
 
-TEST(GrpcRing, ADisagreementIsReportedOnEveryRankOverTheWire) {
+// The relay's frames carry whole contributions: inline in a mailbox record when small, in
+// a slot when larger, and on the stream behind an empty record when larger than a slot.
+void ExpectRelayEqualsTheRing(GrpcTestRing& ring, size_t count, uint64_t sequence) {
+  const int n = ring.size();
+  std::vector<Bytes> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(testing::RandomInput(DType::kFloat32, count, r, 3));
+  std::vector<Bytes> buffers = inputs, expected = inputs;
+  const CollectiveSpec spec = FloatSum(count, sequence);
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    CpuReducer reducer;
+    return RelayAllReduce(ring.member(r), ring.link(r), reducer, spec,
+                          absl::MakeSpan(buffers[r]), RingOptions{});
+  });
+  for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  MemoryRing memory(n);
+  SpawnRanks(n, [&](int r) {
+    CpuReducer reducer;
+    return RingAllReduce(ring.member(r), memory.link(r), reducer, spec,
+                         absl::MakeSpan(expected[r]), RingOptions{});
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(buffers[r] == expected[0]) << "rank " << r;
+}
+
+TEST_P(GrpcRing, RelayAllReduceEqualsTheRingBitForBit) {
+  Ring ring(3, transport());
+  uint64_t sequence = 0;
+  // 4 B .. 56 KB contributions: inline; 120 KB: larger than the test's 64 KiB slots.
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{14000}, size_t{30000}, size_t{5}}) {
+    SCOPED_TRACE(absl::StrCat("count ", count));
+    ExpectRelayEqualsTheRing(ring, count, ++sequence);
+  }
+}
+
+TEST(SameHostRing, AFrameTooLargeForTheMailboxTravelsInASlotOrOnTheStreamInOrder) {
+  for (uint64_t slot_bytes : {uint64_t{256} << 10, uint64_t{64} << 10}) {
+    SCOPED_TRACE(absl::StrCat("slots of ", slot_bytes, " bytes"));
+    Ring ring(3, TestTransport{true, slot_bytes, 64 << 10});
+    uint64_t sequence = 0;
+    for (size_t count : {size_t{30000}, size_t{7}, size_t{30000}, size_t{30000}, size_t{3}}) {
+      ExpectRelayEqualsTheRing(ring, count, ++sequence);
+    }
+  }
+}
+
+TEST(SameHostRing, WithoutAMailboxFramesStayOnTheStreamAndPayloadInSlots) {
+  Ring ring(3, TestTransport{true, 64 << 10, 0});
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ring.link(r).transport(), "shm");
+  ExpectRelayEqualsTheRing(ring, 1000, 1);
+}
+
+TEST_P(GrpcRing, ADisagreementIsReportedOnEveryRankOverTheWire) {
   const int n = 3;
-  GrpcRing ring(n);
+  Ring ring(n, transport());
   std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
     CpuReducer reducer;
     const CollectiveSpec spec = FloatSum(r == 1 ? 1000 : 1024);
@@ -89,9 +157,9 @@ TEST(GrpcRing, ADisagreementIsReportedOnEveryRankOverTheWire) {
   }
 }
 
-TEST(GrpcRing, ALostPeerFailsItsNeighboursWithAClearError) {
+TEST_P(GrpcRing, ALostPeerFailsItsNeighboursWithAClearError) {
   const int n = 3;
-  GrpcRing ring(n);
+  Ring ring(n, transport());
   // Rank 2 vanishes: its server stops and its outgoing stream is cancelled.
   ring.server(2).Stop();
   ring.DropLink(2);
@@ -112,9 +180,9 @@ TEST(GrpcRing, ALostPeerFailsItsNeighboursWithAClearError) {
   EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("rank 2")) << statuses[1];
 }
 
-TEST(GrpcRing, APeerLostMidCollectiveFailsItsNeighboursAtOnceNotAtTheDeadline) {
+TEST_P(GrpcRing, APeerLostMidCollectiveFailsItsNeighboursAtOnceNotAtTheDeadline) {
   const int n = 3;
-  GrpcRing ring(n);
+  Ring ring(n, transport());
   RingOptions options;
   options.timeout = absl::Seconds(60);
   options.abort_notice_timeout = absl::Seconds(20);  // a wait on the dead peer would show
@@ -143,8 +211,8 @@ TEST(GrpcRing, APeerLostMidCollectiveFailsItsNeighboursAtOnceNotAtTheDeadline) {
   EXPECT_THAT(std::string(statuses[1].message()), HasSubstr("rank 2")) << statuses[1];
 }
 
-TEST(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
-  GrpcRing ring(2);
+TEST_P(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
+  Ring ring(2, transport());
   ring.server(1).Stop();
   ring.DropLink(1);
   absl::SleepFor(absl::Milliseconds(300));  // rank 0's stream learns that it broke
@@ -165,7 +233,7 @@ TEST(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << sent;
 }
 
-TEST(GrpcRing, AStreamOfARetiredGenerationIsRefused) {
+TEST(GrpcRingStreams, AStreamOfARetiredGenerationIsRefused) {
   RankServer server;
   server.registry.RetireBefore(5, absl::FailedPreconditionError("generation over"));
   absl::StatusOr<std::unique_ptr<OutboundStream>> stream = OutboundStream::Open(

@@ -29,14 +29,29 @@ using ::ringsync::testing::AllReduceOnce;
 using ::ringsync::testing::FloatSum;
 using ::ringsync::testing::GrpcTestRing;
 using ::ringsync::testing::PeerTestServer;
+using ::ringsync::testing::TestTransport;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-TEST(GrpcStreamStress, EveryFreshGenerationCarriesACollectiveTheMomentItConnects) {
+// The ring's cases run twice: frames as gRPC messages, and over the same-host path (frames
+// through the slot ring's mailbox, the stream for the hello and liveness), whose mailbox
+// must follow every stream replaced, retired or cancelled exactly as the stream does.
+class RingStress : public ::testing::TestWithParam<bool> {
+ protected:
+  TestTransport transport() const {
+    return GetParam() ? ::ringsync::testing::kSameHost : ::ringsync::testing::kGrpcOnly;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Transports, RingStress, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SameHost" : "Grpc";
+                         });
+
+TEST_P(RingStress, EveryFreshGenerationCarriesACollectiveTheMomentItConnects) {
   // The first frame follows the hello at once: the peer's acceptance can arrive before
   // the hello's own write completes, and the frame must wait for it.
   constexpr int kGenerations = 150;
-  GrpcTestRing ring(3);
+  GrpcTestRing ring(3, transport());
   for (uint64_t generation = 1; generation <= kGenerations; ++generation) {
     SCOPED_TRACE(absl::StrCat("generation ", generation));
     for (const absl::Status& s : ring.Connect(generation)) ASSERT_TRUE(s.ok()) << s;
@@ -94,9 +109,9 @@ TEST(GrpcStreamStress, StreamsReplacedAndRetiredWhileBeingAcceptedEndCleanly) {
   EXPECT_TRUE(next.ok()) << next.status();
 }
 
-TEST(GrpcStreamStress, CollectivesCancelledMidStreamLeaveTheNextGenerationExact) {
+TEST_P(RingStress, CollectivesCancelledMidStreamLeaveTheNextGenerationExact) {
   constexpr int kGenerations = 40;
-  GrpcTestRing ring(4);
+  GrpcTestRing ring(4, transport());
   std::mt19937 rng(5);
   for (uint64_t generation = 1; generation <= kGenerations; ++generation) {
     SCOPED_TRACE(absl::StrCat("generation ", generation));
@@ -111,7 +126,7 @@ TEST(GrpcStreamStress, CollectivesCancelledMidStreamLeaveTheNextGenerationExact)
   AllReduceOnce(ring, 64 * 1024, 1, 99);
 }
 
-TEST(GrpcStreamStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
+TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
   // Each round is a collective (its own sequence number) whose frames rank 0 sends while a
   // stranger's stream claiming rank 0 takes over rank 1's inbox, ending rank 0's stream.
   // Frames the ended stream carried may be lost, so once a Send of the collective fails,
@@ -119,7 +134,7 @@ TEST(GrpcStreamStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
   // collective. The next collective reopens the stream.
   constexpr int kRounds = 60;
   constexpr uint32_t kFramesPerRound = 20;
-  GrpcTestRing ring(2);
+  GrpcTestRing ring(2, transport());
   for (const absl::Status& s : ring.Connect(1)) ASSERT_TRUE(s.ok()) << s;
   std::atomic<bool> sending{true};
   std::map<uint64_t, std::vector<uint32_t>> received;  // sequence -> segments, in order

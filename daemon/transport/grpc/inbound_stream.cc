@@ -163,11 +163,15 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
   }
   inbox_ = *std::move(inbox);
   slots_ = MapOfferedSlots(hello);
+  // Before the acceptance: the sender's first frame may follow it at once.
+  const bool mailbox = slots_ != nullptr && slots_->mailbox() != nullptr;
+  if (mailbox) inbox_->AttachMailbox(ops_.get(), slots_);
   // From here the inbox may end the stream at any moment (its generation retired, a newer
   // stream from the same sender): Ops then drops the acceptance or finishes after it.
   v1::PeerAck ack;
   ack.set_accepted(true);
   ack.set_shm_accepted(slots_ != nullptr);
+  ack.set_mailbox_accepted(mailbox);
   grpc::Slice slice(ack.SerializeAsString());
   ops_->Write(grpc::ByteBuffer(&slice, 1));
   ops_->ResumeReading();

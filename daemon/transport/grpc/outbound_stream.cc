@@ -264,6 +264,7 @@ void OutboundStream::OnReadDone(bool ok) {
   absl::MutexLock lock(&mu_);
   accepted_ = accepted;
   shm_accepted_ = accepted && ack.shm_accepted();
+  mailbox_accepted_ = shm_accepted_ && ack.mailbox_accepted();
   // Keep a read pending: it ends when the peer finishes the stream. This completion is
   // the only place that re-arms it, and the call cannot be done while it runs.
   StartRead(&ack_buffer_);

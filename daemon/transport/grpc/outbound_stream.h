@@ -87,6 +87,11 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
     absl::MutexLock lock(&mu_);
     return shm_accepted_;
   }
+  // Whether it also reads the ring's frame mailbox (PeerAck.mailbox_accepted).
+  bool mailbox_accepted() const {
+    absl::MutexLock lock(&mu_);
+    return mailbox_accepted_;
+  }
 
   // True once the stream ended or a write failed: nothing more can be sent on it.
   bool broken() const {
@@ -131,6 +136,7 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // owned by gRPC while a write is in flight
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool shm_accepted_ ABSL_GUARDED_BY(mu_) = false;
+  bool mailbox_accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   // Encoded small frames (with their own copy of the payload) waiting to be written.
   std::deque<grpc::ByteBuffer> queued_ ABSL_GUARDED_BY(mu_);

@@ -4,8 +4,32 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/transport/grpc/frame_codec.h"
+#include "spdlog/spdlog.h"
 
 namespace ringsync {
+namespace {
+
+// A mailbox record is an encoded frame, exactly as a gRPC message would carry it, so it
+// passes the same decoder; its payload is inline or in one of the sender's slots.
+absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(const std::vector<std::byte>& record,
+                                                  SlotRingReader& slots) {
+  grpc::Slice slice(record.data(), record.size());
+  absl::StatusOr<DecodedMessage> message = DecodeMessage(grpc::ByteBuffer(&slice, 1));
+  if (!message.ok()) return message.status();
+  if (message->is_hello) return absl::InvalidArgumentError("a hello in the frame mailbox");
+  if (message->shm.has_value()) {
+    absl::StatusOr<SlotRingReader::Payload> payload =
+        slots.Take(message->shm->slot, message->shm->bytes);
+    if (!payload.ok()) return payload.status();
+    message->frame.payload = payload->bytes;
+    message->frame.storage = std::move(payload->storage);
+  }
+  return std::move(message->frame);
+}
+
+}  // namespace
+
 PeerInbox::PeerInbox(uint64_t generation, size_t capacity)
     : generation_(generation), capacity_(std::max<size_t>(1, capacity)) {}
 
@@ -35,6 +59,10 @@ absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
     newest_aborted_ = 0;  // nor believe its aborts
     reading_paused_ = false;
     stream_end_ = refused;
+    RingLocked();
+    mailbox_ = nullptr;
+    via_stream_.clear();
+    stream_markers_ = 0;
   }
   if (impostor != nullptr) impostor->EndStream(refused);
   return refused;
@@ -60,6 +88,12 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
     }
     // The same neighbour reconnecting (it gave up its previous stream) replaces it.
     replaced = std::exchange(feeder_, std::move(feeder));
+    // A new stream brings its own mailbox, if any; what the old one still held is lost
+    // with it, as a replaced gRPC stream's unread messages are.
+    RingLocked();
+    mailbox_ = nullptr;
+    via_stream_.clear();
+    stream_markers_ = 0;
     ever_attached_ = true;
     sender_rank_ = sender_rank;
     sender_worker_ = sender_worker;
@@ -75,6 +109,88 @@ void PeerInbox::Detach(const InboxFeeder* feeder, const absl::Status& why) {
   feeder_ = nullptr;
   stream_end_ = why.ok() ? absl::UnavailableError("stream closed") : why;
   ++streams_lost_;
+  RingLocked();  // frames its mailbox still holds are delivered first
+}
+
+void PeerInbox::AttachMailbox(const InboxFeeder* feeder, std::shared_ptr<SlotRingReader> slots) {
+  absl::MutexLock lock(&mu_);
+  if (feeder_.get() != feeder || slots == nullptr || slots->mailbox() == nullptr) return;
+  mailbox_ = std::move(slots);
+  ++mailboxes_attached_;
+  mailbox_first_frame_ = true;
+  via_stream_.clear();
+  stream_markers_ = 0;
+}
+
+void PeerInbox::RingLocked() {
+  if (mailbox_ != nullptr) mailbox_->mailbox()->Ring();
+}
+
+bool PeerInbox::AdmitLocked(ReceivedFrame frame, bool first_on_stream) {
+  if (absl::Status s = fence_.Admit(frame.frame.sequence, first_on_stream); !s.ok()) {
+    DoomFeederLocked(absl::PermissionDeniedError(s.message()));
+    return false;
+  }
+  if (frame.frame.kind == FrameKind::kAbort) {
+    newest_aborted_ = std::max(newest_aborted_, frame.frame.sequence);
+  }
+  queue_.push_back(std::move(frame));
+  return true;
+}
+
+void PeerInbox::DrainMailboxLocked() {
+  while (mailbox_ != nullptr && queue_.size() < capacity_) {
+    if (stream_markers_ > 0) {  // the next frame is one that came on the stream
+      if (via_stream_.empty()) return;
+      ReceivedFrame frame = std::move(via_stream_.front());
+      via_stream_.pop_front();
+      --stream_markers_;
+      if (!AdmitLocked(std::move(frame), std::exchange(mailbox_first_frame_, false))) return;
+      continue;
+    }
+    absl::StatusOr<std::optional<std::vector<std::byte>>> record = mailbox_->mailbox()->TryTake();
+    if (!record.ok()) {
+      DoomFeederLocked(record.status());
+      return;
+    }
+    if (!record->has_value()) return;
+    if ((*record)->empty()) {
+      ++stream_markers_;
+      continue;
+    }
+    absl::StatusOr<ReceivedFrame> frame = DecodeMailboxRecord(**record, *mailbox_);
+    if (!frame.ok()) {
+      DoomFeederLocked(frame.status());
+      return;
+    }
+    if (!AdmitLocked(*std::move(frame), std::exchange(mailbox_first_frame_, false))) return;
+  }
+}
+
+void PeerInbox::DoomFeederLocked(const absl::Status& why) {
+  const absl::Status status(why.code(), absl::StrCat("the ring stream from ",
+                                                     DescribeSender(sender_rank_, sender_worker_),
+                                                     " for generation ", generation_,
+                                                     " broke: ", why.message()));
+  spdlog::warn("{}", std::string(status.message()));
+  if (feeder_ != nullptr) {
+    doomed_.emplace_back(std::move(feeder_), status);
+    feeder_ = nullptr;
+    ++streams_lost_;
+  }
+  stream_end_ = status;
+  mailbox_ = nullptr;
+  via_stream_.clear();
+  stream_markers_ = 0;
+}
+
+void PeerInbox::EndDoomedFeeders() {
+  std::vector<std::pair<std::shared_ptr<InboxFeeder>, absl::Status>> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    doomed.swap(doomed_);
+  }
+  for (auto& [feeder, why] : doomed) feeder->EndStream(why);
 }
 
 absl::Status PeerInbox::Explain(const absl::Status& waited) const {
@@ -85,6 +201,14 @@ absl::Status PeerInbox::Explain(const absl::Status& waited) const {
 
 absl::StatusOr<bool> PeerInbox::Push(ReceivedFrame frame, bool first_on_stream) {
   absl::MutexLock lock(&mu_);
+  if (mailbox_ != nullptr) {
+    // A frame too large for the mailbox: delivered where its empty record stands.
+    via_stream_.push_back(std::move(frame));
+    RingLocked();
+    const bool room = via_stream_.size() < capacity_;
+    reading_paused_ = !room;
+    return room;
+  }
   if (absl::Status s = fence_.Admit(frame.frame.sequence, first_on_stream); !s.ok()) {
     return absl::PermissionDeniedError(absl::StrCat(
         "ring stream from ", DescribeSender(sender_rank_, sender_worker_), " for generation ",
@@ -103,6 +227,7 @@ absl::StatusOr<ReceivedFrame> PeerInbox::Pop(const WaitLimit& limit) {
   std::shared_ptr<InboxFeeder> resume;
   absl::StatusOr<ReceivedFrame> result = PopLocked(limit, resume);
   if (resume != nullptr) resume->ResumeReading();
+  EndDoomedFeeders();
   return result;
 }
 
@@ -120,9 +245,17 @@ absl::StatusOr<ReceivedFrame> PeerInbox::PopLocked(const WaitLimit& limit,
 }
 
 absl::StatusOr<Frame> PeerInbox::Peek(const WaitLimit& limit) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = AwaitFrame(limit); !s.ok()) return s;
-  return queue_.front().frame;
+  absl::StatusOr<Frame> frame;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = AwaitFrame(limit); !s.ok()) {
+      frame = s;
+    } else {
+      frame = queue_.front().frame;
+    }
+  }
+  EndDoomedFeeders();
+  return frame;
 }
 
 absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
@@ -130,10 +263,37 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
   auto ready = [this, lost_before]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return !queue_.empty() || !closed_.ok() || streams_lost_ != lost_before;
   };
-  if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready), limit,
-                                      absl::StrCat("receive from rank ", sender_rank_));
-      !s.ok()) {
-    return Explain(s);
+  const std::string what = absl::StrCat("receive from rank ", sender_rank_);
+  while (true) {
+    DrainMailboxLocked();
+    if (ready()) break;
+    if (mailbox_ == nullptr) {
+      // Frames come by gRPC: they are pushed under mu_, which wakes this wait; so does a
+      // mailbox attaching.
+      const uint64_t mailboxes_before = mailboxes_attached_;
+      auto ready_or_mailbox = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return ready() || mailboxes_attached_ != mailboxes_before;
+      };
+      if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready_or_mailbox), limit, what);
+          !s.ok()) {
+        return Explain(s);
+      }
+      continue;
+    }
+    // Frames come through the mailbox: sleep on its doorbell, which the sender rings
+    // after each frame and this process after anything else this wait looks at.
+    if (limit.IsCancelled()) return Explain(absl::CancelledError(absl::StrCat(what, ": cancelled")));
+    const absl::Time now = absl::Now();
+    if (now >= limit.deadline) {
+      return Explain(absl::DeadlineExceededError(absl::StrCat(what, ": timed out")));
+    }
+    std::shared_ptr<SlotRingReader> slots = mailbox_;  // stays mapped while this sleeps
+    const uint32_t seen = slots->mailbox()->doorbell();
+    DrainMailboxLocked();  // what arrived before `seen` was read
+    if (ready()) break;
+    mu_.Unlock();
+    slots->mailbox()->Wait(seen, std::min(limit.deadline - now, kCancelPollInterval));
+    mu_.Lock();
   }
   if (!queue_.empty()) return absl::OkStatus();
   if (!closed_.ok()) return closed_;
@@ -160,18 +320,33 @@ void PeerInbox::Close(const absl::Status& why) {
     if (closed_.ok()) closed_ = why;
     queue_.clear();
     feeder = std::move(feeder_);
+    RingLocked();
+    mailbox_ = nullptr;
+    via_stream_.clear();
   }
   if (feeder != nullptr) feeder->EndStream(why);
 }
 
-size_t PeerInbox::queued() const {
-  absl::MutexLock lock(&mu_);
-  return queue_.size();
+size_t PeerInbox::queued() {
+  size_t queued = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    DrainMailboxLocked();
+    queued = queue_.size();
+  }
+  EndDoomedFeeders();
+  return queued;
 }
 
-uint64_t PeerInbox::newest_aborted_sequence() const {
-  absl::MutexLock lock(&mu_);
-  return newest_aborted_;
+uint64_t PeerInbox::newest_aborted_sequence() {
+  uint64_t newest = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    DrainMailboxLocked();
+    newest = newest_aborted_;
+  }
+  EndDoomedFeeders();
+  return newest;
 }
 
 bool PeerInbox::attached() const {

@@ -9,6 +9,12 @@
 // stops reading, so HTTP/2 flow control stalls the sender; a Pop that makes room
 // resumes reading. Together with the stream window this bounds the bytes in flight.
 //
+// Same-host frames: a stream whose sender's frame mailbox was accepted
+// (AttachMailbox) delivers its frames through it instead of gRPC messages. The thread
+// that waits in Pop/Peek takes them out itself, sleeping on the mailbox's doorbell, so a
+// frame costs the receiver one wake-up. Frames are validated exactly as gRPC's (the same
+// decoder), and fenced alike. The mailbox's bounded size is the back-pressure.
+//
 // Thread-safety: all methods are safe from any thread (gRPC callback threads included).
 #pragma once
 
@@ -18,12 +24,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/link/link.h"
+#include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/sequence_fence.h"
 
 namespace ringsync {
@@ -75,6 +84,14 @@ class PeerInbox {
   // next frame.
   void Detach(const InboxFeeder* feeder, const absl::Status& why);
 
+  // The attached stream `feeder` sends its frames through the frame mailbox of `slots`
+  // (its sender's slot ring, mapped here; the slots carry larger payloads): from now on
+  // frames come from there, in order, and a frame too large for it, pushed from the
+  // stream, is delivered where an empty mailbox record says. A mailbox that holds what no
+  // sender writes ends the stream, as a malformed message does. Ignored unless `feeder`
+  // is the attached stream and `slots` has a mailbox.
+  void AttachMailbox(const InboxFeeder* feeder, std::shared_ptr<SlotRingReader> slots);
+
   // Called by the feeder for each frame, `first_on_stream` for the first after its hello;
   // returns whether there is room for another (if not, the feeder waits for
   // ResumeReading). A frame out of sequence order is refused (PermissionDenied) and not
@@ -93,12 +110,12 @@ class PeerInbox {
   // Ends the inbox for good (the generation is over); ends the attached stream.
   void Close(const absl::Status& why);
 
-  // See Link::newest_aborted_sequence.
-  uint64_t newest_aborted_sequence() const;
+  // See Link::newest_aborted_sequence. (Not const: it looks into the mailbox.)
+  uint64_t newest_aborted_sequence();
   bool attached() const;
   std::string sender_description() const;
   // Frames received and not yet popped (for the segments-in-flight metric).
-  size_t queued() const;
+  size_t queued();
 
  private:
   absl::StatusOr<ReceivedFrame> PopLocked(const WaitLimit& limit,
@@ -107,6 +124,16 @@ class PeerInbox {
   absl::Status AwaitFrame(const WaitLimit& limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds why the stream is down, when it is, to a failed wait.
   absl::Status Explain(const absl::Status& waited) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `frame` if the fence admits it; otherwise ends the stream (false).
+  bool AdmitLocked(ReceivedFrame frame, bool first_on_stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the frames the mailbox holds into queue_, in order, while there is room.
+  void DrainMailboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attached stream broke for `why` (its mailbox held garbage, a frame out of order):
+  // it is detached now, and ended by EndDoomedFeeders once mu_ is released.
+  void DoomFeederLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndDoomedFeeders() ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes a thread sleeping on the mailbox's doorbell (something else it waits for changed).
+  void RingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t generation_;
   const size_t capacity_;
@@ -123,6 +150,16 @@ class PeerInbox {
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come
   absl::Status stream_end_ ABSL_GUARDED_BY(mu_);  // why the last stream ended, while none is attached
   uint64_t streams_lost_ ABSL_GUARDED_BY(mu_) = 0;  // Detach calls that ended the attached stream
+  // The attached stream's frame mailbox (in its slot ring), or null. Kept after that
+  // stream ends, until its frames are taken or another stream attaches.
+  std::shared_ptr<SlotRingReader> mailbox_ ABSL_GUARDED_BY(mu_);
+  uint64_t mailboxes_attached_ ABSL_GUARDED_BY(mu_) = 0;
+  bool mailbox_first_frame_ ABSL_GUARDED_BY(mu_) = false;  // no frame taken from it yet
+  // Frames pushed from the stream while a mailbox is attached, and how many empty mailbox
+  // records (each: "the next frame came on the stream") wait for one of them.
+  std::deque<ReceivedFrame> via_stream_ ABSL_GUARDED_BY(mu_);
+  uint64_t stream_markers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<std::shared_ptr<InboxFeeder>, absl::Status>> doomed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringsync

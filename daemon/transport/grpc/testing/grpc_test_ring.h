@@ -14,10 +14,24 @@
 
 namespace ringsync::testing {
 
+// How the ranks' links carry frames: gRPC messages only, or the same-host path (payload
+// in a slot ring, frames through its mailbox, the stream for the hello and liveness).
+struct TestTransport {
+  bool same_host = false;
+  uint64_t slot_bytes = 64 << 10;
+  uint64_t mailbox_bytes = 64 << 10;  // 0: slots only, frames on the stream
+};
+
+inline const TestTransport kGrpcOnly{};
+inline const TestTransport kSameHost{true};
+
 class GrpcTestRing {
  public:
-  explicit GrpcTestRing(int n) : n_(n) {
-    for (int r = 0; r < n; ++r) servers_.push_back(std::make_unique<PeerTestServer>());
+  explicit GrpcTestRing(int n, TestTransport transport = kGrpcOnly)
+      : n_(n), transport_(transport) {
+    for (int r = 0; r < n; ++r) {
+      servers_.push_back(std::make_unique<PeerTestServer>(transport.same_host));
+    }
     links_.resize(static_cast<size_t>(n));
   }
 
@@ -34,6 +48,10 @@ class GrpcTestRing {
       const int next = (r + 1) % n_;
       RingNeighbours neighbours{servers_[static_cast<size_t>(next)]->address,
                                 absl::StrCat("rank ", next), absl::StrCat("w", r)};
+      neighbours.offer_shm = transport_.same_host;
+      neighbours.shm_slots = 4;
+      neighbours.shm_slot_bytes = transport_.slot_bytes;
+      neighbours.shm_mailbox_bytes = transport_.mailbox_bytes;
       const int prev = (r + n_ - 1) % n_;
       absl::StatusOr<std::shared_ptr<PeerInbox>> inbox =
           servers_[static_cast<size_t>(r)]->registry.Expect(
@@ -55,6 +73,7 @@ class GrpcTestRing {
 
  private:
   const int n_;
+  const TestTransport transport_;
   uint64_t generation_ = 0;
   std::vector<std::unique_ptr<PeerTestServer>> servers_;
   std::vector<std::unique_ptr<GrpcLink>> links_;

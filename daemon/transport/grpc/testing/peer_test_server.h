@@ -22,11 +22,12 @@ struct PeerTestServer {
     refusals.Refuse(reason, detail);
   };
   InboxRegistry registry{4, report_refusal};
-  PeerService service{registry, HelloPolicy{false, report_refusal}};
+  const bool accept_shm = false;  // map a same-host sender's slot ring (and its mailbox)
+  PeerService service{registry, HelloPolicy{false, report_refusal, accept_shm}};
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port peers dial
 
-  PeerTestServer() {
+  explicit PeerTestServer(bool accept_same_host = false) : accept_shm(accept_same_host) {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(builder, (1 << 20) + kPeerMessageOverheadBytes);
     ListeningPort port;
