@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
+#include "wire/call_channel_layout.h"
 #include "wire/attach_token.h"
 #include "wire/registered_buffer_key.h"
 #include "client/src/registered_buffer_state.h"
@@ -41,6 +42,9 @@ void KeepGrpcInitializedForTheProcess() {
 }
 // How long registering a buffer may take (the worker maps it: quick).
 constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
+// How long a call waits for room in the call channel (the worker takes requests at once)
+// before its RPC carries it instead.
+constexpr absl::Duration kChannelSendTimeout = absl::Seconds(1);
 
 std::string DescribeInfo(const v1::WorkerInfo& info) {
   return absl::StrCat("worker '", info.worker_id(), "', rank ", info.rank(), ", world size ",
@@ -105,6 +109,7 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
   core->attach_thread_ = std::thread(&ClientCore::ReadEvents, core.get());
   if (absl::Status ready = core->AwaitReady(deadline, options.connect_timeout,
                                                   "ClientOptions::connect_timeout"); !ready.ok()) return ready;
+  if (options.call_channel && core->target_.is_unix()) core->OpenCallChannel();
   return core;
 }
 
@@ -114,6 +119,13 @@ ClientCore::~ClientCore() {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
+  }
+  // Calls in the channel have no RPC to cancel: they end here, as cancelled RPCs do (the
+  // worker hears of it when this client detaches below, and aborts them on the ring).
+  call_channel_.reset();
+  FailChannelCalls(grpc::Status(grpc::StatusCode::CANCELLED, "the Client was destroyed"));
+  {
+    absl::MutexLock lock(&mu_);
     for (const std::shared_ptr<PendingCollective>& pending : in_flight_) {
       pending->context()->TryCancel();
     }
@@ -142,9 +154,16 @@ void ClientCore::ReadEvents() {
     }
   }
   const grpc::Status status = reader->Finish();
-  absl::MutexLock lock(&mu_);
-  detached_ = status.ok() ? absl::UnavailableError("the worker closed the attach stream")
-                          : FromWorkerStatus(status, target_);
+  {
+    absl::MutexLock lock(&mu_);
+    detached_ = status.ok() ? absl::UnavailableError("the worker closed the attach stream")
+                            : FromWorkerStatus(status, target_);
+  }
+  // Calls in the channel will not be answered: they fail as their RPCs would have when
+  // the worker went (or detached this client).
+  FailChannelCalls(grpc::Status(
+      grpc::StatusCode::UNAVAILABLE,
+      status.ok() ? "the worker closed the attach stream" : status.error_message()));
 }
 
 bool ClientCore::ReadyLocked() const {
@@ -371,6 +390,7 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
     pending->context()->AddMetadata(kAttachTokenMetadata, attach_token_);
     pending->request()->set_membership(membership_);
   }
+  if (SendThroughChannel(pending)) return;
   // The token lives as long as gRPC keeps the callback; its destruction is the last
   // thing gRPC does with this collective's RPC on its thread.
   struct CallbackToken {
@@ -409,12 +429,17 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
 }
 
 void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& status) {
-  const bool reported_by_worker = ReportedByWorker(*pending.context());
-  const OutcomeMark mark = OutcomeMarkOfCall(status, *pending.context());
+  Conclude(pending, status, TrailersOf(*pending.context()));
+}
+
+void ClientCore::Conclude(PendingCollective& pending, const grpc::Status& status,
+                          const Trailers& trailers) {
+  const bool reported_by_worker = ReportedByWorker(trailers);
+  const OutcomeMark mark = OutcomeMarkOfCall(status, trailers);
   absl::Status result = FromWorkerStatus(status, target_, reported_by_worker);
   {
     absl::MutexLock lock(&mu_);
-    if (std::optional<uint64_t> membership = MembershipFromWorker(*pending.context());
+    if (std::optional<uint64_t> membership = MembershipFromWorker(trailers);
         membership.has_value() && mark == OutcomeMark::kMembershipChanged) {
       // The caller hears of the change with this failure: what it issues next is for the
       // new membership.
@@ -438,8 +463,7 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
   result = WithOutcomeMark(std::move(result), mark);
   if (!result.ok() && pending.registered()) {
     // What the registered buffer holds now: only the worker can say it is untouched.
-    const auto& trailers = pending.context()->GetServerTrailingMetadata();
-    auto it = trailers.find(kRegisteredBufferMetadataKey);
+    auto it = trailers.find(std::string(kRegisteredBufferMetadataKey));
     const bool untouched = reported_by_worker && it != trailers.end() && it->second == "untouched";
     if (!untouched) {
       result.SetPayload(kRegisteredBufferPayloadUrl, absl::Cord(kRegisteredBufferUnspecified));
@@ -447,6 +471,84 @@ void ClientCore::OnRpcDone(PendingCollective& pending, const grpc::Status& statu
   }
   // The worker answered (OK, or its own verdict): it no longer touches the region.
   pending.Finish(std::move(result), /*worker_done=*/status.ok() || reported_by_worker);
+}
+
+bool ClientCore::SendThroughChannel(const std::shared_ptr<PendingCollective>& pending) {
+  if (call_channel_ == nullptr || !channel_usable_.load() ||
+      !call_channel_->Fits(pending->request()->ByteSizeLong(), pending->bytes().output)) {
+    return false;
+  }
+  const uint64_t id = next_call_id_++;
+  {
+    absl::MutexLock lock(&mu_);
+    channel_calls_.emplace(id, pending);
+  }
+  const absl::Status sent =
+      call_channel_->Send(id, pending->call().spec.kind, *pending->request(),
+                          WaitLimit{absl::Now() + kChannelSendTimeout, nullptr});
+  if (sent.ok()) return true;
+  // Not sent: the RPC carries it instead, as if the channel did not exist.
+  absl::MutexLock lock(&mu_);
+  channel_calls_.erase(id);
+  return false;
+}
+
+void ClientCore::OnChannelAnswer(const v1::CallAnswer& answer) {
+  std::shared_ptr<PendingCollective> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = channel_calls_.find(answer.call_id());
+    if (it == channel_calls_.end()) return;  // concluded here already (the Client closed)
+    pending = std::move(it->second);
+    channel_calls_.erase(it);
+  }
+  *pending->response() = answer.response();
+  Trailers trailers(answer.trailers().begin(), answer.trailers().end());
+  Conclude(*pending, grpc::Status(static_cast<grpc::StatusCode>(answer.code()), answer.message()),
+           trailers);
+  Forget(std::move(pending));
+}
+
+void ClientCore::FailChannelCalls(const grpc::Status& why) {
+  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCollective>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    calls.swap(channel_calls_);
+  }
+  for (auto& [id, pending] : calls) {
+    Conclude(*pending, why, Trailers());
+    Forget(std::move(pending));
+  }
+}
+
+void ClientCore::OpenCallChannel() {
+  const uint64_t capacity = CallChannelLayout::kDefaultCapacity;
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory =
+      RegisterMemory(CallChannelLayout::BufferBytes(capacity));
+  if (!memory.ok()) return;  // e.g. --max_registered_buffers=0: every call takes its RPC
+  auto channel = std::make_unique<CallChannel>(
+      *memory, capacity, [this](const v1::CallAnswer& answer) { OnChannelAnswer(answer); },
+      [this](const absl::Status& why) {
+        // Not what a worker writes: no answer through it can be trusted any more.
+        channel_usable_ = false;
+        FailChannelCalls(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                                      absl::StrCat("the call channel to the worker broke: ",
+                                                   why.message())));
+      });
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kRegisterTimeout));
+  {
+    absl::MutexLock lock(&mu_);
+    context.AddMetadata(kAttachTokenMetadata, attach_token_);
+  }
+  v1::OpenCallChannelRequest request;
+  request.set_buffer_id((*memory)->id());
+  request.set_mailbox_capacity(capacity);
+  v1::OpenCallChannelResponse response;
+  // A worker that does not know the channel (older) or refuses it: RPCs, as before.
+  if (!stub_->OpenCallChannel(&context, request, &response).ok()) return;
+  call_channel_ = std::move(channel);
+  channel_usable_ = true;
 }
 
 void ClientCore::Forget(std::shared_ptr<PendingCollective> pending) {

@@ -5,6 +5,7 @@
 // Thread-safety: every method may be called concurrently; see ringsync/client.h.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,16 +13,19 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/call_channel.h"
 #include "client/src/collective_call.h"
 #include "client/src/fusion_queue.h"
 #include "client/src/pending_collective.h"
 #include "client/src/registered_buffer_registry.h"
 #include "client/src/shared_memory_pool.h"
 #include "client/src/staging_buffers.h"
+#include "client/src/worker_status.h"
 #include "client/src/worker_target.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -82,6 +86,18 @@ class ClientCore {
   // the ring's next collectives for the next one rather than failing them.
   void SayGoodbye();
   void OnRpcDone(PendingCollective& pending, const grpc::Status& status);
+  // The call's end, from its RPC or from the call channel: the worker's status and
+  // trailers made into the caller's outcome.
+  void Conclude(PendingCollective& pending, const grpc::Status& status, const Trailers& trailers);
+  // Registers a call channel with the worker (call_channel.h); without one (refused, an
+  // older worker) every call takes its RPC.
+  void OpenCallChannel();
+  // Sends `pending` through the call channel; false when it must take its RPC.
+  bool SendThroughChannel(const std::shared_ptr<PendingCollective>& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  void OnChannelAnswer(const v1::CallAnswer& answer);
+  // Ends every call in the channel with `why` (the worker went, the Client closes).
+  void FailChannelCalls(const grpc::Status& why);
   // Takes `pending` off the in-flight list once gRPC has dropped the RPC's callback.
   void Forget(std::shared_ptr<PendingCollective> pending);
   // Where `call`'s buffer lies in a registered buffer, when it runs in place there (an
@@ -108,6 +124,10 @@ class ClientCore {
   const std::shared_ptr<RegisteredBufferRegistry> registered_;
   // Set when ClientOptions::fusion.enabled; every collective goes through it.
   std::unique_ptr<FusionQueue> fusion_;
+  // Set once in Connect (before any collective) when the worker took it; reset first in
+  // the destructor. channel_usable_ goes false if it broke.
+  std::unique_ptr<CallChannel> call_channel_;
+  std::atomic<bool> channel_usable_{false};
   grpc::ClientContext attach_context_;
   std::thread attach_thread_;
 
@@ -129,12 +149,16 @@ class ClientCore {
   // on a gRPC callback thread, gRPC 1.51 would join that thread from itself and crash
   // (grpc/grpc#32584).
   absl::flat_hash_set<std::shared_ptr<PendingCollective>> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Those sent through the call channel, by call id, until answered.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCollective>> channel_calls_
+      ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the destructor has begun
 
   // Held while a collective is numbered and its RPC started, so that RPCs leave in
   // sequence order.
   absl::Mutex issue_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 1;
+  uint64_t next_call_id_ ABSL_GUARDED_BY(issue_mu_) = 1;
 };
 
 }  // namespace ringsync::internal

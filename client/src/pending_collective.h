@@ -58,6 +58,7 @@ class PendingCollective {
   v1::CollectiveRequest* request() { return &request_; }
   v1::CollectiveResponse* response() { return &response_; }
   const CollectiveCall& call() const { return call_; }
+  const CallBytes& bytes() const { return bytes_; }
 
   // The RPC ended with `rpc_status`. On OK the result is checked and copied into the
   // caller's buffer. The region (or staging buffer) goes back to its pool when

@@ -7,34 +7,35 @@
 
 namespace ringsync::internal {
 
-bool ReportedByWorker(const grpc::ClientContext& context) {
-  const auto& trailers = context.GetServerTrailingMetadata();
+Trailers TrailersOf(const grpc::ClientContext& context) {
+  Trailers trailers;
+  for (const auto& [key, value] : context.GetServerTrailingMetadata()) {
+    trailers.emplace(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
+  }
+  return trailers;
+}
+
+bool ReportedByWorker(const Trailers& trailers) {
   auto it = trailers.find("ringsync-status-origin");
   return it != trailers.end() && it->second == "worker";
 }
 
-OutcomeMark OutcomeMarkFromWorker(const grpc::ClientContext& context) {
-  const auto& trailers = context.GetServerTrailingMetadata();
+OutcomeMark OutcomeMarkFromWorker(const Trailers& trailers) {
   auto it = trailers.find(std::string(kOutcomeMetadataKey));
   if (it == trailers.end()) return OutcomeMark::kNone;
-  return ParseOutcomeMark(absl::string_view(it->second.data(), it->second.size()))
-      .value_or(OutcomeMark::kNone);
+  return ParseOutcomeMark(it->second).value_or(OutcomeMark::kNone);
 }
 
-std::optional<uint64_t> MembershipFromWorker(const grpc::ClientContext& context) {
-  const auto& trailers = context.GetServerTrailingMetadata();
+std::optional<uint64_t> MembershipFromWorker(const Trailers& trailers) {
   auto it = trailers.find(std::string(kMembershipMetadataKey));
   uint64_t membership = 0;
-  if (it == trailers.end() ||
-      !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &membership)) {
-    return std::nullopt;
-  }
+  if (it == trailers.end() || !absl::SimpleAtoi(it->second, &membership)) return std::nullopt;
   return membership;
 }
 
-OutcomeMark OutcomeMarkOfCall(const grpc::Status& status, const grpc::ClientContext& context) {
+OutcomeMark OutcomeMarkOfCall(const grpc::Status& status, const Trailers& trailers) {
   if (status.ok()) return OutcomeMark::kNone;
-  if (ReportedByWorker(context)) return OutcomeMarkFromWorker(context);
+  if (ReportedByWorker(trailers)) return OutcomeMarkFromWorker(trailers);
   switch (status.error_code()) {
     // Refused by gRPC before the worker's handler ran: the collective never reached it.
     case grpc::StatusCode::INVALID_ARGUMENT:

@@ -49,14 +49,67 @@ std::string DescribePeer(const std::optional<PeerCredentials>& local, absl::stri
   return absl::StrCat("on the unix socket, pid ", local->pid, " uid ", local->uid);
 }
 
-// See worker.proto: marks a status as the worker's own verdict on the collective.
-grpc::Status FromThisWorker(grpc::ServerContextBase* context, const absl::Status& status) {
-  context->AddTrailingMetadata("ringsync-status-origin", "worker");
+// See worker.proto: the trailers that mark a status as the worker's own verdict on the
+// collective, with its outcome mark.
+void AddVerdictTrailers(const absl::Status& status,
+                        const std::function<void(std::string, std::string)>& add) {
+  add("ringsync-status-origin", "worker");
   if (OutcomeMark mark = OutcomeMarkOf(status); mark != OutcomeMark::kNone) {
-    context->AddTrailingMetadata(std::string(kOutcomeMetadataKey),
-                                 std::string(OutcomeMarkName(mark)));
+    add(std::string(kOutcomeMetadataKey), std::string(OutcomeMarkName(mark)));
   }
+}
+
+grpc::Status FromThisWorker(grpc::ServerContextBase* context, const absl::Status& status) {
+  AddVerdictTrailers(status, [context](std::string key, std::string value) {
+    context->AddTrailingMetadata(key, value);
+  });
   return ToGrpc(status);
+}
+
+// A finished job's answer, as the RPC and the call channel give it: the response, or the
+// failure with the trailers that say what the client's buffer holds and which membership
+// its next collectives are for.
+v1::CallAnswer AnswerOf(const CollectiveJob& job) {
+  v1::CallAnswer answer;
+  if (!job.status.ok()) {
+    auto& trailers = *answer.mutable_trailers();
+    if (job.is_registered()) {
+      // What the client's registered buffer holds now (ringsync/registered_buffer.h).
+      trailers[std::string(kRegisteredBufferMetadataKey)] =
+          job.touched_caller_memory ? "unspecified" : "untouched";
+    }
+    if (OutcomeMarkOf(job.status) == OutcomeMark::kMembershipChanged) {
+      // The membership the client's next collectives are for (worker.proto).
+      trailers[std::string(kMembershipMetadataKey)] = absl::StrCat(job.membership_now);
+    }
+    AddVerdictTrailers(job.status, [&trailers](std::string key, std::string value) {
+      trailers[key] = value;
+    });
+    answer.set_code(static_cast<int>(job.status.code()));
+    answer.set_message(std::string(job.status.message()));
+    return answer;
+  }
+  v1::CollectiveResponse* response = answer.mutable_response();
+  response->set_generation(job.generation);
+  response->set_sequence(job.spec.sequence);
+  response->set_bytes_sent(job.stats.bytes_sent);
+  response->set_bytes_received(job.stats.bytes_received);
+  response->set_seconds(absl::ToDoubleSeconds(job.elapsed));
+  if (!job.is_shared && !job.inline_data.empty()) {
+    response->set_inline_data(job.inline_data.data(), job.inline_data.size());
+  }
+  return answer;
+}
+
+// A refusal answered at once, as FromThisWorker marks it.
+v1::CallAnswer RefusalAnswer(const absl::Status& status) {
+  v1::CallAnswer answer;
+  AddVerdictTrailers(status, [&answer](std::string key, std::string value) {
+    (*answer.mutable_trailers())[key] = value;
+  });
+  answer.set_code(static_cast<int>(status.code()));
+  answer.set_message(std::string(status.message()));
+  return answer;
 }
 
 // One collective RPC from submission to answer, holding no thread meanwhile: the
@@ -90,30 +143,14 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
  private:
   // Called once, by the executor, when the job has its result.
   void Answer() {
-    const CollectiveJob& job = *job_;
-    if (!job.status.ok()) {
-      if (job.is_registered()) {
-        // What the client's registered buffer holds now (ringsync/registered_buffer.h).
-        context_->AddTrailingMetadata(std::string(kRegisteredBufferMetadataKey),
-                                      job.touched_caller_memory ? "unspecified" : "untouched");
-      }
-      if (OutcomeMarkOf(job.status) == OutcomeMark::kMembershipChanged) {
-        // The membership the client's next collectives are for (worker.proto).
-        context_->AddTrailingMetadata(std::string(kMembershipMetadataKey),
-                                      absl::StrCat(job.membership_now));
-      }
+    v1::CallAnswer answer = AnswerOf(*job_);
+    if (answer.code() != 0) {
+      for (const auto& [key, value] : answer.trailers()) context_->AddTrailingMetadata(key, value);
       HandToGrpc(this);  // Finish lets gRPC run OnDone
-      Finish(FromThisWorker(context_, job.status));
+      Finish(grpc::Status(static_cast<grpc::StatusCode>(answer.code()), answer.message()));
       return;
     }
-    response_->set_generation(job.generation);
-    response_->set_sequence(job.spec.sequence);
-    response_->set_bytes_sent(job.stats.bytes_sent);
-    response_->set_bytes_received(job.stats.bytes_received);
-    response_->set_seconds(absl::ToDoubleSeconds(job.elapsed));
-    if (!job.is_shared && !job.inline_data.empty()) {
-      response_->set_inline_data(job.inline_data.data(), job.inline_data.size());
-    }
+    response_->Swap(answer.mutable_response());
     HandToGrpc(this);
     Finish(grpc::Status::OK);
   }
@@ -189,18 +226,33 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
   // Nothing of the request is used before the caller is known to be the attached client.
   absl::StatusOr<AttachedClient> client =
       CheckCaller(*context, absl::StrCat(CollectiveKindName(kind), " request"));
-  absl::Status refused_alone = client.status();
-  if (refused_alone.ok()) {
-    // Checked before a file is opened; Submit checks again, under the queue's lock.
-    refused_alone = executor_.CheckRoom(RequestBytes(request));
-    if (!refused_alone.ok()) Refuse("client_queue_full", refused_alone.message());
-  }
-  if (!refused_alone.ok()) {  // no turn on the ring is taken: only this RPC fails
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      client.ok() ? TakeIn(kind, request, LimitsFor(*client, *context)) : client.status();
+  if (!job.ok()) {  // no turn on the ring is taken: only this RPC fails
     grpc::ServerUnaryReactor* refused = context->DefaultReactor();
-    refused->Finish(FromThisWorker(context, refused_alone));
+    refused->Finish(FromThisWorker(context, job.status()));
     return refused;
   }
-  const JobRequestLimits limits = LimitsFor(*client, *context);
+  // Owned by gRPC from here until its OnDone; the job may finish it before this returns
+  // (the executor refuses it at once), which the callback API allows.
+  auto* reactor = new CollectiveReactor(context, response, *job, options_.worker_id);
+  SubmitJob(*std::move(job));
+  return reactor;
+}
+
+void WorkerService::SubmitJob(std::shared_ptr<CollectiveJob> job) {
+  if (absl::Status queued = executor_.Submit(std::move(job)); absl::IsResourceExhausted(queued)) {
+    Refuse("client_queue_full", queued.message());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::TakeIn(
+    CollectiveKind kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits) {
+  // Checked before a file is opened; Submit checks again, under the queue's lock.
+  if (absl::Status room = executor_.CheckRoom(RequestBytes(request)); !room.ok()) {
+    Refuse("client_queue_full", room.message());
+    return room;
+  }
   const absl::Time now = absl::Now();
   absl::StatusOr<std::shared_ptr<CollectiveJob>> made = JobFromRequest(kind, request, limits, now);
   std::shared_ptr<CollectiveJob> job;
@@ -219,19 +271,75 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
                            absl::StrCat("worker ", options_.worker_id,
                                         " refused its client's request: ", made.status().message()));
     job = RefusedJob(kind, request, why, limits, now);
-    if (job == nullptr) {  // no turn to take: only this RPC fails
-      grpc::ServerUnaryReactor* refused = context->DefaultReactor();
-      refused->Finish(FromThisWorker(context, made.status()));
-      return refused;
-    }
+    if (job == nullptr) return made.status();  // no turn to take: only this call fails
   }
-  // Owned by gRPC from here until its OnDone; the job may finish it before this returns
-  // (the executor refuses it at once), which the callback API allows.
-  auto* reactor = new CollectiveReactor(context, response, job, options_.worker_id);
-  if (absl::Status queued = executor_.Submit(std::move(job)); absl::IsResourceExhausted(queued)) {
-    Refuse("client_queue_full", queued.message());
+  return job;
+}
+
+void WorkerService::SubmitFromChannel(CollectiveKind kind, const v1::CollectiveRequest& request,
+                                      const JobRequestLimits& limits,
+                                      const ClientCallChannel::Answer& answer) {
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job = TakeIn(kind, request, limits);
+  if (!job.ok()) {
+    answer(RefusalAnswer(job.status()));
+    return;
   }
-  return reactor;
+  // The executor finishes every job it is given, also when the client detaches.
+  (*job)->on_done = [answer, done = std::weak_ptr<CollectiveJob>(*job)] {
+    if (std::shared_ptr<CollectiveJob> finished = done.lock()) answer(AnswerOf(*finished));
+  };
+  SubmitJob(*std::move(job));
+}
+
+grpc::Status WorkerService::OpenCallChannel(grpc::ServerContext* context,
+                                            const v1::OpenCallChannelRequest* request,
+                                            v1::OpenCallChannelResponse*) {
+  absl::StatusOr<AttachedClient> client = CheckCaller(*context, "an OpenCallChannel request");
+  if (!client.ok()) return FromThisWorker(context, client.status());
+  const JobRequestLimits limits = LimitsFor(*client, *context);
+  auto refuse = [&](absl::Status why) {
+    Refuse("call_channel_refused", why.message());
+    return FromThisWorker(context, absl::Status(why.code(), absl::StrCat("worker ",
+                                                                         options_.worker_id, ": ",
+                                                                         why.message())));
+  };
+  if (limits.registered == nullptr) {
+    return refuse(absl::FailedPreconditionError(
+        "the call channel is for a training process on the worker's unix socket"));
+  }
+  const uint64_t capacity = request->mailbox_capacity();
+  if (absl::Status s = FrameMailboxLayout::CheckCapacity(capacity); !s.ok()) return refuse(s);
+  absl::StatusOr<RegisteredBuffers::Slice> buffer =
+      registered_.Find(request->buffer_id(), 0, CallChannelLayout::BufferBytes(capacity));
+  if (!buffer.ok()) return refuse(buffer.status());
+  auto channel = std::make_unique<ClientCallChannel>(
+      buffer->mapping, buffer->bytes, capacity,
+      [this, limits](CollectiveKind kind, const v1::CollectiveRequest& call,
+                     const ClientCallChannel::Answer& answer) {
+        SubmitFromChannel(kind, call, limits, answer);
+      },
+      [this, token = client->token](const absl::Status& why) {
+        // The client's own memory holds what no client writes: its calls through the
+        // channel can no longer be answered in order; detach it so that it hears of it.
+        Refuse("call_channel_broken", why.message());
+        spdlog::error("the call channel of the attached training process broke ({}); "
+                      "detaching it", std::string(why.message()));
+        gate_.Close(token);
+      });
+  std::unique_ptr<ClientCallChannel> previous;
+  {
+    absl::MutexLock lock(&channel_mu_);
+    previous = std::exchange(channel_, std::move(channel));
+  }
+  return grpc::Status::OK;  // `previous` (a client that opened twice) stops here
+}
+
+void WorkerService::CloseCallChannel() {
+  std::unique_ptr<ClientCallChannel> channel;
+  {
+    absl::MutexLock lock(&channel_mu_);
+    channel = std::move(channel_);
+  }
 }
 
 grpc::ServerUnaryReactor* WorkerService::AllReduce(grpc::CallbackServerContext* context,
@@ -284,7 +392,8 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
                DescribePeer(local, context->peer()));
   uint64_t seen = 0;
   bool first = true;
-  while (!context->IsCancelled() && !stopping_) {
+  // The gate closes under the client when its call channel broke (OpenCallChannel).
+  while (!context->IsCancelled() && !stopping_ && gate_.Check(token).ok()) {
     const RingStatus status = ring_.AwaitChange(seen, kClientPoll);
     if (status.version == seen && !first) continue;
     seen = status.version;
@@ -294,12 +403,17 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
     first = false;
     if (!writer->Write(event)) break;
   }
-  const std::string why = stopping_ ? "the worker is shutting down"
-                                    : absl::StrCat("the training process attached to worker ",
-                                                   options_.worker_id, " (", request->client_name(),
-                                                   ") disconnected");
+  const std::string why =
+      stopping_ ? "the worker is shutting down"
+      : !gate_.Check(token).ok()
+          ? absl::StrCat("the call channel of the training process attached to worker ",
+                         options_.worker_id, " (", request->client_name(),
+                         ") held what no client writes; it was detached")
+          : absl::StrCat("the training process attached to worker ", options_.worker_id, " (",
+                         request->client_name(), ") disconnected");
   spdlog::info("{}", why);
   gate_.Close(token);
+  CloseCallChannel();  // before the detach: no request from it is taken in after
   executor_.Detach(absl::AbortedError(why));
   registered_.Clear();  // running collectives keep their mappings until they end
   RemoveClientFiles(local);

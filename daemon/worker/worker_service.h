@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/metrics/refusals.h"
+#include "daemon/worker/client_call_channel.h"
 #include "daemon/worker/client_gate.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/collective_job_request.h"
@@ -73,11 +74,25 @@ class WorkerService final : public WorkerServiceBase {
                               v1::RegisterBufferResponse* response) override;
   grpc::Status ReleaseBuffer(grpc::ServerContext* context, const v1::ReleaseBufferRequest* request,
                              v1::ReleaseBufferResponse* response) override;
+  grpc::Status OpenCallChannel(grpc::ServerContext* context,
+                               const v1::OpenCallChannelRequest* request,
+                               v1::OpenCallChannelResponse* response) override;
 
  private:
   grpc::ServerUnaryReactor* RunCollective(CollectiveKind kind, grpc::CallbackServerContext* context,
                                           const v1::CollectiveRequest& request,
                                           v1::CollectiveResponse* response);
+  // A collective request of the attached client, under `limits`, as a job for the
+  // executor — a refusal takes the request's turn on the ring as a refused job — or the
+  // error that answers this call alone (no room, a refusal that needs no turn).
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> TakeIn(CollectiveKind kind,
+                                                        const v1::CollectiveRequest& request,
+                                                        const JobRequestLimits& limits);
+  void SubmitJob(std::shared_ptr<CollectiveJob> job);
+  // A request that came through the call channel: as RunCollective, answered by `answer`.
+  void SubmitFromChannel(CollectiveKind kind, const v1::CollectiveRequest& request,
+                         const JobRequestLimits& limits, const ClientCallChannel::Answer& answer);
+  void CloseCallChannel();
   // The attached client, when the call carries its token; otherwise the call is refused
   // (counted and logged) with the error returned.
   absl::StatusOr<AttachedClient> CheckCaller(grpc::ServerContextBase& context,
@@ -107,6 +122,9 @@ class WorkerService final : public WorkerServiceBase {
   std::set<std::string> kept_files_ ABSL_GUARDED_BY(kept_mu_);
   // The attached client's registered buffers; forgotten when it detaches.
   RegisteredBuffers registered_;
+  // The attached client's call channel, if it opened one; closed when it detaches.
+  absl::Mutex channel_mu_;
+  std::unique_ptr<ClientCallChannel> channel_ ABSL_GUARDED_BY(channel_mu_);
 };
 
 }  // namespace ringsync

@@ -88,6 +88,11 @@ struct ClientOptions {
   // file by itself where the worker cannot register this process's memory (e.g. another
   // pid namespace). False: always a file.
   bool stage_in_registered_memory = true;
+  // On a unix socket, collectives travel to the worker and back as records in shared
+  // memory registered with it (a call channel: one futex wake-up each way) rather than as
+  // one gRPC call each; a call that does not fit (over ~1 MiB of inline data or spec), or
+  // a worker that does not offer it, takes its RPC as before. False: always RPCs.
+  bool call_channel = true;
   // Shown in the worker's logs; empty means "pid <pid>".
   std::string client_name;
   // Authentication on a "host:port" target (the worker's --client_listen), as the worker
