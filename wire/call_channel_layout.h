@@ -3,8 +3,10 @@
 // each a frame mailbox area (daemon/shm/frame_mailbox.h) of the same capacity.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "absl/types/span.h"
 #include "daemon/shm/frame_mailbox.h"
 
 namespace ringsync {
@@ -19,6 +21,13 @@ struct CallChannelLayout {
   static constexpr uint64_t RequestsOffset() { return 0; }
   static constexpr uint64_t AnswersOffset(uint64_t capacity) {
     return FrameMailboxLayout::AreaBytes(capacity);
+  }
+  // The two areas inside `buffer` (BufferBytes(capacity) long).
+  static absl::Span<std::byte> Requests(absl::Span<std::byte> buffer, uint64_t capacity) {
+    return buffer.subspan(RequestsOffset(), FrameMailboxLayout::AreaBytes(capacity));
+  }
+  static absl::Span<std::byte> Answers(absl::Span<std::byte> buffer, uint64_t capacity) {
+    return buffer.subspan(AnswersOffset(capacity), FrameMailboxLayout::AreaBytes(capacity));
   }
 };
 

@@ -13,9 +13,8 @@ constexpr absl::Duration kReadSlice = absl::Milliseconds(20);
 // Room a record needs beyond its CollectiveRequest or inline answer (ids, status, trailers).
 constexpr size_t kRecordOverheadBytes = 4096;
 
-absl::Span<std::byte> Area(RegisteredMemory& memory, uint64_t offset, uint64_t capacity) {
-  return absl::MakeSpan(static_cast<std::byte*>(memory.data()) + offset,
-                        FrameMailboxLayout::AreaBytes(capacity));
+absl::Span<std::byte> Bytes(RegisteredMemory& memory) {
+  return absl::MakeSpan(static_cast<std::byte*>(memory.data()), memory.size());
 }
 
 }  // namespace
@@ -24,8 +23,8 @@ CallChannel::CallChannel(std::shared_ptr<RegisteredMemory> memory, uint64_t capa
                          OnAnswer on_answer, OnBroken on_broken)
     : memory_(std::move(memory)),
       max_record_bytes_(FrameMailboxLayout::MaxRecordBytes(capacity)),
-      requests_(Area(*memory_, CallChannelLayout::RequestsOffset(), capacity), capacity),
-      answers_(Area(*memory_, CallChannelLayout::AnswersOffset(capacity), capacity), capacity),
+      requests_(CallChannelLayout::Requests(Bytes(*memory_), capacity), capacity),
+      answers_(CallChannelLayout::Answers(Bytes(*memory_), capacity), capacity),
       on_answer_(std::move(on_answer)),
       on_broken_(std::move(on_broken)),
       reader_([this](std::stop_token stop) { Read(stop); }) {}

@@ -321,11 +321,7 @@ absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(siz
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisteredMemory::Create(size_bytes);
   if (!memory.ok()) return memory.status();
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kRegisterTimeout));
-  {
-    absl::MutexLock lock(&mu_);
-    context.AddMetadata(kAttachTokenMetadata, attach_token_);
-  }
+  PrepareControlCall(context, kRegisterTimeout);
   v1::RegisterBufferRequest request;
   request.set_fd((*memory)->fd());
   request.set_size_bytes(size_bytes);
@@ -339,6 +335,12 @@ absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(siz
   }
   (*memory)->SetRegistration(registered_, response.buffer_id());
   return memory;
+}
+
+void ClientCore::PrepareControlCall(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  absl::MutexLock lock(&mu_);
+  context.AddMetadata(kAttachTokenMetadata, attach_token_);
 }
 
 void ClientCore::ReleaseRegistered(uint64_t id) {
@@ -358,11 +360,7 @@ void ClientCore::ReleaseRegistered(uint64_t id) {
 
 void ClientCore::SayGoodbye() {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kGoodbyeTimeout));
-  {
-    absl::MutexLock lock(&mu_);
-    context.AddMetadata(kAttachTokenMetadata, attach_token_);
-  }
+  PrepareControlCall(context, kGoodbyeTimeout);
   v1::DetachResponse response;
   // Best effort: a worker that is gone, or of an older version, needs no goodbye.
   stub_->Detach(&context, v1::DetachRequest(), &response).ok();
@@ -536,11 +534,7 @@ void ClientCore::OpenCallChannel() {
                                                    why.message())));
       });
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kRegisterTimeout));
-  {
-    absl::MutexLock lock(&mu_);
-    context.AddMetadata(kAttachTokenMetadata, attach_token_);
-  }
+  PrepareControlCall(context, kRegisterTimeout);
   v1::OpenCallChannelRequest request;
   request.set_buffer_id((*memory)->id());
   request.set_mailbox_capacity(capacity);

@@ -109,6 +109,8 @@ class ClientCore {
   std::shared_ptr<RegisteredMemory> Stage(const CollectiveCall& call, const CallBytes& bytes);
   // Makes memory of `size_bytes` and registers it with the worker.
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemory(size_t size_bytes);
+  // A control RPC's context: its deadline, and the attach token the worker asks for.
+  void PrepareControlCall(grpc::ClientContext& context, absl::Duration timeout);
   // Tells the worker that registered buffer `id` is gone (best effort).
   void ReleaseRegistered(uint64_t id);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/shm/slot_ring.h"
+#include "daemon/shm/testing/shm_test_bytes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,14 +21,9 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kCapacity = 4096;
 
-std::vector<std::byte> Pattern(size_t size, int seed) {
-  std::vector<std::byte> bytes(size);
-  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
-  return bytes;
-}
-
-WaitLimit Within(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
-const std::function<bool()> kAlive = [] { return false; };
+using testing::kAlive;
+using testing::Pattern;
+using testing::Within;
 
 struct Area {
   std::vector<std::byte> bytes =

@@ -77,13 +77,9 @@ ClientCallChannel::ClientCallChannel(std::shared_ptr<SealedMapping> mapping,
                                      Submit submit,
                                      std::function<void(const absl::Status&)> on_broken)
     : mapping_(std::move(mapping)),
-      requests_(buffer.subspan(CallChannelLayout::RequestsOffset(),
-                               FrameMailboxLayout::AreaBytes(capacity)),
-                capacity),
-      answers_(std::make_shared<Answers>(
-          buffer.subspan(CallChannelLayout::AnswersOffset(capacity),
-                         FrameMailboxLayout::AreaBytes(capacity)),
-          capacity, requests_)),
+      requests_(CallChannelLayout::Requests(buffer, capacity), capacity),
+      answers_(std::make_shared<Answers>(CallChannelLayout::Answers(buffer, capacity), capacity,
+                                         requests_)),
       submit_(std::move(submit)),
       on_broken_(std::move(on_broken)),
       thread_([this](std::stop_token stop) { Loop(stop); }) {}

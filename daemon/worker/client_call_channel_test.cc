@@ -35,8 +35,8 @@ class Client {
     EXPECT_EQ(::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
     const uint64_t id = buffers_.Register(getpid(), getuid(), fd_, static_cast<uint64_t>(size)).value();
     slice_ = buffers_.Find(id, 0, static_cast<uint64_t>(size)).value();
-    requests_.emplace(Area(CallChannelLayout::RequestsOffset()), kCapacity);
-    answers_.emplace(Area(CallChannelLayout::AnswersOffset(kCapacity)), kCapacity);
+    requests_.emplace(CallChannelLayout::Requests(slice_.bytes, kCapacity), kCapacity);
+    answers_.emplace(CallChannelLayout::Answers(slice_.bytes, kCapacity), kCapacity);
   }
   ~Client() { ::close(fd_); }
 
@@ -74,10 +74,6 @@ class Client {
   }
 
  private:
-  absl::Span<std::byte> Area(uint64_t offset) {
-    return slice_.bytes.subspan(offset, FrameMailboxLayout::AreaBytes(kCapacity));
-  }
-
   int fd_ = -1;
   RegisteredBuffers buffers_{RegisteredBufferLimits{}};
   RegisteredBuffers::Slice slice_;

@@ -39,16 +39,9 @@ class Ring : public GrpcTestRing {
   }
 };
 
-class GrpcRing : public ::testing::TestWithParam<bool> {
- protected:
-  TestTransport transport() const {
-    return GetParam() ? ::ringsync::testing::kSameHost : ::ringsync::testing::kGrpcOnly;
-  }
-};
+class GrpcRing : public ::ringsync::testing::BothTransports {};
 INSTANTIATE_TEST_SUITE_P(Transports, GrpcRing, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "SameHost" : "Grpc";
-                         });
+                         ::ringsync::testing::TransportName);
 
 CollectiveSpec FloatSum(size_t count, uint64_t sequence = 1) {
   CollectiveSpec spec;

@@ -36,16 +36,9 @@ using ::testing::HasSubstr;
 // The ring's cases run twice: frames as gRPC messages, and over the same-host path (frames
 // through the slot ring's mailbox, the stream for the hello and liveness), whose mailbox
 // must follow every stream replaced, retired or cancelled exactly as the stream does.
-class RingStress : public ::testing::TestWithParam<bool> {
- protected:
-  TestTransport transport() const {
-    return GetParam() ? ::ringsync::testing::kSameHost : ::ringsync::testing::kGrpcOnly;
-  }
-};
+class RingStress : public ::ringsync::testing::BothTransports {};
 INSTANTIATE_TEST_SUITE_P(Transports, RingStress, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "SameHost" : "Grpc";
-                         });
+                         ::ringsync::testing::TransportName);
 
 TEST_P(RingStress, EveryFreshGenerationCarriesACollectiveTheMomentItConnects) {
   // The first frame follows the hello at once: the peer's acceptance can arrive before

@@ -11,6 +11,7 @@
 #include "core/testing/spawn_ranks.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/testing/peer_test_server.h"
+#include "gtest/gtest.h"
 
 namespace ringsync::testing {
 
@@ -24,6 +25,17 @@ struct TestTransport {
 
 inline const TestTransport kGrpcOnly{};
 inline const TestTransport kSameHost{true};
+
+// For a test suite whose cases run over both transports:
+//   class MyRing : public BothTransports {};
+//   INSTANTIATE_TEST_SUITE_P(Transports, MyRing, ::testing::Bool(), TransportName);
+class BothTransports : public ::testing::TestWithParam<bool> {
+ protected:
+  TestTransport transport() const { return GetParam() ? kSameHost : kGrpcOnly; }
+};
+inline std::string TransportName(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "SameHost" : "Grpc";
+}
 
 class GrpcTestRing {
  public:
