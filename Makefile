@@ -60,7 +60,7 @@ test-asan: deps
 # are ignored, and the suppressions file says which of gRPC's header code is dropped and
 # why. Every process writes its reports to build-tsan/sanitizer-reports/; any report
 # fails the target.
-TSAN_TESTS = link_test grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test \
+TSAN_TESTS = link_test grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test shm_unit_test \
   coordinator_server_test http_endpoint_test
 TSAN_REPORTS = $(CURDIR)/build-tsan/sanitizer-reports
 test-tsan: export TSAN_OPTIONS = ignore_noninstrumented_modules=1 halt_on_error=1 \
@@ -80,7 +80,8 @@ test-tsan: deps
 # FUZZ_SECONDS (FUZZ_RUNS=N: N inputs instead) from its seed corpus (fuzz/corpus/<target>)
 # plus what earlier runs found (build-fuzz/corpus); a crash leaves its input in
 # build-fuzz/artifacts and fails the target. Low priority: it shares the machine.
-FUZZ_TARGETS = frame_decoder_fuzzer worker_request_fuzzer coordinator_request_fuzzer
+FUZZ_TARGETS = frame_decoder_fuzzer worker_request_fuzzer coordinator_request_fuzzer \
+  frame_mailbox_fuzzer
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
 fuzz: deps
