@@ -288,6 +288,11 @@ void WorkerService::SubmitFromChannel(CollectiveKind kind, const v1::CollectiveR
   (*job)->on_done = [answer, done = std::weak_ptr<CollectiveJob>(*job)] {
     if (std::shared_ptr<CollectiveJob> finished = done.lock()) answer(AnswerOf(*finished));
   };
+  {
+    absl::MutexLock lock(&channel_mu_);
+    std::erase_if(channel_jobs_, [](const std::weak_ptr<CollectiveJob>& j) { return j.expired(); });
+    channel_jobs_.push_back(*job);
+  }
   SubmitJob(*std::move(job));
 }
 
@@ -331,14 +336,24 @@ grpc::Status WorkerService::OpenCallChannel(grpc::ServerContext* context,
     absl::MutexLock lock(&channel_mu_);
     previous = std::exchange(channel_, std::move(channel));
   }
+  spdlog::info("the attached training process sends its collectives through a call channel "
+               "(shared memory, {} bytes per mailbox)", capacity);
   return grpc::Status::OK;  // `previous` (a client that opened twice) stops here
 }
 
-void WorkerService::CloseCallChannel() {
+void WorkerService::CloseCallChannel(const absl::Status& why) {
   std::unique_ptr<ClientCallChannel> channel;
+  std::vector<std::weak_ptr<CollectiveJob>> jobs;
   {
     absl::MutexLock lock(&channel_mu_);
     channel = std::move(channel_);
+    jobs.swap(channel_jobs_);
+  }
+  channel.reset();  // no request is taken in after this
+  // As a disconnected RPC's OnCancel does: a collective the client can no longer hear of
+  // is aborted on every rank now, not left to its deadline.
+  for (const std::weak_ptr<CollectiveJob>& weak : jobs) {
+    if (std::shared_ptr<CollectiveJob> job = weak.lock()) job->client_gone.Cancel(why);
   }
 }
 
@@ -413,7 +428,10 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
                          request->client_name(), ") disconnected");
   spdlog::info("{}", why);
   gate_.Close(token);
-  CloseCallChannel();  // before the detach: no request from it is taken in after
+  // Before the detach: no request from the channel is taken in after it.
+  CloseCallChannel(absl::AbortedError(absl::StrCat(
+      "the training process attached to worker ", options_.worker_id,
+      " disconnected during the collective")));
   executor_.Detach(absl::AbortedError(why));
   registered_.Clear();  // running collectives keep their mappings until they end
   RemoveClientFiles(local);

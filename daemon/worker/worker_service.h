@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -92,7 +93,8 @@ class WorkerService final : public WorkerServiceBase {
   // A request that came through the call channel: as RunCollective, answered by `answer`.
   void SubmitFromChannel(CollectiveKind kind, const v1::CollectiveRequest& request,
                          const JobRequestLimits& limits, const ClientCallChannel::Answer& answer);
-  void CloseCallChannel();
+  // Stops the channel and cancels (with `why`) its collectives still running.
+  void CloseCallChannel(const absl::Status& why);
   // The attached client, when the call carries its token; otherwise the call is refused
   // (counted and logged) with the error returned.
   absl::StatusOr<AttachedClient> CheckCaller(grpc::ServerContextBase& context,
@@ -125,6 +127,8 @@ class WorkerService final : public WorkerServiceBase {
   // The attached client's call channel, if it opened one; closed when it detaches.
   absl::Mutex channel_mu_;
   std::unique_ptr<ClientCallChannel> channel_ ABSL_GUARDED_BY(channel_mu_);
+  // The collectives it submitted that may still run (expired ones pruned on submit).
+  std::vector<std::weak_ptr<CollectiveJob>> channel_jobs_ ABSL_GUARDED_BY(channel_mu_);
 };
 
 }  // namespace ringsync

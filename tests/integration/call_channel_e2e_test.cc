@@ -117,5 +117,29 @@ TEST(CallChannel, ACallInFlightFailsPromptlyNamingTheWorkerWhenItDies) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("lost the worker")) << status;
 }
 
+TEST(CallChannel, ACallInFlightWhenItsClientIsDestroyedEndsCancelledAndTheRingFailsAlike) {
+  auto cluster = StartCluster(3, {});
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectMixed(*cluster);
+  std::vector<std::vector<float>> data(3, std::vector<float>(4, 1.0f));
+  // Rank 0 (channel) waits for the others; rank 2 (channel) never calls; rank 1 (RPC) does.
+  CollectiveHandle stranded =
+      clients[0]->AllReduceAsync("left", absl::MakeSpan(data[0]), ReduceOp::kSum);
+  CollectiveHandle other =
+      clients[1]->AllReduceAsync("left", absl::MakeSpan(data[1]), ReduceOp::kSum);
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time start = absl::Now();
+  clients[0].reset();  // no goodbye for the call in flight
+  const absl::Status mine = stranded.Wait(absl::Seconds(30));
+  EXPECT_TRUE(absl::IsCancelled(mine)) << mine;
+  EXPECT_THAT(std::string(mine.message()), HasSubstr("Client was destroyed")) << mine;
+  const absl::Status theirs = other.Wait(absl::Seconds(60));
+  // Aborted by rank 0's worker when its client went, as a cancelled RPC is: not at the
+  // collective's 60 s deadline.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_FALSE(theirs.ok());
+  EXPECT_THAT(std::string(theirs.message()), HasSubstr("rank 0")) << theirs;
+}
+
 }  // namespace
 }  // namespace ringsync
