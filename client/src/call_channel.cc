@@ -20,13 +20,14 @@ absl::Span<std::byte> Bytes(RegisteredMemory& memory) {
 }  // namespace
 
 CallChannel::CallChannel(std::shared_ptr<RegisteredMemory> memory, uint64_t capacity,
-                         OnAnswer on_answer, OnBroken on_broken)
+                         OnAnswer on_answer, OnBroken on_broken, absl::Duration spin)
     : memory_(std::move(memory)),
       max_record_bytes_(FrameMailboxLayout::MaxRecordBytes(capacity)),
       requests_(CallChannelLayout::Requests(Bytes(*memory_), capacity), capacity),
       answers_(CallChannelLayout::Answers(Bytes(*memory_), capacity), capacity),
       on_answer_(std::move(on_answer)),
       on_broken_(std::move(on_broken)),
+      spin_(spin),
       reader_([this](std::stop_token stop) { Read(stop); }) {}
 
 CallChannel::~CallChannel() {
@@ -54,6 +55,8 @@ absl::Status CallChannel::Send(uint64_t call_id, CollectiveKind kind,
 }
 
 void CallChannel::Read(std::stop_token stop) {
+  // Spin only while answers come: an idle client sleeps at once.
+  bool recent = true;
   while (!stop.stop_requested()) {
     const uint32_t seen = answers_.doorbell();
     absl::StatusOr<std::optional<std::vector<std::byte>>> record = answers_.TryTake();
@@ -62,9 +65,11 @@ void CallChannel::Read(std::stop_token stop) {
       return;
     }
     if (!record->has_value()) {
-      answers_.Wait(seen, kReadSlice);
+      answers_.Wait(seen, kReadSlice, recent ? spin_ : absl::ZeroDuration());
+      recent = answers_.doorbell() != seen;
       continue;
     }
+    recent = true;
     v1::CallAnswer answer;
     if (!answer.ParseFromArray((*record)->data(), static_cast<int>((*record)->size()))) {
       on_broken_(absl::DataLossError("a call channel record is not a CallAnswer"));

@@ -37,8 +37,10 @@ class CallChannel {
 
   // `memory` is registered with the worker and CallChannelLayout::BufferBytes(capacity)
   // long, still zero; the worker is told of it (OpenCallChannel) by the caller.
+  // `spin`: how long the reader looks for the next answer before it sleeps
+  // (FrameMailboxReader::Wait).
   CallChannel(std::shared_ptr<RegisteredMemory> memory, uint64_t capacity, OnAnswer on_answer,
-              OnBroken on_broken);
+              OnBroken on_broken, absl::Duration spin = absl::ZeroDuration());
   // Stops the reader; answers that arrive afterwards are not read.
   ~CallChannel();
   CallChannel(const CallChannel&) = delete;
@@ -63,6 +65,7 @@ class CallChannel {
   FrameMailboxReader answers_;  // the reader thread's
   const OnAnswer on_answer_;
   const OnBroken on_broken_;
+  const absl::Duration spin_;
   std::jthread reader_;
 };
 

@@ -532,7 +532,8 @@ void ClientCore::OpenCallChannel() {
         FailChannelCalls(grpc::Status(grpc::StatusCode::DATA_LOSS,
                                       absl::StrCat("the call channel to the worker broke: ",
                                                    why.message())));
-      });
+      },
+      options_.call_channel_spin);
   grpc::ClientContext context;
   PrepareControlCall(context, kRegisterTimeout);
   v1::OpenCallChannelRequest request;

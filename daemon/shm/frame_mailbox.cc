@@ -1,5 +1,7 @@
 #include "daemon/shm/frame_mailbox.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -149,7 +151,17 @@ uint32_t FrameMailboxReader::doorbell() const {
   return Word(base_, kDoorbellOffset)->load(std::memory_order_acquire);
 }
 
-void FrameMailboxReader::Wait(uint32_t seen, absl::Duration max_wait) {
+void FrameMailboxReader::Wait(uint32_t seen, absl::Duration max_wait, absl::Duration spin) {
+  std::atomic<uint32_t>* doorbell = Word(base_, kDoorbellOffset);
+  if (spin > absl::ZeroDuration()) {
+    const absl::Time until = absl::Now() + std::min(max_wait, spin);
+    while (doorbell->load(std::memory_order_acquire) == seen && absl::Now() < until) {
+      sched_yield();
+    }
+    if (doorbell->load(std::memory_order_acquire) != seen) return;
+    max_wait -= std::min(max_wait, spin);
+    if (max_wait <= absl::ZeroDuration()) return;
+  }
   std::atomic<uint32_t>* sleeping = Word(base_, kSleepingOffset);
   sleeping->store(1, std::memory_order_seq_cst);
   if (Word(base_, kDoorbellOffset)->load(std::memory_order_seq_cst) == seen) {

@@ -75,13 +75,15 @@ class ClientCallChannel::Answers {
 ClientCallChannel::ClientCallChannel(std::shared_ptr<SealedMapping> mapping,
                                      absl::Span<std::byte> buffer, uint64_t capacity,
                                      Submit submit,
-                                     std::function<void(const absl::Status&)> on_broken)
+                                     std::function<void(const absl::Status&)> on_broken,
+                                     absl::Duration spin)
     : mapping_(std::move(mapping)),
       requests_(CallChannelLayout::Requests(buffer, capacity), capacity),
       answers_(std::make_shared<Answers>(CallChannelLayout::Answers(buffer, capacity), capacity,
                                          requests_)),
       submit_(std::move(submit)),
       on_broken_(std::move(on_broken)),
+      spin_(spin),
       thread_([this](std::stop_token stop) { Loop(stop); }) {}
 
 ClientCallChannel::~ClientCallChannel() {
@@ -92,6 +94,8 @@ ClientCallChannel::~ClientCallChannel() {
 }
 
 void ClientCallChannel::Loop(std::stop_token stop) {
+  // Spin only while requests come: an idle channel sleeps at once.
+  bool recent = true;
   while (!stop.stop_requested()) {
     const bool kept = answers_->Flush();
     const uint32_t seen = requests_.doorbell();
@@ -101,9 +105,11 @@ void ClientCallChannel::Loop(std::stop_token stop) {
       return;
     }
     if (!record->has_value()) {
-      requests_.Wait(seen, kept ? kRetrySlice : kIdleSlice);
+      requests_.Wait(seen, kept ? kRetrySlice : kIdleSlice, recent ? spin_ : absl::ZeroDuration());
+      recent = requests_.doorbell() != seen;
       continue;
     }
+    recent = true;
     Handle(**record);
   }
 }

@@ -48,9 +48,12 @@ class ClientCallChannel {
   // `buffer` (held mapped by `mapping`) is CallChannelLayout::BufferBytes(capacity) long.
   // `on_broken` runs once, on the channel's thread, if the client's records are not what
   // any client writes; the channel then stops reading.
+  // `spin`: how long the channel's thread looks for the next request before it sleeps
+  // (FrameMailboxReader::Wait).
   ClientCallChannel(std::shared_ptr<SealedMapping> mapping, absl::Span<std::byte> buffer,
                     uint64_t capacity, Submit submit,
-                    std::function<void(const absl::Status&)> on_broken);
+                    std::function<void(const absl::Status&)> on_broken,
+                    absl::Duration spin = absl::ZeroDuration());
   // Stops the thread; answers posted afterwards are dropped.
   ~ClientCallChannel();
   ClientCallChannel(const ClientCallChannel&) = delete;
@@ -68,6 +71,7 @@ class ClientCallChannel {
   const std::shared_ptr<Answers> answers_;
   const Submit submit_;
   const std::function<void(const absl::Status&)> on_broken_;
+  const absl::Duration spin_;
   std::jthread thread_;
 };
 

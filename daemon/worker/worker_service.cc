@@ -330,7 +330,8 @@ grpc::Status WorkerService::OpenCallChannel(grpc::ServerContext* context,
         spdlog::error("the call channel of the attached training process broke ({}); "
                       "detaching it", std::string(why.message()));
         gate_.Close(token);
-      });
+      },
+      options_.shm_spin);
   std::unique_ptr<ClientCallChannel> previous;
   {
     absl::MutexLock lock(&channel_mu_);

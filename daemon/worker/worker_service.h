@@ -36,6 +36,8 @@ struct WorkerServiceOptions {
   absl::Duration default_timeout = absl::Seconds(60);
   uint64_t max_inline_bytes = 0;  // told to clients in WorkerInfo
   RegisteredBufferLimits registered_buffers;
+  // How long the call channel's thread looks for the next request before it sleeps.
+  absl::Duration shm_spin = absl::ZeroDuration();
 };
 
 using WorkerServiceBase = v1::Worker::WithCallbackMethod_AllReduce<

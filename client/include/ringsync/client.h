@@ -93,6 +93,11 @@ struct ClientOptions {
   // one gRPC call each; a call that does not fit (over ~1 MiB of inline data or spec), or
   // a worker that does not offer it, takes its RPC as before. False: always RPCs.
   bool call_channel = true;
+  // How long the SDK's channel reader keeps looking for an answer (yielding the CPU
+  // between looks) before it sleeps on a futex: an answer that comes within it costs no
+  // sleep and wake-up, which on a loaded machine is most of a small collective's time.
+  // Zero: sleep at once.
+  absl::Duration call_channel_spin = absl::Microseconds(300);
   // Shown in the worker's logs; empty means "pid <pid>".
   std::string client_name;
   // Authentication on a "host:port" target (the worker's --client_listen), as the worker

@@ -30,8 +30,8 @@ absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(const std::vector<std::byte>& 
 
 }  // namespace
 
-PeerInbox::PeerInbox(uint64_t generation, size_t capacity)
-    : generation_(generation), capacity_(std::max<size_t>(1, capacity)) {}
+PeerInbox::PeerInbox(uint64_t generation, size_t capacity, absl::Duration mailbox_spin)
+    : generation_(generation), capacity_(std::max<size_t>(1, capacity)), mailbox_spin_(mailbox_spin) {}
 
 std::string DescribeSender(int rank, absl::string_view worker_id) {
   return absl::StrCat("rank ", rank, " (worker ", absl::CHexEscape(worker_id.substr(0, 64)), ")");
@@ -264,6 +264,7 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
     return !queue_.empty() || !closed_.ok() || streams_lost_ != lost_before;
   };
   const std::string what = absl::StrCat("receive from rank ", sender_rank_);
+  absl::Duration spin = mailbox_spin_;  // once per frame: a long wait sleeps
   while (true) {
     DrainMailboxLocked();
     if (ready()) break;
@@ -292,7 +293,8 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
     DrainMailboxLocked();  // what arrived before `seen` was read
     if (ready()) break;
     mu_.Unlock();
-    slots->mailbox()->Wait(seen, std::min(limit.deadline - now, kCancelPollInterval));
+    slots->mailbox()->Wait(seen, std::min(limit.deadline - now, kCancelPollInterval), spin);
+    spin = absl::ZeroDuration();
     mu_.Lock();
   }
   if (!queue_.empty()) return absl::OkStatus();

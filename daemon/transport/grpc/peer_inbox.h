@@ -60,7 +60,10 @@ std::string DescribeSender(int rank, absl::string_view worker_id);
 
 class PeerInbox {
  public:
-  PeerInbox(uint64_t generation, size_t capacity);
+  // `mailbox_spin`: how long a receiver waiting on a mailbox looks before it sleeps
+  // (FrameMailboxReader::Wait).
+  PeerInbox(uint64_t generation, size_t capacity,
+            absl::Duration mailbox_spin = absl::ZeroDuration());
 
   uint64_t generation() const { return generation_; }
 
@@ -137,6 +140,7 @@ class PeerInbox {
 
   const uint64_t generation_;
   const size_t capacity_;
+  const absl::Duration mailbox_spin_;
   mutable absl::Mutex mu_;
   std::deque<ReceivedFrame> queue_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<InboxFeeder> feeder_ ABSL_GUARDED_BY(mu_);

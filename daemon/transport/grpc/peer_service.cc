@@ -31,7 +31,7 @@ absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::Expect(uint64_t genera
     } else if (ahead_ != nullptr && ahead_->generation() == generation) {
       inbox = std::exchange(ahead_, nullptr);
     } else {
-      inbox = std::make_shared<PeerInbox>(generation, inbox_capacity_);
+      inbox = std::make_shared<PeerInbox>(generation, inbox_capacity_, mailbox_spin_);
     }
     ahead_dropped = std::exchange(ahead_, nullptr);
     if (expected_ != inbox) superseded = std::exchange(expected_, inbox);
@@ -55,7 +55,7 @@ absl::StatusOr<std::shared_ptr<PeerInbox>> InboxRegistry::ForHello(uint64_t gene
   if (absl::Status s = CheckNotOver(generation); !s.ok()) return s;
   if (expected_ != nullptr && generation == expected_generation_) return expected_;
   if (ahead_ == nullptr) {
-    ahead_ = std::make_shared<PeerInbox>(generation, inbox_capacity_);
+    ahead_ = std::make_shared<PeerInbox>(generation, inbox_capacity_, mailbox_spin_);
   } else if (ahead_->generation() != generation) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "a ring stream of generation ", generation, " while one of generation ",

@@ -29,8 +29,12 @@ class InboxRegistry {
  public:
   // A stream ended because the view names another sender is reported to `refusals`
   // (null: not reported).
-  explicit InboxRegistry(size_t inbox_capacity, RefusalReporter refusals = nullptr)
-      : inbox_capacity_(inbox_capacity), refusals_(std::move(refusals)) {}
+  // `mailbox_spin`: see PeerInbox.
+  explicit InboxRegistry(size_t inbox_capacity, RefusalReporter refusals = nullptr,
+                         absl::Duration mailbox_spin = absl::ZeroDuration())
+      : inbox_capacity_(inbox_capacity),
+        refusals_(std::move(refusals)),
+        mailbox_spin_(mailbox_spin) {}
 
   // The inbox of `generation` for this worker's own link, whose view names `sender` as
   // the left neighbour (see PeerInbox::Expect). Drops an inbox opened ahead for another
@@ -55,6 +59,7 @@ class InboxRegistry {
 
   const size_t inbox_capacity_;
   const RefusalReporter refusals_;
+  const absl::Duration mailbox_spin_;
   absl::Mutex mu_;
   uint64_t retired_below_ ABSL_GUARDED_BY(mu_) = 0;
   // The generation this worker's own link is in (Expect), and an inbox opened ahead.
