@@ -1,9 +1,10 @@
 // SlotRing: the payload path between two ring neighbours on the same host. The sender
 // (left neighbour) owns a sealed memfd of `slot_count` slots of `slot_bytes`; it copies a
-// segment's payload into the next free slot and sends only the frame's header on the gRPC
-// stream, naming the slot. The receiver, which mapped the memfd when it accepted the
-// stream's hello, reduces straight from the slot and frees it when done. Headers,
-// ordering and aborts stay on the gRPC stream; a slot is a place, not a message.
+// segment's payload into the next free slot and sends only the frame's header, naming the
+// slot — through the region's frame mailbox when the receiver took it (frame_mailbox.h),
+// else on the gRPC stream. The receiver, which mapped the memfd when it accepted the
+// stream's hello, reduces straight from the slot and frees it when done. Order comes from
+// where the headers travel; a slot is a place, not a message.
 //
 // Layout (little-endian, fixed by the sender, checked by the receiver at attach):
 //   [0, 64)                      header: magic, slot_count, slot_bytes, 32-byte token
