@@ -55,21 +55,14 @@ absl::Status CallChannel::Send(uint64_t call_id, CollectiveKind kind,
 }
 
 void CallChannel::Read(std::stop_token stop) {
-  // Spin only while answers come: an idle client sleeps at once.
-  bool recent = true;
   while (!stop.stop_requested()) {
-    const uint32_t seen = answers_.doorbell();
-    absl::StatusOr<std::optional<std::vector<std::byte>>> record = answers_.TryTake();
+    absl::StatusOr<std::optional<std::vector<std::byte>>> record =
+        answers_.TakeOrWait(kReadSlice, spin_);
     if (!record.ok()) {
       on_broken_(record.status());
       return;
     }
-    if (!record->has_value()) {
-      answers_.Wait(seen, kReadSlice, recent ? spin_ : absl::ZeroDuration());
-      recent = answers_.doorbell() != seen;
-      continue;
-    }
-    recent = true;
+    if (!record->has_value()) continue;
     v1::CallAnswer answer;
     if (!answer.ParseFromArray((*record)->data(), static_cast<int>((*record)->size()))) {
       on_broken_(absl::DataLossError("a call channel record is not a CallAnswer"));

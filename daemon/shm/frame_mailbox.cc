@@ -164,10 +164,21 @@ void FrameMailboxReader::Wait(uint32_t seen, absl::Duration max_wait, absl::Dura
   }
   std::atomic<uint32_t>* sleeping = Word(base_, kSleepingOffset);
   sleeping->store(1, std::memory_order_seq_cst);
-  if (Word(base_, kDoorbellOffset)->load(std::memory_order_seq_cst) == seen) {
-    SharedFutexWait(Word(base_, kDoorbellOffset), seen, max_wait);
-  }
+  if (doorbell->load(std::memory_order_seq_cst) == seen) SharedFutexWait(doorbell, seen, max_wait);
   sleeping->store(0, std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::optional<std::vector<std::byte>>> FrameMailboxReader::TakeOrWait(
+    absl::Duration max_wait, absl::Duration spin) {
+  const uint32_t seen = doorbell();
+  absl::StatusOr<std::optional<std::vector<std::byte>>> record = TryTake();
+  if (!record.ok() || record->has_value()) {
+    idle_ = false;
+    return record;
+  }
+  Wait(seen, max_wait, idle_ ? absl::ZeroDuration() : spin);
+  idle_ = doorbell() == seen;
+  return std::nullopt;
 }
 
 void FrameMailboxReader::Ring() {

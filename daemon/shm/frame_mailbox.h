@@ -103,10 +103,18 @@ class FrameMailboxReader {
   // something else the sleeper waits for happened (a frame by another path, a close).
   void Ring();
 
+  // For a thread that does nothing but take records: the next record, or nullopt after
+  // one Wait of at most `max_wait` that brought none (the caller looks at its stop
+  // request and calls again). It spins (`spin`) only while records keep coming: after a
+  // wait that nothing ended, the next one sleeps at once. Errors as TryTake.
+  absl::StatusOr<std::optional<std::vector<std::byte>>> TakeOrWait(absl::Duration max_wait,
+                                                                   absl::Duration spin);
+
  private:
   std::byte* const base_;
   const uint64_t capacity_;
   uint64_t read_ = 0;  // the reader's own position; never read back from the area
+  bool idle_ = false;   // TakeOrWait's last wait ended with nothing new
 };
 
 }  // namespace ringsync

@@ -94,31 +94,23 @@ ClientCallChannel::~ClientCallChannel() {
 }
 
 void ClientCallChannel::Loop(std::stop_token stop) {
-  // Spin only while requests come: an idle channel sleeps at once.
-  bool recent = true;
   while (!stop.stop_requested()) {
     const bool kept = answers_->Flush();
-    const uint32_t seen = requests_.doorbell();
-    absl::StatusOr<std::optional<std::vector<std::byte>>> record = requests_.TryTake();
+    absl::StatusOr<std::optional<std::vector<std::byte>>> record =
+        requests_.TakeOrWait(kept ? kRetrySlice : kIdleSlice, spin_);
     if (!record.ok()) {
       on_broken_(record.status());
       return;
     }
-    if (!record->has_value()) {
-      requests_.Wait(seen, kept ? kRetrySlice : kIdleSlice, recent ? spin_ : absl::ZeroDuration());
-      recent = requests_.doorbell() != seen;
-      continue;
-    }
-    recent = true;
-    Handle(**record);
+    if (record->has_value() && !Handle(**record)) return;
   }
 }
 
-void ClientCallChannel::Handle(const std::vector<std::byte>& record) {
+bool ClientCallChannel::Handle(const std::vector<std::byte>& record) {
   v1::CallRequest call;
   if (!call.ParseFromArray(record.data(), static_cast<int>(record.size()))) {
     on_broken_(absl::InvalidArgumentError("a call channel record is not a CallRequest"));
-    return;
+    return false;  // as the header says: the channel stops reading
   }
   // Only the answer's side holds on to the answers: a late one after Close is dropped.
   const uint64_t call_id = call.call_id();
@@ -132,9 +124,10 @@ void ClientCallChannel::Handle(const std::vector<std::byte>& record) {
     refused.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
     refused.set_message(absl::StrCat("a call of unknown kind ", call.kind()));
     answer(std::move(refused));
-    return;
+    return true;
   }
   submit_(static_cast<CollectiveKind>(call.kind()), call.request(), answer);
+  return true;
 }
 
 }  // namespace ringsync

@@ -64,7 +64,8 @@ class ClientCallChannel {
   class Answers;
 
   void Loop(std::stop_token stop);
-  void Handle(const std::vector<std::byte>& record);
+  // False when `record` broke the channel (on_broken_ has been told).
+  bool Handle(const std::vector<std::byte>& record);
 
   const std::shared_ptr<SealedMapping> mapping_;
   FrameMailboxReader requests_;

@@ -66,12 +66,30 @@ grpc::Status FromThisWorker(grpc::ServerContextBase* context, const absl::Status
   return ToGrpc(status);
 }
 
+// Why a collective whose client went is aborted on every rank (an RPC's OnCancel, a call
+// channel closed under its calls).
+absl::Status ClientLeftDuringCollective(absl::string_view worker_id) {
+  return absl::AbortedError(absl::StrCat("the training process attached to worker ", worker_id,
+                                         " disconnected during the collective"));
+}
+
+// A failure as the worker's own verdict, as FromThisWorker marks it, for the call channel.
+v1::CallAnswer VerdictAnswer(const absl::Status& status) {
+  v1::CallAnswer answer;
+  AddVerdictTrailers(status, [&answer](std::string key, std::string value) {
+    (*answer.mutable_trailers())[key] = value;
+  });
+  answer.set_code(static_cast<int>(status.code()));
+  answer.set_message(std::string(status.message()));
+  return answer;
+}
+
 // A finished job's answer, as the RPC and the call channel give it: the response, or the
 // failure with the trailers that say what the client's buffer holds and which membership
 // its next collectives are for.
 v1::CallAnswer AnswerOf(const CollectiveJob& job) {
-  v1::CallAnswer answer;
   if (!job.status.ok()) {
+    v1::CallAnswer answer = VerdictAnswer(job.status);
     auto& trailers = *answer.mutable_trailers();
     if (job.is_registered()) {
       // What the client's registered buffer holds now (ringsync/registered_buffer.h).
@@ -82,13 +100,9 @@ v1::CallAnswer AnswerOf(const CollectiveJob& job) {
       // The membership the client's next collectives are for (worker.proto).
       trailers[std::string(kMembershipMetadataKey)] = absl::StrCat(job.membership_now);
     }
-    AddVerdictTrailers(job.status, [&trailers](std::string key, std::string value) {
-      trailers[key] = value;
-    });
-    answer.set_code(static_cast<int>(job.status.code()));
-    answer.set_message(std::string(job.status.message()));
     return answer;
   }
+  v1::CallAnswer answer;
   v1::CollectiveResponse* response = answer.mutable_response();
   response->set_generation(job.generation);
   response->set_sequence(job.spec.sequence);
@@ -98,17 +112,6 @@ v1::CallAnswer AnswerOf(const CollectiveJob& job) {
   if (!job.is_shared && !job.inline_data.empty()) {
     response->set_inline_data(job.inline_data.data(), job.inline_data.size());
   }
-  return answer;
-}
-
-// A refusal answered at once, as FromThisWorker marks it.
-v1::CallAnswer RefusalAnswer(const absl::Status& status) {
-  v1::CallAnswer answer;
-  AddVerdictTrailers(status, [&answer](std::string key, std::string value) {
-    (*answer.mutable_trailers())[key] = value;
-  });
-  answer.set_code(static_cast<int>(status.code()));
-  answer.set_message(std::string(status.message()));
   return answer;
 }
 
@@ -130,9 +133,7 @@ class CollectiveReactor final : public grpc::ServerUnaryReactor {
 
   void OnCancel() override {
     InReaction(this);
-    job_->client_gone.Cancel(absl::AbortedError(absl::StrCat(
-        "the training process attached to worker ", worker_id_,
-        " disconnected during the collective")));
+    job_->client_gone.Cancel(ClientLeftDuringCollective(worker_id_));
     HandToGrpc(this);
   }
   void OnDone() override {
@@ -281,7 +282,7 @@ void WorkerService::SubmitFromChannel(CollectiveKind kind, const v1::CollectiveR
                                       const ClientCallChannel::Answer& answer) {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job = TakeIn(kind, request, limits);
   if (!job.ok()) {
-    answer(RefusalAnswer(job.status()));
+    answer(VerdictAnswer(job.status()));
     return;
   }
   // The executor finishes every job it is given, also when the client detaches.
@@ -430,9 +431,7 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   spdlog::info("{}", why);
   gate_.Close(token);
   // Before the detach: no request from the channel is taken in after it.
-  CloseCallChannel(absl::AbortedError(absl::StrCat(
-      "the training process attached to worker ", options_.worker_id,
-      " disconnected during the collective")));
+  CloseCallChannel(ClientLeftDuringCollective(options_.worker_id));
   executor_.Detach(absl::AbortedError(why));
   registered_.Clear();  // running collectives keep their mappings until they end
   RemoveClientFiles(local);

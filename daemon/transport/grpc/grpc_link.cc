@@ -150,17 +150,18 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
     // The same-host path: the payload into a slot, the header on the stream.
     absl::StatusOr<uint32_t> slot =
         slots_->Put(payload, limit, [this] { return outbound_->broken(); });
-    if (!slot.ok()) {
-      return absl::Status(slot.status().code(),
-                          absl::StrCat("sending to ", neighbours_.next_description, ": ",
-                                       slot.status().message()));
-    }
+    if (!slot.ok()) return SendingTo(slot.status());
     absl::Status sent = outbound_->WriteFrame(frame, {}, limit, absl::Seconds(2),
                                               ShmPayloadRef{*slot, payload.size()});
     if (!sent.ok()) slots_->Unput(*slot);  // its header was not queued: nobody will take it
     return sent;
   }
   return outbound_->WriteFrame(frame, payload, limit);
+}
+
+absl::Status GrpcLink::SendingTo(const absl::Status& failed) const {
+  return absl::Status(failed.code(), absl::StrCat("sending to ", neighbours_.next_description,
+                                                  ": ", failed.message()));
 }
 
 void GrpcLink::UseEdge(std::unique_ptr<OutboundStream> stream,
@@ -179,10 +180,6 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
   constexpr size_t kInlinePayloadBytes = 64 << 10;
   FrameMailboxWriter& mailbox = *slots_->mailbox();
   auto gone = [this] { return outbound_->broken(); };
-  auto named = [this](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat("sending to ", neighbours_.next_description, ": ",
-                                               s.message()));
-  };
   std::optional<uint32_t> slot;
   grpc::ByteBuffer encoded;
   if (payload.size() <= kInlinePayloadBytes) {
@@ -190,7 +187,7 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
   } else if ((frame.kind == FrameKind::kSegment || frame.kind == FrameKind::kRelay) &&
              payload.size() <= slots_->slot_bytes()) {
     absl::StatusOr<uint32_t> put = slots_->Put(payload, limit, gone);
-    if (!put.ok()) return named(put.status());
+    if (!put.ok()) return SendingTo(put.status());
     slot = *put;
     encoded = EncodeShmFrame(frame, ShmPayloadRef{*slot, payload.size()});
   }
@@ -205,14 +202,14 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
     // An abort may use the mailbox's reserve: its receiver may have stopped reading.
     absl::Status put = mailbox.Put(pieces, limit, gone, frame.kind == FrameKind::kAbort);
     if (!put.ok() && slot.has_value()) slots_->Unput(*slot);  // nobody will take it
-    return put.ok() ? put : named(put);
+    return put.ok() ? put : SendingTo(put);
   }
   if (slot.has_value()) slots_->Unput(*slot);
   // Too large for the mailbox (a forced relay of a large buffer): the frame goes on the
   // stream, and an empty record tells the receiver to take it from there now.
   if (absl::Status sent = outbound_->WriteFrame(frame, payload, limit); !sent.ok()) return sent;
   const absl::Status put = mailbox.Put({}, limit, gone);
-  return put.ok() ? put : named(put);
+  return put.ok() ? put : SendingTo(put);
 }
 
 }  // namespace ringsync

@@ -84,6 +84,8 @@ class GrpcLink final : public Link {
   // one, else on the stream behind an empty record that says so.
   absl::Status SendThroughMailbox(const Frame& frame, absl::Span<const std::byte> payload,
                                   const WaitLimit& limit);
+  // `failed`, saying which neighbour it was sending to.
+  absl::Status SendingTo(const absl::Status& failed) const;
   // Takes the stream just opened (or reopened) and the slot ring its receiver accepted.
   void UseEdge(std::unique_ptr<OutboundStream> stream, std::unique_ptr<SlotRingWriter> slots);
 

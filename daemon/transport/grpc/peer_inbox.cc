@@ -59,10 +59,7 @@ absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
     newest_aborted_ = 0;  // nor believe its aborts
     reading_paused_ = false;
     stream_end_ = refused;
-    RingLocked();
-    mailbox_ = nullptr;
-    via_stream_.clear();
-    stream_markers_ = 0;
+    DropMailboxLocked();
   }
   if (impostor != nullptr) impostor->EndStream(refused);
   return refused;
@@ -90,10 +87,7 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
     replaced = std::exchange(feeder_, std::move(feeder));
     // A new stream brings its own mailbox, if any; what the old one still held is lost
     // with it, as a replaced gRPC stream's unread messages are.
-    RingLocked();
-    mailbox_ = nullptr;
-    via_stream_.clear();
-    stream_markers_ = 0;
+    DropMailboxLocked();
     ever_attached_ = true;
     sender_rank_ = sender_rank;
     sender_worker_ = sender_worker;
@@ -124,6 +118,13 @@ void PeerInbox::AttachMailbox(const InboxFeeder* feeder, std::shared_ptr<SlotRin
 
 void PeerInbox::RingLocked() {
   if (mailbox_ != nullptr) mailbox_->mailbox()->Ring();
+}
+
+void PeerInbox::DropMailboxLocked() {
+  RingLocked();  // a receiver asleep on it looks again, and finds it gone
+  mailbox_ = nullptr;
+  via_stream_.clear();
+  stream_markers_ = 0;
 }
 
 bool PeerInbox::AdmitLocked(ReceivedFrame frame, bool first_on_stream) {
@@ -179,9 +180,7 @@ void PeerInbox::DoomFeederLocked(const absl::Status& why) {
     ++streams_lost_;
   }
   stream_end_ = status;
-  mailbox_ = nullptr;
-  via_stream_.clear();
-  stream_markers_ = 0;
+  DropMailboxLocked();
 }
 
 void PeerInbox::EndDoomedFeeders() {
@@ -266,6 +265,9 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
   const std::string what = absl::StrCat("receive from rank ", sender_rank_);
   absl::Duration spin = mailbox_spin_;  // once per frame: a long wait sleeps
   while (true) {
+    // Read before the look: a frame that comes after the look rings past it.
+    std::shared_ptr<SlotRingReader> slots = mailbox_;  // stays mapped while this sleeps
+    const uint32_t seen = slots != nullptr ? slots->mailbox()->doorbell() : 0;
     DrainMailboxLocked();
     if (ready()) break;
     if (mailbox_ == nullptr) {
@@ -288,10 +290,6 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
     if (now >= limit.deadline) {
       return Explain(absl::DeadlineExceededError(absl::StrCat(what, ": timed out")));
     }
-    std::shared_ptr<SlotRingReader> slots = mailbox_;  // stays mapped while this sleeps
-    const uint32_t seen = slots->mailbox()->doorbell();
-    DrainMailboxLocked();  // what arrived before `seen` was read
-    if (ready()) break;
     mu_.Unlock();
     slots->mailbox()->Wait(seen, std::min(limit.deadline - now, kCancelPollInterval), spin);
     spin = absl::ZeroDuration();
@@ -322,9 +320,7 @@ void PeerInbox::Close(const absl::Status& why) {
     if (closed_.ok()) closed_ = why;
     queue_.clear();
     feeder = std::move(feeder_);
-    RingLocked();
-    mailbox_ = nullptr;
-    via_stream_.clear();
+    DropMailboxLocked();
   }
   if (feeder != nullptr) feeder->EndStream(why);
 }

@@ -137,6 +137,9 @@ class PeerInbox {
   void EndDoomedFeeders() ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes a thread sleeping on the mailbox's doorbell (something else it waits for changed).
   void RingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the mailbox (its stream was replaced, refused, broken, or the inbox closed),
+  // waking whoever sleeps on it.
+  void DropMailboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t generation_;
   const size_t capacity_;
