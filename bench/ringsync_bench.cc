@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -61,6 +62,12 @@ ABSL_FLAG(bool, registered, false,
 ABSL_FLAG(bool, stage_in_registered_memory, true,
           "plain memory: the SDK stages the tensor in registered memory (ClientOptions::"
           "stage_in_registered_memory); false: in a shared-memory file, as before");
+ABSL_FLAG(absl::Duration, call_channel_spin, absl::Microseconds(300),
+          "how long the SDK looks for an answer in its call channel before it sleeps "
+          "(ClientOptions::call_channel_spin; 0: sleeps at once)");
+ABSL_FLAG(std::string, shared_memory_threshold, "",
+          "tensors of at least this size go through shared memory (ClientOptions::"
+          "shared_memory_threshold_bytes; K, M suffixes); empty: the SDK's default");
 ABSL_FLAG(int, check, 1, "1: check one result per size against exact expected values");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60), "wait for the worker and a formed ring");
 ABSL_FLAG(std::string, tls_ca, "", "with a host:port --worker: PEM CA for mutual TLS");
@@ -198,6 +205,7 @@ struct Config {
   DType dtype;
   ReduceOp op;
   bool check;
+  std::optional<int64_t> shared_memory_threshold;  // the SDK's default when empty
 };
 
 absl::StatusOr<Config> ReadFlags() {
@@ -215,6 +223,11 @@ absl::StatusOr<Config> ReadFlags() {
   if (c.step_factor < 2) return absl::InvalidArgumentError("--step_factor must be >= 2");
   if (c.iters < 1 || c.warmup_iters < 0) {
     return absl::InvalidArgumentError("--iters must be >= 1 and --warmup_iters >= 0");
+  }
+  if (!absl::GetFlag(FLAGS_shared_memory_threshold).empty()) {
+    absl::StatusOr<int64_t> threshold = ParseBytes(absl::GetFlag(FLAGS_shared_memory_threshold));
+    if (!threshold.ok()) return threshold.status();
+    c.shared_memory_threshold = *threshold;
   }
   return c;
 }
@@ -280,6 +293,10 @@ int Run() {
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.token_file = absl::GetFlag(FLAGS_token_file);
   options.stage_in_registered_memory = absl::GetFlag(FLAGS_stage_in_registered_memory);
+  options.call_channel_spin = absl::GetFlag(FLAGS_call_channel_spin);
+  if (c.shared_memory_threshold.has_value()) {
+    options.shared_memory_threshold_bytes = static_cast<size_t>(*c.shared_memory_threshold);
+  }
   absl::StatusOr<std::unique_ptr<Client>> connected = Client::Connect(absl::GetFlag(FLAGS_worker), options);
   if (!connected.ok()) {
     std::fprintf(stderr, "ringsync-bench: %s\n", connected.status().ToString().c_str());

@@ -3,6 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "wire/call_channel_layout.h"
 
 namespace ringsync::internal {
@@ -43,28 +46,44 @@ bool CallChannel::Fits(size_t request_bytes, size_t answer_bytes) const {
 
 absl::Status CallChannel::Send(uint64_t call_id, CollectiveKind kind,
                                const v1::CollectiveRequest& request, const WaitLimit& limit) {
-  v1::CallRequest call;
-  call.set_call_id(call_id);
-  call.set_kind(static_cast<uint32_t>(kind));
-  *call.mutable_request() = request;
-  const std::string bytes = call.SerializeAsString();
-  const absl::Span<const std::byte> pieces[] = {
-      {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}};
+  // A CallRequest is written as its small fields, then `request` as field 3 serialized
+  // straight from the caller's message into a buffer kept between calls: copying it into a
+  // CallRequest first and serializing that would allocate twice its size per call (its
+  // inline tensor), memory that is new to the process each time once glibc has trimmed it.
+  v1::CallRequest header;
+  header.set_call_id(call_id);
+  header.set_kind(static_cast<uint32_t>(kind));
+  std::string prefix = header.SerializeAsString();
+  const size_t request_bytes = request.ByteSizeLong();
+  {
+    google::protobuf::io::StringOutputStream stream(&prefix);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        v1::CallRequest::kRequestFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    out.WriteVarint64(request_bytes);
+  }
   absl::MutexLock lock(&send_mu_);
+  request_bytes_.resize(request_bytes);
+  request.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(request_bytes_.data()));
+  const absl::Span<const std::byte> pieces[] = {
+      {reinterpret_cast<const std::byte*>(prefix.data()), prefix.size()},
+      {reinterpret_cast<const std::byte*>(request_bytes_.data()), request_bytes_.size()}};
   return requests_.Put(pieces, limit, [] { return false; });
 }
 
 void CallChannel::Read(std::stop_token stop) {
+  // Kept across answers, so that their buffers are reused rather than allocated anew.
+  std::vector<std::byte> record;
+  v1::CallAnswer answer;
   while (!stop.stop_requested()) {
-    absl::StatusOr<std::optional<std::vector<std::byte>>> record =
-        answers_.TakeOrWait(kReadSlice, spin_);
-    if (!record.ok()) {
-      on_broken_(record.status());
+    absl::StatusOr<bool> taken = answers_.TakeOrWaitInto(record, kReadSlice, spin_);
+    if (!taken.ok()) {
+      on_broken_(taken.status());
       return;
     }
-    if (!record->has_value()) continue;
-    v1::CallAnswer answer;
-    if (!answer.ParseFromArray((*record)->data(), static_cast<int>((*record)->size()))) {
+    if (!*taken) continue;
+    if (!answer.ParseFromArray(record.data(), static_cast<int>(record.size()))) {
       on_broken_(absl::DataLossError("a call channel record is not a CallAnswer"));
       return;
     }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -62,6 +63,7 @@ class CallChannel {
   const uint64_t max_record_bytes_;
   absl::Mutex send_mu_;
   FrameMailboxWriter requests_ ABSL_GUARDED_BY(send_mu_);
+  std::string request_bytes_ ABSL_GUARDED_BY(send_mu_);  // Send's, kept for its capacity
   FrameMailboxReader answers_;  // the reader thread's
   const OnAnswer on_answer_;
   const OnBroken on_broken_;

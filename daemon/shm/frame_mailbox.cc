@@ -115,10 +115,18 @@ FrameMailboxReader::FrameMailboxReader(absl::Span<std::byte> area, uint64_t capa
     : base_(area.data()), capacity_(capacity) {}
 
 absl::StatusOr<std::optional<std::vector<std::byte>>> FrameMailboxReader::TryTake() {
+  std::vector<std::byte> record;
+  absl::StatusOr<bool> taken = TryTakeInto(record);
+  if (!taken.ok()) return taken.status();
+  if (!*taken) return std::nullopt;
+  return record;
+}
+
+absl::StatusOr<bool> FrameMailboxReader::TryTakeInto(std::vector<std::byte>& record) {
   const std::byte* data = base_ + FrameMailboxLayout::kControlBytes;
   while (true) {
     const uint64_t written = Position(base_, kWritePosOffset)->load(std::memory_order_acquire);
-    if (written == read_) return std::nullopt;
+    if (written == read_) return false;
     if (written < read_ || written - read_ > capacity_ || written % 8 != 0) {
       return absl::DataLossError(absl::StrCat("frame mailbox: the writer's position ", written,
                                               " is impossible after ", read_));
@@ -135,7 +143,7 @@ absl::StatusOr<std::optional<std::vector<std::byte>>> FrameMailboxReader::TryTak
       return absl::DataLossError(absl::StrCat("frame mailbox: a record of ", length,
                                               " bytes at ", read_, " overruns what was written"));
     }
-    std::vector<std::byte> record(data + at + kLengthBytes, data + at + kLengthBytes + length);
+    record.assign(data + at + kLengthBytes, data + at + kLengthBytes + length);
     read_ += RecordBytes(length);
     Position(base_, kReadPosOffset)->store(read_, std::memory_order_seq_cst);
     std::atomic<uint32_t>* space_bell = Word(base_, kSpaceBellOffset);
@@ -143,7 +151,7 @@ absl::StatusOr<std::optional<std::vector<std::byte>>> FrameMailboxReader::TryTak
     if (Word(base_, kWriterSleepingOffset)->load(std::memory_order_seq_cst) != 0) {
       SharedFutexWake(space_bell);
     }
-    return record;
+    return true;
   }
 }
 
@@ -170,15 +178,25 @@ void FrameMailboxReader::Wait(uint32_t seen, absl::Duration max_wait, absl::Dura
 
 absl::StatusOr<std::optional<std::vector<std::byte>>> FrameMailboxReader::TakeOrWait(
     absl::Duration max_wait, absl::Duration spin) {
+  std::vector<std::byte> record;
+  absl::StatusOr<bool> taken = TakeOrWaitInto(record, max_wait, spin);
+  if (!taken.ok()) return taken.status();
+  if (!*taken) return std::nullopt;
+  return record;
+}
+
+absl::StatusOr<bool> FrameMailboxReader::TakeOrWaitInto(std::vector<std::byte>& record,
+                                                        absl::Duration max_wait,
+                                                        absl::Duration spin) {
   const uint32_t seen = doorbell();
-  absl::StatusOr<std::optional<std::vector<std::byte>>> record = TryTake();
-  if (!record.ok() || record->has_value()) {
+  absl::StatusOr<bool> taken = TryTakeInto(record);
+  if (!taken.ok() || *taken) {
     idle_ = false;
-    return record;
+    return taken;
   }
   Wait(seen, max_wait, idle_ ? absl::ZeroDuration() : spin);
   idle_ = doorbell() == seen;
-  return std::nullopt;
+  return false;
 }
 
 void FrameMailboxReader::Ring() {

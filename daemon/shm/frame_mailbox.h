@@ -90,6 +90,9 @@ class FrameMailboxReader {
   // The next record, copied out; nullopt when none waits. DataLoss when the area holds
   // what no writer of this layout writes (the mailbox is then unusable).
   absl::StatusOr<std::optional<std::vector<std::byte>>> TryTake();
+  // TryTake into `record` (whose capacity is reused, so a reader of large records does not
+  // allocate, and fault in, fresh memory for each); false when none waits.
+  absl::StatusOr<bool> TryTakeInto(std::vector<std::byte>& record);
 
   // Changes with every record appended and every Ring(): read it, look for records, and
   // if there were none sleep with Wait(seen) — a record appended in between ends the wait.
@@ -109,6 +112,9 @@ class FrameMailboxReader {
   // wait that nothing ended, the next one sleeps at once. Errors as TryTake.
   absl::StatusOr<std::optional<std::vector<std::byte>>> TakeOrWait(absl::Duration max_wait,
                                                                    absl::Duration spin);
+  // TakeOrWait into `record`, as TryTakeInto.
+  absl::StatusOr<bool> TakeOrWaitInto(std::vector<std::byte>& record, absl::Duration max_wait,
+                                      absl::Duration spin);
 
  private:
   std::byte* const base_;

@@ -67,6 +67,24 @@ TEST(FrameMailbox, ARecordIsTheConcatenationOfItsPiecesAndMayBeEmpty) {
   EXPECT_TRUE(reader.TryTake()->value().empty());
 }
 
+TEST(FrameMailbox, TakingIntoABufferReplacesItsContentAndKeepsItsMemory) {
+  Area area;
+  FrameMailboxWriter writer(area.span(), kCapacity);
+  FrameMailboxReader reader(area.span(), kCapacity);
+  const std::vector<std::byte> large = Pattern(1500, 3), small = Pattern(7, 4);
+  ASSERT_TRUE(PutOne(writer, large).ok());
+  ASSERT_TRUE(PutOne(writer, small).ok());
+  std::vector<std::byte> record;
+  ASSERT_TRUE(*reader.TryTakeInto(record));
+  EXPECT_EQ(record, large);
+  const std::byte* memory = record.data();
+  ASSERT_TRUE(*reader.TryTakeInto(record));
+  EXPECT_EQ(record, small);
+  EXPECT_EQ(record.data(), memory) << "the second record was taken into new memory";
+  EXPECT_FALSE(*reader.TryTakeInto(record)) << "nothing more was put";
+  EXPECT_EQ(record, small) << "a take that found nothing changed the buffer";
+}
+
 TEST(FrameMailbox, ARecordOverHalfTheUnreservedCapacityIsRefused) {
   Area area;
   FrameMailboxWriter writer(area.span(), kCapacity);

@@ -94,15 +94,15 @@ ClientCallChannel::~ClientCallChannel() {
 }
 
 void ClientCallChannel::Loop(std::stop_token stop) {
+  std::vector<std::byte> record;  // kept for its capacity: requests may carry whole tensors
   while (!stop.stop_requested()) {
     const bool kept = answers_->Flush();
-    absl::StatusOr<std::optional<std::vector<std::byte>>> record =
-        requests_.TakeOrWait(kept ? kRetrySlice : kIdleSlice, spin_);
-    if (!record.ok()) {
-      on_broken_(record.status());
+    absl::StatusOr<bool> taken = requests_.TakeOrWaitInto(record, kept ? kRetrySlice : kIdleSlice, spin_);
+    if (!taken.ok()) {
+      on_broken_(taken.status());
       return;
     }
-    if (record->has_value() && !Handle(**record)) return;
+    if (*taken && !Handle(record)) return;
   }
 }
 
