@@ -21,6 +21,7 @@
 #include "daemon/metrics/refusals.h"
 #include "daemon/security/security_flags.h"
 #include "daemon/metrics/text_page.h"
+#include "daemon/process/heap_retention.h"
 #include "daemon/process/port_file.h"
 #include "daemon/process/stop_signals.h"
 #include "daemon/transport/grpc/keepalive_flags.h"
@@ -560,7 +561,10 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
 }  // namespace
 
 int RunWorkerMain() {
+  // Before any thread allocates: see heap_retention.h.
+  const bool heap_kept = KeepFreedHeapMemory();
   InitLogging("worker");
+  if (!heap_kept) spdlog::info("the allocator does not take mallopt: freed heap memory may go back to the kernel");
   absl::StatusOr<WorkerConfig> config = ReadConfig();
   if (!config.ok()) {
     spdlog::error("{}; see 'ringsyncd --help'", config.status().message());
