@@ -20,6 +20,7 @@
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "spdlog/spdlog.h"
 
 namespace ringsync::internal {
 namespace {
@@ -273,6 +274,9 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   } else if (std::shared_ptr<RegisteredMemory> staged =
                  use_shared_memory ? Stage(pending->call(), *bytes) : nullptr) {
     pending->UseStaging(std::move(staged), staging_);
+  } else if (std::optional<StagingArena::Slice> slice =
+                 use_shared_memory ? std::nullopt : StageInArena(pending->call(), *bytes)) {
+    pending->UseArenaSlice(*std::move(slice));
   } else {
     pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
   }
@@ -304,6 +308,36 @@ std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CollectiveCall& call,
   }
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging_->Acquire(bytes.output);
   return buffer.ok() ? *std::move(buffer) : nullptr;  // a file then (staging_buffers.h)
+}
+
+std::optional<StagingArena::Slice> ClientCore::StageInArena(const CollectiveCall& call,
+                                                           const CallBytes& bytes) {
+  const CollectiveKind kind = call.spec.kind;
+  if (options_.staging_arena_bytes == 0 || !target_.is_unix() || bytes.output == 0 ||
+      bytes.input != bytes.output ||
+      (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast)) {
+    return std::nullopt;
+  }
+  std::shared_ptr<StagingArena> arena;
+  {
+    absl::MutexLock lock(&arena_mu_);
+    if (arena_off_) return std::nullopt;
+    if (arena_ == nullptr || arena_->retired()) {
+      // The retired one lives on in its slices until their collectives are done.
+      absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory =
+          RegisterMemory(options_.staging_arena_bytes);
+      if (!memory.ok()) {
+        arena_off_ = true;
+        spdlog::debug("ringsync: small tensors travel inline: the worker did not take a staging "
+                      "buffer of {} bytes ({})",
+                      options_.staging_arena_bytes, memory.status().ToString());
+        return std::nullopt;
+      }
+      arena_ = StagingArena::Create(*std::move(memory));
+    }
+    arena = arena_;
+  }
+  return arena->Take(bytes.output);
 }
 
 absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {

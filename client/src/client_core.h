@@ -24,6 +24,7 @@
 #include "client/src/pending_collective.h"
 #include "client/src/registered_buffer_registry.h"
 #include "client/src/shared_memory_pool.h"
+#include "client/src/staging_arena.h"
 #include "client/src/staging_buffers.h"
 #include "client/src/worker_status.h"
 #include "client/src/worker_target.h"
@@ -107,6 +108,11 @@ class ClientCore {
   // Registered memory to stage `call`'s tensor in, for an all-reduce or broadcast
   // (staging_buffers.h); null where it cannot be had (then a file carries it).
   std::shared_ptr<RegisteredMemory> Stage(const CollectiveCall& call, const CallBytes& bytes);
+  // A slice of the staging arena for a small all-reduce or broadcast (staging_arena.h),
+  // registering the arena first when there is none yet; nullopt where it cannot be had
+  // (then the tensor travels inline).
+  std::optional<StagingArena::Slice> StageInArena(const CollectiveCall& call,
+                                                  const CallBytes& bytes);
   // Makes memory of `size_bytes` and registers it with the worker.
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemory(size_t size_bytes);
   // A control RPC's context: its deadline, and the attach token the worker asks for.
@@ -120,6 +126,9 @@ class ClientCore {
   const std::shared_ptr<SharedMemoryPool> shared_memory_;
   // Registered memory plain spans are staged in (null when the options say files only).
   std::shared_ptr<StagingBuffers> staging_;
+  absl::Mutex arena_mu_;
+  std::shared_ptr<StagingArena> arena_ ABSL_GUARDED_BY(arena_mu_);
+  bool arena_off_ ABSL_GUARDED_BY(arena_mu_) = false;  // the worker refused one
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Worker::Stub> stub_;
   // The registered buffers by address; closed first thing in the destructor.

@@ -99,6 +99,15 @@ void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,
   staging_ = std::move(staging);
 }
 
+void PendingCollective::UseArenaSlice(StagingArena::Slice slice) {
+  GatherInput(reinterpret_cast<char*>(slice.data()));
+  v1::RegisteredTensor* registered = request_.mutable_registered();
+  registered->set_buffer_id(slice.buffer_id());
+  registered->set_offset(slice.offset());
+  registered->set_size_bytes(bytes_.output);
+  slice_.emplace(std::move(slice));
+}
+
 void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
   absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
   if (region_.has_value() && worker_done) pool_->Release(*std::move(region_));
@@ -109,6 +118,10 @@ void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
     } else {
       staging_->Retire(std::move(staged_));
     }
+  }
+  if (slice_.has_value()) {
+    if (!worker_done) slice_->Retire();
+    slice_.reset();
   }
   // The completed RPC needs neither copy of the tensor any more.
   request_.clear_data();
@@ -123,6 +136,8 @@ absl::Status PendingCollective::CopyResultOut() {
     result = region_->data();
   } else if (staged_ != nullptr) {
     result = staged_->data();
+  } else if (slice_.has_value()) {
+    result = slice_->data();
   } else {
     if (response_.inline_data().size() != bytes_.output) {
       // An AllGather result scales with the ring, which may have changed size since the

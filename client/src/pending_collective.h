@@ -22,6 +22,7 @@
 #include "client/src/collective_call.h"
 #include "client/src/shared_memory_pool.h"
 #include "client/src/shared_memory_region.h"
+#include "client/src/staging_arena.h"
 #include "client/src/staging_buffers.h"
 #include "grpcpp/client_context.h"
 #include "ringsync/collective_handle.h"
@@ -54,6 +55,10 @@ class PendingCollective {
   void UseStaging(std::shared_ptr<RegisteredMemory> buffer,
                   std::shared_ptr<StagingBuffers> staging);
 
+  // As UseStaging, in a slice of the client's staging arena (staging_arena.h), which goes
+  // back to it when the collective completes.
+  void UseArenaSlice(StagingArena::Slice slice);
+
   grpc::ClientContext* context() { return &context_; }
   v1::CollectiveRequest* request() { return &request_; }
   v1::CollectiveResponse* response() { return &response_; }
@@ -61,7 +66,7 @@ class PendingCollective {
   const CallBytes& bytes() const { return bytes_; }
 
   // The RPC ended with `rpc_status`. On OK the result is checked and copied into the
-  // caller's buffer. The region (or staging buffer) goes back to its pool when
+  // caller's buffer. The region (or staging buffer, or arena slice) goes back to its pool when
   // `worker_done` (the worker answered, so it no longer writes to it), else it is removed
   // or retired (a cancelled RPC's collective may still be running in the worker). Then the
   // collective completes.
@@ -98,6 +103,7 @@ class PendingCollective {
   std::shared_ptr<SharedMemoryPool> pool_;  // where region_ came from
   std::shared_ptr<RegisteredMemory> staged_;  // registered memory the tensor is staged in
   std::shared_ptr<StagingBuffers> staging_;   // where staged_ came from
+  std::optional<StagingArena::Slice> slice_;  // or the arena slice it is staged in
   bool registered_ = false;
   std::function<void(const absl::Status&)> on_complete_;
   std::function<void()> on_wait_;

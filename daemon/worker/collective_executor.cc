@@ -127,7 +127,7 @@ ExecutorCounters CollectiveExecutor::counters() const {
 
 void CollectiveExecutor::Record(const CollectiveSpec& spec, const RingEpoch* epoch,
                                 const RingStats& stats, absl::Duration elapsed,
-                                const absl::Status& status) {
+                                const absl::Status& status, absl::string_view data_path) {
   const FailureCause cause = status.ok() ? FailureCause::kOther : ClassifyFailure(status);
   {
     absl::MutexLock lock(&mu_);
@@ -148,6 +148,7 @@ void CollectiveExecutor::Record(const CollectiveSpec& spec, const RingEpoch* epo
     finished.elapsed = elapsed;
     finished.status = status;
     finished.cause = cause;
+    finished.data_path = data_path;
     if ((spec.kind == CollectiveKind::kAllReduce || spec.kind == CollectiveKind::kBarrier) &&
         epoch != nullptr) {
       finished.algorithm = AlgorithmName(AlgorithmOf(spec, epoch->me));
@@ -242,7 +243,7 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
   const absl::Time start = absl::Now();
   if (absl::Status gone = FailIfMembershipMoved(job); !gone.ok()) {
     job.elapsed = absl::Now() - start;
-    Record(job.spec, nullptr, job.stats, job.elapsed, gone);
+    Record(job.spec, nullptr, job.stats, job.elapsed, gone, job.data_path());
     job.Finish(gone);
     return;
   }
@@ -273,7 +274,8 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
     result = MarkIfMembershipChanged(std::move(result), *job.membership, now);
   }
   job.elapsed = absl::Now() - start;
-  Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result);
+  Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result,
+         job.data_path());
   if (result.ok()) {
     spdlog::debug("{} ({}) done in {}: sent {} B, received {} B on the ring",
                   DescribeCollective(job.spec), DescribeShape(job.spec),

@@ -122,8 +122,10 @@ class CollectiveExecutor {
   void FailForAbsentClient(RingEpoch& epoch, const Frame& first, absl::Duration gone_for);
   // Counts a finished collective (heartbeat counters, metrics) and logs a failure once,
   // with its cause.
+  // `data_path`: CollectiveJob::data_path.
   void Record(const CollectiveSpec& spec, const RingEpoch* epoch, const RingStats& stats,
-              absl::Duration elapsed, const absl::Status& status);
+              absl::Duration elapsed, const absl::Status& status,
+              absl::string_view data_path = "none");
 
   const std::string worker_id_;
   EpochSource& ring_;

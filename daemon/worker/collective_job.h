@@ -9,6 +9,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/sync/cancellation.h"
@@ -62,6 +63,13 @@ struct CollectiveJob {
   absl::Duration elapsed;
 
   bool is_registered() const { return registered.mapping != nullptr; }
+  // How the tensor reached this worker, for metrics: "registered", "file", "inline", or
+  // "none" (no data).
+  absl::string_view data_path() const {
+    if (is_registered()) return "registered";
+    if (is_shared) return "file";
+    return inline_data.empty() ? "none" : "inline";
+  }
   absl::Span<std::byte> bytes() {
     return is_registered() ? registered.bytes : absl::MakeSpan(inline_data);
   }

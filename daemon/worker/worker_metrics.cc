@@ -71,6 +71,11 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
       algorithms_(AddCounter(registry, "ringsync_allreduce_algorithm_total",
                              "All-reduces (and barriers) this worker ran, by the algorithm "
                              "they ran: ring, or relay (the small-message algorithm).")),
+      data_paths_(AddCounter(registry, "ringsync_collective_data_total",
+                             "Collectives by how their tensor reached this worker: registered "
+                             "(memory the training process registered: Client::Allocate "
+                             "buffers, the SDK's staging), file (a shared-memory file), inline "
+                             "(in the request), none (no data).")),
       bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
                              "Payload bytes this worker sent on the ring to its right neighbour "
                              "(rank and worker id).")),
@@ -151,6 +156,7 @@ void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
             {"result", ok ? "ok" : "failed"}})
       .Increment();
   if (!c.algorithm.empty()) algorithms_.Add({{"algorithm", std::string(c.algorithm)}}).Increment();
+  data_paths_.Add({{"path", std::string(c.data_path)}}).Increment();
   if (!ok) failed_.Add({{"kind", kind}, {"cause", std::string(FailureCauseName(c.cause))}}).Increment();
   if (!ok && OutcomeMarkOf(c.status) == OutcomeMark::kInDoubt) in_doubt_.Add({{"kind", kind}}).Increment();
   if (c.epoch != nullptr) {

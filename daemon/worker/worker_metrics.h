@@ -40,6 +40,7 @@ struct FinishedCollective {
   absl::Status status;
   FailureCause cause = FailureCause::kOther;  // meaningful when !status.ok()
   absl::string_view algorithm;  // an all-reduce's (AlgorithmName); empty for other kinds
+  absl::string_view data_path = "none";  // CollectiveJob::data_path
 };
 
 // The size classes of ringsync_busbw_bytes_per_second: "<64KiB", "<1MiB", "<16MiB",
@@ -69,6 +70,7 @@ class WorkerMetrics final : public prometheus::Collectable {
   prometheus::Family<prometheus::Counter>& failed_;
   prometheus::Family<prometheus::Counter>& in_doubt_;
   prometheus::Family<prometheus::Counter>& algorithms_;
+  prometheus::Family<prometheus::Counter>& data_paths_;
   prometheus::Family<prometheus::Counter>& bytes_sent_;
   prometheus::Family<prometheus::Counter>& bytes_received_;
   prometheus::Family<prometheus::Histogram>& duration_;

@@ -64,6 +64,19 @@ TEST_F(WorkerMetricsTest, ASuccessfulAllReduceCountsBytesPerNeighbourAndBusBandw
   EXPECT_THAT(page, HasSubstr("ringsync_reduce_device_info{device=\"cpu\"} 1\n"));
 }
 
+TEST_F(WorkerMetricsTest, CollectivesAreCountedByHowTheirTensorReachedTheWorker) {
+  FinishedCollective staged = AllReduce(4096, absl::Milliseconds(1));
+  staged.data_path = "registered";
+  metrics_.OnCollectiveFinished(staged);
+  metrics_.OnCollectiveFinished(staged);
+  FinishedCollective inline_data = AllReduce(16, absl::Milliseconds(1));
+  inline_data.data_path = "inline";
+  metrics_.OnCollectiveFinished(inline_data);
+  const std::string page = Page();
+  EXPECT_THAT(page, HasSubstr("ringsync_collective_data_total{path=\"registered\"} 2\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_collective_data_total{path=\"inline\"} 1\n"));
+}
+
 TEST_F(WorkerMetricsTest, DurationBucketsRunFrom100MicrosecondsToAMinuteBoundsInclusive) {
   metrics_.OnCollectiveFinished(AllReduce(1000, absl::Milliseconds(1)));
   const std::string page = Page();

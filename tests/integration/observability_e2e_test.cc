@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "httplib.h"
 #include "tests/integration/cluster_fixture.h"
+#include "tests/integration/http_get.h"
 #include "core/testing/read_file.h"
 
 namespace ringsync {
@@ -30,6 +31,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::ConnectAll;
+using testing::HttpGet;
+using testing::HttpReply;
 using testing::ExpectAllOk;
 using testing::OnEveryRank;
 
@@ -38,26 +41,6 @@ constexpr int kWorld = 4;
 std::unique_ptr<LocalCluster> StartHttpCluster(std::vector<std::string> coordinator_flags = {}) {
   return testing::StartCluster(kWorld, {"--collective_timeout=20s"}, std::move(coordinator_flags),
                                /*http=*/true);
-}
-
-struct HttpReply {
-  int status = 0;
-  std::string body;
-};
-
-// GET http://ADDRESS/PATH; status 0 when nothing answered.
-// `token`: the daemons' HTTP bearer token (not needed for Prometheus' own pages).
-HttpReply HttpGet(const std::string& address, const std::string& path,
-                  const std::string& token = "") {
-  const size_t colon = address.rfind(':');
-  httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-  client.set_connection_timeout(std::chrono::seconds(2));
-  client.set_read_timeout(std::chrono::seconds(5));
-  httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  httplib::Result result = client.Get(path, headers);
-  if (!result) return {};
-  return {result->status, result->body};
 }
 
 struct CommandResult {
@@ -249,6 +232,9 @@ TEST(Observability, PrometheusScrapesEveryDaemonAndSeesExactlyWhatTheRingDid) {
             kWorld * kIterations)
       << prometheus.last_reply();
   EXPECT_EQ(prometheus.Query("sum(ringsync_collectives_failed_total) or vector(0)"), 0);
+  // 1 MiB plain spans: staged in registered memory by the SDK, reduced there.
+  EXPECT_EQ(prometheus.Query("sum(ringsync_collective_data_total{path=\"registered\"})"),
+            kWorld * kIterations);
   // Each rank sends and receives 2(N-1)/N x S per all-reduce; S splits evenly here.
   const double per_rank = kIterations * kBytes * 2 * (kWorld - 1) / kWorld;
   for (const char* metric : {"ringsync_ring_bytes_sent_total", "ringsync_ring_bytes_received_total"}) {

@@ -3,12 +3,14 @@
 // which flag to raise; and after a failure, a status that tells whether the buffer is
 // untouched.
 #include <cstring>
+#include <numeric>
 #include <random>
 
 #include "core/testing/ring_test_data.h"
 #include "gmock/gmock.h"
 #include "ringsync/registered_buffer.h"
 #include "tests/integration/cluster_fixture.h"
+#include "tests/integration/http_get.h"
 
 namespace ringsync {
 namespace {
@@ -104,6 +106,67 @@ TEST(StagedSpanEndToEnd, EqualsAFileStagedSpanBitForBit) {
     EXPECT_EQ(results[0][i], results[0][i < kRanks ? 0 : kRanks]) << "ranks differ";
   }
   EXPECT_EQ(results[0][kRanks], RandomInput(DType::kFloat32, kCount, 2)) << "the root's bytes";
+}
+
+// Below the shared-memory threshold a plain span is staged in the client's staging arena
+// (ClientOptions::staging_arena_bytes), or inline when the arena is full or off; either
+// way the result is the same, bit for bit. A small arena with many async calls in flight
+// mixes the two paths in one batch.
+TEST(StagedSpanEndToEnd, SmallSpansInTheStagingArenaEqualInlineOnesBitForBit) {
+  constexpr int kRanks = 3;
+  const std::vector<size_t> counts = {1, 17, 1000, 4096, 30'000, 3, 65'536, 250};
+  auto cluster = StartCluster(kRanks, {}, {}, /*http=*/true);
+  ASSERT_NE(cluster, nullptr);
+  // How many collectives rank 0's worker took in registered memory (the arena) so far.
+  const auto registered_so_far = [&] {
+    const std::string page =
+        testing::HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body;
+    const std::string series = "ringsync_collective_data_total{path=\"registered\"} ";
+    const size_t at = page.find(series);
+    return at == std::string::npos ? 0 : std::stoi(page.substr(at + series.size()));
+  };
+  std::vector<int> registered;  // per run, on rank 0
+  std::vector<std::vector<Bytes>> results;  // [arena size][rank x tensor], broadcast last
+  for (const size_t arena_bytes : {size_t{16} << 20, size_t{64} << 10, size_t{0}}) {
+    SCOPED_TRACE(absl::StrCat("staging_arena_bytes ", arena_bytes));
+    ClientOptions options;
+    options.staging_arena_bytes = arena_bytes;
+    auto clients = ConnectAll(*cluster, -1, options);
+    const size_t per_rank = counts.size() + 1;
+    std::vector<Bytes> out(kRanks * per_rank);
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      std::vector<CollectiveHandle> handles;
+      for (size_t i = 0; i < counts.size(); ++i) {
+        Bytes& tensor = out[r * per_rank + i];
+        tensor = RandomInput(DType::kFloat32, counts[i], r * 100 + static_cast<int>(i));
+        handles.push_back(client.AllReduceAsync(absl::StrCat("t", i), tensor.data(), counts[i],
+                                                DType::kFloat32, ReduceOp::kSum));
+      }
+      Bytes& weights = out[r * per_rank + counts.size()];
+      weights = RandomInput(DType::kFloat32, 5000, r);
+      handles.push_back(client.BroadcastAsync("weights", weights.data(), 5000, DType::kFloat32,
+                                              /*root=*/1));
+      for (CollectiveHandle& handle : handles) {
+        if (absl::Status s = handle.Wait(); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }));
+    results.push_back(std::move(out));
+    registered.push_back(registered_so_far() - std::accumulate(registered.begin(), registered.end(), 0));
+  }
+  EXPECT_EQ(registered[0], static_cast<int>(counts.size() + 1)) << "all of them in the arena";
+  EXPECT_GT(registered[1], 0) << "some in the small arena";
+  EXPECT_LT(registered[1], static_cast<int>(counts.size() + 1)) << "some inline";
+  EXPECT_EQ(registered[2], 0) << "no arena: all inline";
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    for (size_t run = 1; run < results.size(); ++run) {
+      EXPECT_EQ(results[run][i], results[0][i]) << "run " << run << ", rank "
+                                                << i / (counts.size() + 1) << ", tensor "
+                                                << i % (counts.size() + 1);
+    }
+    EXPECT_EQ(results[0][i], results[0][i % (counts.size() + 1)]) << "ranks differ";
+  }
+  EXPECT_EQ(results[0][counts.size()], RandomInput(DType::kFloat32, 5000, 1)) << "the root's";
 }
 
 TEST(RegisteredBufferEndToEnd, BroadcastWritesTheRootsBytesIntoEveryRanksBuffer) {

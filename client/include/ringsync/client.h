@@ -88,6 +88,12 @@ struct ClientOptions {
   // file by itself where the worker cannot register this process's memory (e.g. another
   // pid namespace). False: always a file.
   bool stage_in_registered_memory = true;
+  // On a unix socket, an all-reduce or broadcast below shared_memory_threshold_bytes is
+  // staged in one registered buffer of this size, shared by such collectives in turn
+  // (the worker reduces it in place: one copy in and one out, no memory allocated per
+  // call) rather than carried inline; when the buffer is full, or the worker refuses it,
+  // inline as before. Counts as one of the worker's --max_registered_buffers. 0: inline.
+  size_t staging_arena_bytes = size_t{16} << 20;
   // On a unix socket, collectives travel to the worker and back as records in shared
   // memory registered with it (a call channel: one futex wake-up each way) rather than as
   // one gRPC call each; a call that does not fit (over ~1 MiB of inline data or spec), or
