@@ -151,7 +151,9 @@ TEST(FusionQueue, TheCycleTimeSendsWhatWaitedWithoutTheProgramEndingTheBatch) {
 
 TEST(FusionQueue, ABatchTheRanksCutDifferentlyGoesAgainWhereTheProgramEndsIt) {
   Recorder recorder;
-  FusionQueue queue(Options(1 << 20, absl::Milliseconds(1)), recorder.Starter());
+  // A cycle long enough that a and b are submitted within one even on a loaded machine (at
+  // 1 ms, a sanitizer build on 2 busy cores sent "a" alone).
+  FusionQueue queue(Options(1 << 20, absl::Milliseconds(50)), recorder.Starter());
   // Another rank sent a different batch: the worker reports a mismatch once.
   recorder.Script({absl::FailedPreconditionError(
       "collective #3 'fused 2 tensors': tensor #2 differs: rank 0 has no tensor #2, rank 1 has "
@@ -160,7 +162,7 @@ TEST(FusionQueue, ABatchTheRanksCutDifferentlyGoesAgainWhereTheProgramEndsIt) {
   CollectiveHandle a = queue.Submit(AllReduce("a", 1));
   CollectiveHandle b = queue.Submit(AllReduce("b", 1));
   for (int i = 0; i < 500 && recorder.started().empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  absl::SleepFor(absl::Milliseconds(30));  // several cycles: a and b may not go again alone
+  absl::SleepFor(absl::Milliseconds(200));  // several cycles: a and b may not go again alone
   EXPECT_THAT(recorder.started(), ElementsAre("a,b"));
   CollectiveHandle c = queue.Submit(AllReduce("c", 1));
   EXPECT_TRUE(c.Wait().ok());  // the program ends the batch
