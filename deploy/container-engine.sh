@@ -250,9 +250,19 @@ cmd_prune() {
   local root before after
   root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
   before=$(du -sm /var/lib/containers/storage 2>/dev/null | cut -f1)
-  podman build -q --target deps --format docker --pull=never --network=host \
-    -t localhost/ringsync-deps:cache "$root" >/dev/null ||
-    die "prune: could not name the dependency stage (podman build --target deps $root)"
+  # Retried: right after a build, podman may still hold that build's storage lock or last
+  # container (a prune after a 17-minute build once failed here and passed when run again).
+  local attempt out=""
+  for attempt in 1 2 3; do
+    if out=$(podman build -q --target deps --format docker --pull=never --network=host \
+               -t localhost/ringsync-deps:cache "$root" 2>&1); then
+      break
+    fi
+    [[ $attempt == 3 ]] &&
+      die "prune: could not name the dependency stage (podman build --target deps $root): ${out##*$'\n'}"
+    say "prune: naming the dependency stage failed (${out##*$'\n'}); again in 5 s"
+    sleep 5
+  done
   # Best effort: an image podman is still releasing (a build's last container) makes the
   # prune fail now and succeed next time; the space is reclaimed then.
   local pruned
