@@ -80,31 +80,29 @@ void PendingCollective::ScatterOutput(const char* from) const {
   }
 }
 
-void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
+void PendingCollective::NameRegistered(uint64_t id, uint64_t offset) {
   v1::RegisteredTensor* registered = request_.mutable_registered();
   registered->set_buffer_id(id);
   registered->set_offset(offset);
   registered->set_size_bytes(bytes_.output);
+}
+
+void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
+  NameRegistered(id, offset);
   registered_ = true;
 }
 
 void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,
                                    std::shared_ptr<StagingBuffers> staging) {
   GatherInput(static_cast<char*>(buffer->data()));
-  v1::RegisteredTensor* registered = request_.mutable_registered();
-  registered->set_buffer_id(buffer->id());
-  registered->set_offset(0);
-  registered->set_size_bytes(bytes_.output);
+  NameRegistered(buffer->id(), 0);
   staged_ = std::move(buffer);
   staging_ = std::move(staging);
 }
 
 void PendingCollective::UseArenaSlice(StagingArena::Slice slice) {
   GatherInput(reinterpret_cast<char*>(slice.data()));
-  v1::RegisteredTensor* registered = request_.mutable_registered();
-  registered->set_buffer_id(slice.buffer_id());
-  registered->set_offset(slice.offset());
-  registered->set_size_bytes(bytes_.output);
+  NameRegistered(slice.buffer_id(), slice.offset());
   slice_.emplace(std::move(slice));
 }
 

@@ -88,6 +88,8 @@ class PendingCollective {
 
  private:
   absl::Status CopyResultOut();
+  // Names [offset, offset + output bytes) of registered buffer `id` in the request.
+  void NameRegistered(uint64_t id, uint64_t offset);
   // The caller's input into `to` (bytes_.input bytes), from its one buffer or, for a
   // fused all-reduce, its pieces one after another; the result back the same way.
   void GatherInput(char* to) const;
