@@ -43,7 +43,10 @@
 #                         (a second pair of processes can run beside the first with another
 #                         directory: the container tests do that)
 #   RINGSYNC_DEBIAN_MIRROR  debootstrap's mirror   the first bookworm mirror in apt's sources
-set -euo pipefail
+set -Eeuo pipefail
+# A command that fails under set -e ends the script (-E: also inside functions and $(...));
+# say which, instead of ending silently.
+trap 'echo "container-engine: line $LINENO: \`$BASH_COMMAND\` failed (exit $?)" >&2' ERR
 
 RUN_DIR="${RINGSYNC_ENGINE_DIR:-/run/ringsync-engine}"
 SOCKET="$RUN_DIR/podman.sock"
@@ -236,7 +239,7 @@ cmd_status() {
   command -v podman >/dev/null || { say "podman: not installed (deploy/container-engine.sh setup)"; return; }
   say "images:"
   podman images --format '  {{.Repository}}:{{.Tag}}  {{.ID}}  {{.Size}}  {{.Created}}' | sort -u
-  say "containers: $(podman ps -a -q | wc -l), networks besides podman's default: $(podman network ls -q | grep -vcx podman), volumes: $(podman volume ls -q | wc -l)"
+  say "containers: $(podman ps -a -q | wc -l), networks besides podman's default: $(podman network ls -q | awk '$0 != "podman"' | wc -l), volumes: $(podman volume ls -q | wc -l)"
 }
 
 # ------------------------------------------------------------------------------ prune
@@ -245,11 +248,18 @@ cmd_status() {
 # Dockerfile's dependency stage, which `--target deps` names localhost/ringsync-deps:cache
 # (a cached build: seconds), and removes every unnamed image, so the next build still
 # reuses the dependency layer and the storage stays bounded.
+# Right after a build podman is still deleting that build's containers and layers: du
+# then meets files that vanish under it and exits 1 (with set -e and pipefail that ended
+# the prune, silently, after every 17-minute build). Its total is still right.
+storage_mb() {
+  { du -sm /var/lib/containers/storage 2>/dev/null || true; } | cut -f1
+}
+
 cmd_prune() {
   need_root prune
   local root before after
   root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
-  before=$(du -sm /var/lib/containers/storage 2>/dev/null | cut -f1)
+  before=$(storage_mb)
   # Retried: right after a build, podman may still hold that build's storage lock or last
   # container (a prune after a 17-minute build once failed here and passed when run again).
   local attempt out=""
@@ -269,7 +279,7 @@ cmd_prune() {
   if ! pruned=$(podman image prune -f 2>&1); then
     say "prune: podman image prune did not finish (left for the next prune): ${pruned##*$'\n'}"
   fi
-  after=$(du -sm /var/lib/containers/storage 2>/dev/null | cut -f1)
+  after=$(storage_mb)
   say "prune: kept $(podman images -q | sort -u | wc -l) named images (the dependency stage as localhost/ringsync-deps:cache); storage ${before} MB -> ${after} MB"
 }
 
@@ -279,6 +289,7 @@ cmd_prune() {
 cmd_health_ticker() {
   trap 'exit 0' TERM INT
   set +e   # a failed podman call must not end the ticker
+  trap - ERR   # nor be reported: the next tick tries again
   declare -A next_run interval
   local now id iv
   while true; do
@@ -310,5 +321,5 @@ case "${1:-}" in
   prune) cmd_prune ;;
   env) cmd_env ;;
   health-ticker) RUN_DIR="$2"; cmd_health_ticker ;;
-  *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac
