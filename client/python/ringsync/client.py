@@ -7,7 +7,8 @@ from ringsync import _ringsync
 
 def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None,
             tls_ca=None, tls_cert=None, tls_key=None, token_file=None,
-            fusion_threshold_bytes=0, fusion_cycle_time=0.005):
+            fusion_threshold_bytes=0, fusion_cycle_time=0.005, call_channel=True,
+            staging_arena_bytes=None, stage_in_registered_memory=True):
     """Connects to the ringsync worker at `worker` ("unix:/path" or "host:port") and returns
     a Client once the worker reports a formed ring (so rank and world_size are known).
 
@@ -26,11 +27,21 @@ def connect(worker="unix:/run/ringsync/worker.sock", timeout=60.0, name=None,
     call, or wait()/ready() on a queued handle), or speculatively after
     `fusion_cycle_time` seconds; the C++ header ringsync/client.h (FusionOptions) says how
     ranks that cut differently recover.
+
+    How tensors reach a worker on a unix socket (the C++ ClientOptions of the same names;
+    the defaults are the fastest): `call_channel` sends collectives through shared memory
+    registered with the worker instead of one RPC each; `staging_arena_bytes` (None: 16 MiB,
+    0: off) is the registered buffer small all-reduces and broadcasts are staged in;
+    `stage_in_registered_memory` stages large ones in registered memory rather than a file.
+    Each falls back by itself where the worker refuses it; results are the same bits.
     """
     return Client(_ringsync._connect(worker, float(timeout), name or f"python pid {os.getpid()}",
                                      tls_ca or "", tls_cert or "", tls_key or "",
                                      token_file or "", int(fusion_threshold_bytes),
-                                     float(fusion_cycle_time)))
+                                     float(fusion_cycle_time), call_channel=bool(call_channel),
+                                     staging_arena_bytes=-1 if staging_arena_bytes is None
+                                     else int(staging_arena_bytes),
+                                     stage_in_registered_memory=bool(stage_in_registered_memory)))
 
 
 class Client:

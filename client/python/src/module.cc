@@ -60,5 +60,6 @@ PYBIND11_MODULE(_ringsync, m) {
   m.def("_connect", &PyClient::Connect, py::arg("worker"), py::arg("timeout"), py::arg("name"),
         py::arg("tls_ca") = "", py::arg("tls_cert") = "", py::arg("tls_key") = "",
         py::arg("token_file") = "", py::arg("fusion_threshold_bytes") = 0,
-        py::arg("fusion_cycle_time") = 0.005);
+        py::arg("fusion_cycle_time") = 0.005, py::arg("call_channel") = true,
+        py::arg("staging_arena_bytes") = -1, py::arg("stage_in_registered_memory") = true);
 }

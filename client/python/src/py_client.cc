@@ -24,7 +24,13 @@ std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double ti
                                             const std::string& tls_cert, const std::string& tls_key,
                                             const std::string& token_file,
                                             int64_t fusion_threshold_bytes,
-                                            double fusion_cycle_time_seconds) {
+                                            double fusion_cycle_time_seconds, bool call_channel,
+                                            int64_t staging_arena_bytes,
+                                            bool stage_in_registered_memory) {
+  if (staging_arena_bytes < -1) {
+    throw py::value_error(absl::StrCat("staging_arena_bytes must be 0 (off), a size in bytes "
+                                       "or None (the default), not ", staging_arena_bytes));
+  }
   ClientOptions options;
   options.connect_timeout = absl::Seconds(timeout_seconds);
   options.client_name = name;
@@ -38,6 +44,11 @@ std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double ti
     options.fusion.threshold_bytes = static_cast<size_t>(fusion_threshold_bytes);
     options.fusion.cycle_time = absl::Seconds(fusion_cycle_time_seconds);
   }
+  options.call_channel = call_channel;
+  if (staging_arena_bytes >= 0) {
+    options.staging_arena_bytes = static_cast<size_t>(staging_arena_bytes);
+  }
+  options.stage_in_registered_memory = stage_in_registered_memory;
   absl::StatusOr<std::unique_ptr<Client>> client;
   {
     py::gil_scoped_release nogil;

@@ -27,12 +27,18 @@ class PyClient {
  public:
   // Raises WorkerUnavailable / TimeoutError / ringsync.Error as the connection fails.
   // `tls_*`, `token_file`: ClientOptions' authentication for a TCP worker ("" = none).
+  // `call_channel`, `staging_arena_bytes` (-1: the SDK's default), `stage_in_registered_
+  // memory`: the ClientOptions of the same names (how tensors reach the worker); raises
+  // ValueError for a negative arena size other than -1.
   static std::unique_ptr<PyClient> Connect(const std::string& worker, double timeout_seconds,
                                            const std::string& name,
                                            const std::string& tls_ca, const std::string& tls_cert,
                                            const std::string& tls_key, const std::string& token_file,
                                            int64_t fusion_threshold_bytes = 0,
-                                           double fusion_cycle_time_seconds = 0.005);
+                                           double fusion_cycle_time_seconds = 0.005,
+                                           bool call_channel = true,
+                                           int64_t staging_arena_bytes = -1,
+                                           bool stage_in_registered_memory = true);
 
   int rank() const { return Get()->rank(); }
   int world_size() const { return Get()->world_size(); }
