@@ -1,5 +1,7 @@
 #include "daemon/worker/grpc_link_factory.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/transport/grpc/grpc_link.h"
 
@@ -27,10 +29,39 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
       epoch.me.generation, ExpectedSender{prev, epoch.worker_ids[prev]});
   if (!inbox.ok()) return inbox.status();
+  OutboundEdge opened;
+  {
+    absl::MutexLock lock(&kept_mu_);
+    if (kept_generation_ == epoch.me.generation) opened = std::exchange(kept_, {});
+  }
   absl::StatusOr<std::unique_ptr<GrpcLink>> link =
-      ConnectRingLink(epoch.me, neighbours, *std::move(inbox), limit);
+      ConnectRingLink(epoch.me, neighbours, *std::move(inbox), limit, &opened);
+  if (opened.stream != nullptr) {
+    OutboundEdge older;  // closed outside the lock: closing waits for gRPC
+    absl::MutexLock lock(&kept_mu_);
+    older = std::exchange(kept_, std::move(opened));
+    kept_generation_ = epoch.me.generation;
+  }
   if (!link.ok()) return link.status();
   return std::unique_ptr<Link>(*std::move(link));
+}
+
+void GrpcLinkFactory::RetireBefore(uint64_t generation, const absl::Status& why) {
+  OutboundEdge retired;  // closed outside the lock
+  {
+    absl::MutexLock lock(&kept_mu_);
+    if (kept_generation_ < generation) retired = std::exchange(kept_, {});
+  }
+  registry_.RetireBefore(generation, why);
+}
+
+void GrpcLinkFactory::CloseAll(const absl::Status& why) {
+  OutboundEdge closed;  // closed outside the lock
+  {
+    absl::MutexLock lock(&kept_mu_);
+    closed = std::exchange(kept_, {});
+  }
+  registry_.CloseAll(why);
 }
 
 }  // namespace ringsync

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
+#include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/ring_epoch.h"
 #include "wire/grpc_options.h"
@@ -38,10 +40,8 @@ class GrpcLinkFactory final : public LinkFactory {
 
   absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                 const WaitLimit& limit) override;
-  void RetireBefore(uint64_t generation, const absl::Status& why) override {
-    registry_.RetireBefore(generation, why);
-  }
-  void CloseAll(const absl::Status& why) override { registry_.CloseAll(why); }
+  void RetireBefore(uint64_t generation, const absl::Status& why) override;
+  void CloseAll(const absl::Status& why) override;
 
  private:
   const std::string worker_id_;
@@ -50,6 +50,11 @@ class GrpcLinkFactory final : public LinkFactory {
   const KeepaliveSettings keepalive_;
   SameHostPath same_host_path_;
   const absl::Duration open_attempt_;
+  // The edge to rank+1 of a generation whose last Connect failed waiting for rank-1
+  // (ConnectRingLink's `opened`): the next Connect of that generation goes on with it.
+  absl::Mutex kept_mu_;
+  uint64_t kept_generation_ ABSL_GUARDED_BY(kept_mu_) = 0;
+  OutboundEdge kept_ ABSL_GUARDED_BY(kept_mu_);
 };
 
 }  // namespace ringsync

@@ -1,6 +1,7 @@
 #include "daemon/transport/grpc/grpc_link.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -14,6 +15,22 @@ std::shared_ptr<grpc::Channel> NewPeerChannel(const RingNeighbours& neighbours) 
                                            PeerChannelArguments(neighbours.keepalive));
 }
 
+const char* DescribeChannelState(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE:
+      return "idle";
+    case GRPC_CHANNEL_CONNECTING:
+      return "still resolving the name or connecting";
+    case GRPC_CHANNEL_READY:
+      return "connected, but the stream was not accepted";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "failed (the name did not resolve, or the connection was refused or dropped)";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "shut down";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
                                              const RingNeighbours& neighbours,
                                              const WaitLimit& limit) {
@@ -24,6 +41,7 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   // while a container network's DNS server reloads once cost 50 s): the next attempt
   // starts afresh on a new channel.
   std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours);
+  int attempts = 0;
   while (true) {
     if (channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
       channel = NewPeerChannel(neighbours);
@@ -32,11 +50,16 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
     attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
     absl::StatusOr<OutboundEdge> edge =
         OpenOutboundEdge(me, neighbours, channel, attempt, /*wait_for_ready=*/true);
+    ++attempts;
     // Only an attempt that got no answer is worth making again; a refusal says why.
-    if (edge.ok() || !absl::IsDeadlineExceeded(edge.status()) ||
-        absl::Now() >= limit.deadline ||
+    if (edge.ok() || !absl::IsDeadlineExceeded(edge.status())) return edge;
+    if (absl::Now() >= limit.deadline ||
         (limit.cancellation != nullptr && limit.cancellation->IsCancelled())) {
-      return edge;
+      // Where the last attempt stood says whether the name, the connection or the peer
+      // was missing.
+      return absl::DeadlineExceededError(absl::StrCat(
+          edge.status().message(), " (", attempts, " attempts; the last one's connection: ",
+          DescribeChannelState(channel->GetState(/*try_to_connect=*/false)), ")"));
     }
   }
 }
@@ -86,22 +109,35 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
                                                           const RingNeighbours& neighbours,
                                                           std::shared_ptr<PeerInbox> inbox,
-                                                          const WaitLimit& limit) {
-  absl::StatusOr<OutboundEdge> outbound = OpenWithRetries(me, neighbours, limit);
-  if (!outbound.ok()) return outbound.status();
+                                                          const WaitLimit& limit,
+                                                          OutboundEdge* opened) {
+  OutboundEdge outbound;
+  if (opened != nullptr && opened->stream != nullptr && !opened->stream->broken()) {
+    outbound = std::exchange(*opened, {});
+  } else {
+    if (opened != nullptr) *opened = {};
+    absl::StatusOr<OutboundEdge> fresh = OpenWithRetries(me, neighbours, limit);
+    if (!fresh.ok()) return fresh.status();
+    outbound = *std::move(fresh);
+  }
   absl::StatusOr<int> sender = inbox->AwaitSender(limit);
   if (!sender.ok()) {
+    std::string kept;
+    if (opened != nullptr) {
+      *opened = std::move(outbound);
+      kept = absl::StrCat(" (the stream to rank ", me.next(), " stays open)");
+    }
     return absl::Status(sender.status().code(),
-                        absl::StrCat("rank ", me.prev(), " did not connect its ring stream: ",
-                                     sender.status().message()));
+                        absl::StrCat("rank ", me.prev(), " did not connect its ring stream", kept,
+                                     ": ", sender.status().message()));
   }
   if (*sender != me.prev()) {
     return absl::FailedPreconditionError(
         absl::StrCat("generation ", me.generation, ": the incoming ring stream is from rank ",
                      *sender, ", but this rank's left neighbour is rank ", me.prev()));
   }
-  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound->stream), std::move(inbox),
-                                    std::move(outbound->slots));
+  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound.stream), std::move(inbox),
+                                    std::move(outbound.slots));
 }
 
 absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,

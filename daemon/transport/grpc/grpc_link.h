@@ -101,8 +101,6 @@ class GrpcLink final : public Link {
   std::shared_ptr<PeerInbox> inbound_;
 };
 
-// Opens the outbound stream of `me` for its generation and waits until rank-1's stream
-// has arrived in `inbox` and is the expected sender. Fails at the limit.
 // An open stream to rank+1 and, when rank+1 accepted it, the slot ring offered with it.
 struct OutboundEdge {
   std::unique_ptr<OutboundStream> stream;
@@ -115,9 +113,18 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
                                               std::shared_ptr<grpc::Channel> channel,
                                               const WaitLimit& limit, bool wait_for_ready);
 
+// Opens the outbound stream of `me` for its generation and waits until rank-1's stream
+// has arrived in `inbox` and is the expected sender. Fails at the limit.
+// `opened` (optional): an edge to rank+1 that an earlier attempt of the same generation
+// opened. It is used instead of a new one while its stream is not broken; and when this
+// attempt fails waiting for rank-1, its open edge is left there for the next attempt
+// instead of being closed, because rank+1 may have formed its side already and be
+// waiting on it in a collective: closing it would fail that collective on every rank
+// for a delay that is only rank-1's.
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
                                                           const RingNeighbours& neighbours,
                                                           std::shared_ptr<PeerInbox> inbox,
-                                                          const WaitLimit& limit);
+                                                          const WaitLimit& limit,
+                                                          OutboundEdge* opened = nullptr);
 
 }  // namespace ringsync

@@ -226,6 +226,60 @@ TEST_P(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << sent;
 }
 
+// A rank whose left neighbour connects late fails its attempt to form the ring but keeps
+// its stream to the right neighbour for the next attempt: the right neighbour, formed
+// already, may be waiting in a collective on it, which a new stream would fail (the
+// first collective of a compose cluster once failed that way on every rank).
+TEST_P(GrpcRing, AnAttemptThatWaitedInVainForTheLeftNeighbourKeepsTheStreamToTheRight) {
+  constexpr uint64_t kGeneration = 1;
+  GrpcTestRing ring(2, transport());  // each rank's side connected by hand below
+  auto neighbours_of = [&](int r) {
+    RingNeighbours neighbours{ring.server(1 - r).address, absl::StrCat("rank ", 1 - r),
+                              absl::StrCat("w", r)};
+    neighbours.offer_shm = transport().same_host;
+    neighbours.shm_slots = 4;
+    neighbours.shm_slot_bytes = transport().slot_bytes;
+    neighbours.shm_mailbox_bytes = transport().mailbox_bytes;
+    return neighbours;
+  };
+  auto inbox_of = [&](int r) {
+    return ring.server(r).registry.Expect(kGeneration,
+                                          ExpectedSender{1 - r, absl::StrCat("w", 1 - r)});
+  };
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox0 = inbox_of(0), inbox1 = inbox_of(1);
+  ASSERT_TRUE(inbox0.ok() && inbox1.ok());
+  const RingMember rank0{0, 2, kGeneration}, rank1{1, 2, kGeneration};
+
+  OutboundEdge opened;
+  absl::StatusOr<std::unique_ptr<GrpcLink>> first = ConnectRingLink(
+      rank0, neighbours_of(0), *inbox0, {absl::Now() + absl::Milliseconds(300)}, &opened);
+  ASSERT_TRUE(absl::IsDeadlineExceeded(first.status())) << first.status();
+  EXPECT_THAT(std::string(first.status().message()), HasSubstr("stays open"));
+  ASSERT_NE(opened.stream, nullptr);
+
+  // Rank 1 forms its side (rank 0's stream is its inbound) and waits for a frame.
+  absl::StatusOr<std::unique_ptr<GrpcLink>> link1 =
+      ConnectRingLink(rank1, neighbours_of(1), *inbox1, {absl::Now() + absl::Seconds(10)});
+  ASSERT_TRUE(link1.ok()) << link1.status();
+  absl::StatusOr<ReceivedFrame> received;
+  std::thread receiver([&] { received = (*link1)->Receive({absl::Now() + absl::Seconds(10)}); });
+
+  absl::StatusOr<std::unique_ptr<GrpcLink>> link0 = ConnectRingLink(
+      rank0, neighbours_of(0), *inbox0, {absl::Now() + absl::Seconds(10)}, &opened);
+  ASSERT_TRUE(link0.ok()) << link0.status();
+  EXPECT_EQ(opened.stream, nullptr);  // the kept stream went into the link
+  Frame frame;
+  frame.kind = FrameKind::kAbort;
+  frame.generation = kGeneration;
+  frame.sequence = 1;
+  frame.abort_origin = 0;
+  frame.abort_reason = "sent on the kept stream";
+  EXPECT_TRUE((*link0)->Send(frame, {}, {absl::Now() + absl::Seconds(10)}).ok());
+  receiver.join();
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(received->frame.abort_reason, "sent on the kept stream");
+}
+
 TEST(GrpcRingStreams, AStreamOfARetiredGenerationIsRefused) {
   RankServer server;
   server.registry.RetireBefore(5, absl::FailedPreconditionError("generation over"));
