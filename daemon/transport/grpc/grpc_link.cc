@@ -39,12 +39,21 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   // stream on it. A channel in TRANSIENT_FAILURE is waiting out gRPC's backoff instead,
   // which grows after each failed resolution (1 s, 1.6 s, 2.6 s, ... — a DNS answer lost
   // while a container network's DNS server reloads once cost 50 s): the next attempt
-  // starts afresh on a new channel.
+  // starts afresh on a new channel. So does one still not connected after
+  // kStalledAttempts attempts: a TCP connection whose SYN was dropped (a container whose
+  // network was still being set up) waits out gRPC's 20 s connect timeout, a lost DNS
+  // query its resolver's timeout; a new channel (its own subchannel pool) asks and dials
+  // anew. (A compose cluster's first ring once took 30 s to form that way.)
+  constexpr int kStalledAttempts = 3;
   std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours);
   int attempts = 0;
+  int stalled = 0;  // consecutive attempts that ended with the channel not connected
   while (true) {
-    if (channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    const grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/false);
+    if (attempts > 0) stalled = state == GRPC_CHANNEL_READY ? 0 : stalled + 1;
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || stalled >= kStalledAttempts) {
       channel = NewPeerChannel(neighbours);
+      stalled = 0;
     }
     WaitLimit attempt = limit;
     attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
