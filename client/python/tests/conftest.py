@@ -35,6 +35,17 @@ def clients(cluster):
         c.close()
 
 
+def registered_mappings():
+    """{(start, end)} of this process's mappings of the SDK's registered memory (memfds)."""
+    found = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "memfd:ringsync-registered" in line:
+                start, end = line.split()[0].split("-")
+                found.add((int(start, 16), int(end, 16)))
+    return found
+
+
 def run_ranks(clients, fn, timeout=60):
     """Calls fn(client) for every rank at once, each on its own thread; returns the results
     in rank order and re-raises the first exception (by rank)."""

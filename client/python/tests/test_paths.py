@@ -6,6 +6,7 @@ import numpy
 import pytest
 
 import ringsync
+from conftest import registered_mappings
 from ringsync.local_cluster import LocalCluster
 
 SMALL = 1000                  # elements: below the SDK's shared-memory threshold
@@ -16,17 +17,6 @@ LARGE = (2 << 20) // 4        # 2 MiB of float32: staged (registered memory or a
 def worker():
     with LocalCluster(world_size=1) as c:
         yield c.targets[0]
-
-
-def registered_mappings():
-    """{(start, end)} of this process's mappings of the SDK's registered memory."""
-    found = set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if "memfd:ringsync-registered" in line:
-                start, end = line.split()[0].split("-")
-                found.add((int(start, 16), int(end, 16)))
-    return found
 
 
 def new_registered_sizes(worker, **choices):

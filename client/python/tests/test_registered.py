@@ -4,18 +4,7 @@ import numpy
 import pytest
 
 import ringsync
-from conftest import WORLD_SIZE, run_ranks
-
-
-def memfd_mappings():
-    """(start, end) of this process's mappings of the SDK's registered memory."""
-    spans = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if "memfd:ringsync-registered" in line:
-                start, end = line.split()[0].split("-")
-                spans.append((int(start, 16), int(end, 16)))
-    return spans
+from conftest import WORLD_SIZE, registered_mappings, run_ranks
 
 
 def test_an_allocated_array_is_registered_memory_and_reduces_in_place(clients):
@@ -24,7 +13,7 @@ def test_an_allocated_array_is_registered_memory_and_reduces_in_place(clients):
         assert values.shape == (512, 1024) and values.dtype == numpy.float32
         assert not values.any(), "zeroed"
         address = values.__array_interface__["data"][0]
-        assert any(start <= address < end for start, end in memfd_mappings())
+        assert any(start <= address < end for start, end in registered_mappings())
         values[:] = client.rank + 1
         assert client.allreduce_(values, "registered") is values
         # A slice of it is still inside the registered memory.
