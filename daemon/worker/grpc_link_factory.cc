@@ -1,5 +1,6 @@
 #include "daemon/worker/grpc_link_factory.h"
 
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -46,21 +47,18 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   return std::unique_ptr<Link>(*std::move(link));
 }
 
+OutboundEdge GrpcLinkFactory::TakeKeptBefore(uint64_t generation) {
+  absl::MutexLock lock(&kept_mu_);
+  return kept_generation_ < generation ? std::exchange(kept_, {}) : OutboundEdge{};
+}
+
 void GrpcLinkFactory::RetireBefore(uint64_t generation, const absl::Status& why) {
-  OutboundEdge retired;  // closed outside the lock
-  {
-    absl::MutexLock lock(&kept_mu_);
-    if (kept_generation_ < generation) retired = std::exchange(kept_, {});
-  }
+  const OutboundEdge retired = TakeKeptBefore(generation);  // closed on return
   registry_.RetireBefore(generation, why);
 }
 
 void GrpcLinkFactory::CloseAll(const absl::Status& why) {
-  OutboundEdge closed;  // closed outside the lock
-  {
-    absl::MutexLock lock(&kept_mu_);
-    closed = std::exchange(kept_, {});
-  }
+  const OutboundEdge closed = TakeKeptBefore(std::numeric_limits<uint64_t>::max());
   registry_.CloseAll(why);
 }
 

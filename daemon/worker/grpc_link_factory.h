@@ -52,6 +52,10 @@ class GrpcLinkFactory final : public LinkFactory {
   const absl::Duration open_attempt_;
   // The edge to rank+1 of a generation whose last Connect failed waiting for rank-1
   // (ConnectRingLink's `opened`): the next Connect of that generation goes on with it.
+  // The kept edge when its generation is older than `generation`, else none; the caller
+  // closes it outside the lock (closing waits for gRPC).
+  OutboundEdge TakeKeptBefore(uint64_t generation);
+
   absl::Mutex kept_mu_;
   uint64_t kept_generation_ ABSL_GUARDED_BY(kept_mu_) = 0;
   OutboundEdge kept_ ABSL_GUARDED_BY(kept_mu_);

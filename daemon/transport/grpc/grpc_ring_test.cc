@@ -233,15 +233,6 @@ TEST_P(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
 TEST_P(GrpcRing, AnAttemptThatWaitedInVainForTheLeftNeighbourKeepsTheStreamToTheRight) {
   constexpr uint64_t kGeneration = 1;
   GrpcTestRing ring(2, transport());  // each rank's side connected by hand below
-  auto neighbours_of = [&](int r) {
-    RingNeighbours neighbours{ring.server(1 - r).address, absl::StrCat("rank ", 1 - r),
-                              absl::StrCat("w", r)};
-    neighbours.offer_shm = transport().same_host;
-    neighbours.shm_slots = 4;
-    neighbours.shm_slot_bytes = transport().slot_bytes;
-    neighbours.shm_mailbox_bytes = transport().mailbox_bytes;
-    return neighbours;
-  };
   auto inbox_of = [&](int r) {
     return ring.server(r).registry.Expect(kGeneration,
                                           ExpectedSender{1 - r, absl::StrCat("w", 1 - r)});
@@ -252,20 +243,20 @@ TEST_P(GrpcRing, AnAttemptThatWaitedInVainForTheLeftNeighbourKeepsTheStreamToThe
 
   OutboundEdge opened;
   absl::StatusOr<std::unique_ptr<GrpcLink>> first = ConnectRingLink(
-      rank0, neighbours_of(0), *inbox0, {absl::Now() + absl::Milliseconds(300)}, &opened);
+      rank0, ring.neighbours(0), *inbox0, {absl::Now() + absl::Milliseconds(300)}, &opened);
   ASSERT_TRUE(absl::IsDeadlineExceeded(first.status())) << first.status();
   EXPECT_THAT(std::string(first.status().message()), HasSubstr("stays open"));
   ASSERT_NE(opened.stream, nullptr);
 
   // Rank 1 forms its side (rank 0's stream is its inbound) and waits for a frame.
   absl::StatusOr<std::unique_ptr<GrpcLink>> link1 =
-      ConnectRingLink(rank1, neighbours_of(1), *inbox1, {absl::Now() + absl::Seconds(10)});
+      ConnectRingLink(rank1, ring.neighbours(1), *inbox1, {absl::Now() + absl::Seconds(10)});
   ASSERT_TRUE(link1.ok()) << link1.status();
   absl::StatusOr<ReceivedFrame> received;
   std::thread receiver([&] { received = (*link1)->Receive({absl::Now() + absl::Seconds(10)}); });
 
   absl::StatusOr<std::unique_ptr<GrpcLink>> link0 = ConnectRingLink(
-      rank0, neighbours_of(0), *inbox0, {absl::Now() + absl::Seconds(10)}, &opened);
+      rank0, ring.neighbours(0), *inbox0, {absl::Now() + absl::Seconds(10)}, &opened);
   ASSERT_TRUE(link0.ok()) << link0.status();
   EXPECT_EQ(opened.stream, nullptr);  // the kept stream went into the link
   Frame frame;

@@ -57,24 +57,29 @@ class GrpcTestRing {
     }
     return SpawnRanks(n_, [&](int r) -> absl::Status {
       links_[static_cast<size_t>(r)].reset();
-      const int next = (r + 1) % n_;
-      RingNeighbours neighbours{servers_[static_cast<size_t>(next)]->address,
-                                absl::StrCat("rank ", next), absl::StrCat("w", r)};
-      neighbours.offer_shm = transport_.same_host;
-      neighbours.shm_slots = 4;
-      neighbours.shm_slot_bytes = transport_.slot_bytes;
-      neighbours.shm_mailbox_bytes = transport_.mailbox_bytes;
       const int prev = (r + n_ - 1) % n_;
       absl::StatusOr<std::shared_ptr<PeerInbox>> inbox =
           servers_[static_cast<size_t>(r)]->registry.Expect(
               generation, ExpectedSender{prev, absl::StrCat("w", prev)});
       if (!inbox.ok()) return inbox.status();
       absl::StatusOr<std::unique_ptr<GrpcLink>> link =
-          ConnectRingLink(member(r), neighbours, *inbox, {absl::Now() + timeout});
+          ConnectRingLink(member(r), neighbours(r), *inbox, {absl::Now() + timeout});
       if (!link.ok()) return link.status();
       links_[static_cast<size_t>(r)] = *std::move(link);
       return absl::OkStatus();
     });
+  }
+
+  // Rank r's neighbours as Connect gives them: rank r+1's server, this ring's transport.
+  RingNeighbours neighbours(int r) const {
+    const int next = (r + 1) % n_;
+    RingNeighbours neighbours{servers_[static_cast<size_t>(next)]->address,
+                              absl::StrCat("rank ", next), absl::StrCat("w", r)};
+    neighbours.offer_shm = transport_.same_host;
+    neighbours.shm_slots = 4;
+    neighbours.shm_slot_bytes = transport_.slot_bytes;
+    neighbours.shm_mailbox_bytes = transport_.mailbox_bytes;
+    return neighbours;
   }
 
   int size() const { return n_; }
