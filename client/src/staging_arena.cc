@@ -44,9 +44,15 @@ std::optional<StagingArena::Slice> StagingArena::Take(size_t size_bytes) {
   absl::MutexLock lock(&mu_);
   if (retired_) return std::nullopt;
   uint64_t begin = head_;
-  // A slice never wraps: one that would cross the end begins at the next lap.
-  if (begin % capacity + size > capacity) begin += capacity - begin % capacity;
-  if (held_.empty()) tail_ = begin;  // nothing is held: the skipped space is free too
+  if (held_.empty()) {
+    // Nothing is held: begin again at the start (the next lap), so that a caller with one
+    // collective out at a time keeps reusing the same pages.
+    begin += (capacity - begin % capacity) % capacity;
+    tail_ = begin;
+  } else if (begin % capacity + size > capacity) {
+    // A slice never wraps: one that would cross the end begins at the next lap.
+    begin += capacity - begin % capacity;
+  }
   if (begin + size - tail_ > capacity) return std::nullopt;  // older slices still hold it
   held_.push_back(Held{begin, false});
   head_ = begin + size;

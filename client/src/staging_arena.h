@@ -14,7 +14,11 @@
 // one's, wrapping at the end) and their space comes back when every older slice has come
 // back too: collectives mostly complete in the order they started, so this wastes little
 // and needs no free list. A slice that does not fit now is refused (the caller sends the
-// tensor inline, as before).
+// tensor inline, as before). When no slice is out, the next begins at the arena's start
+// again: a training loop that waits for each collective stages every tensor in the same
+// pages, which stay in cache and in both processes' page tables, instead of walking the
+// whole arena (on a VM whose first touch of a mapped page costs ~5-11 us, the first walk
+// through a 16 MiB arena doubled a 64 KiB all-reduce's time for its first 256 calls).
 //
 // A slice the worker may still write into (its collective's RPC was cancelled) is
 // retired: the arena hands out nothing more, and its memory is dropped once its last slice

@@ -31,6 +31,19 @@ TEST(StagingArena, SlicesFollowEachOtherAlignedAndDoNotOverlap) {
   EXPECT_EQ(c->data() - a->data(), 192);
 }
 
+TEST(StagingArena, WhenNothingIsHeldTheNextSliceBeginsAtTheStart) {
+  std::shared_ptr<StagingArena> arena = MakeArena();
+  for (int call = 0; call < 3; ++call) {
+    std::optional<StagingArena::Slice> slice = arena->Take(1000);
+    ASSERT_TRUE(slice) << call;
+    EXPECT_EQ(slice->offset(), 0u) << "call " << call << ": the arena was empty";
+  }
+  std::optional<StagingArena::Slice> held = arena->Take(64);
+  std::optional<StagingArena::Slice> next = arena->Take(64);
+  ASSERT_TRUE(held && next);
+  EXPECT_EQ(next->offset(), 64u) << "while one is out, slices follow it";
+}
+
 TEST(StagingArena, ASliceThatDoesNotFitNowIsRefusedAndFitsOnceTheOlderOnesAreBack) {
   std::shared_ptr<StagingArena> arena = MakeArena();
   std::optional<StagingArena::Slice> first = arena->Take(2048);
