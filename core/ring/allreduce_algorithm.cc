@@ -1,6 +1,17 @@
 #include "core/ring/allreduce_algorithm.h"
 
+#include <algorithm>
+
 namespace ringsync {
+
+uint64_t RelayMaxBytes(int world_size, const AlgorithmPolicy& policy) {
+  if (world_size < 2) return 0;
+  constexpr uint64_t kTwoRanksFactor = 16;
+  const uint64_t n = static_cast<uint64_t>(world_size);
+  const uint64_t scaled = world_size == 2 ? policy.relay_max_bytes * kTwoRanksFactor
+                                          : policy.relay_max_bytes * n / (n - 2);
+  return std::min(scaled, policy.relay_frame_limit_bytes);
+}
 
 AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DType /*dtype*/,
                                             ReduceOp /*op*/, const AlgorithmPolicy& policy) {
@@ -10,10 +21,13 @@ AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DTyp
   if (world_size < 2) return AllReduceAlgorithm::kRing;  // no hop either way
   switch (policy.mode) {
     case AlgorithmPolicy::Mode::kRing: return AllReduceAlgorithm::kRing;
-    case AlgorithmPolicy::Mode::kRelay: return AllReduceAlgorithm::kRelay;
+    case AlgorithmPolicy::Mode::kRelay:
+      return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
+                                                     : AllReduceAlgorithm::kRing;
     case AlgorithmPolicy::Mode::kAuto: break;
   }
-  return bytes <= policy.relay_max_bytes ? AllReduceAlgorithm::kRelay : AllReduceAlgorithm::kRing;
+  return bytes <= RelayMaxBytes(world_size, policy) ? AllReduceAlgorithm::kRelay
+                                                    : AllReduceAlgorithm::kRing;
 }
 
 absl::string_view AlgorithmName(AllReduceAlgorithm algorithm) {

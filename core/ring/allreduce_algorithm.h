@@ -8,10 +8,18 @@
 //            commit pass: 2(N-1) sequential hops, each rank moving (N-1) times the
 //            buffer. For small messages, where hops, not bytes, cost the time.
 //
-// kAuto picks kRelay for buffers of at most `relay_max_bytes`, else kRing. The choice
-// depends only on (N, bytes, dtype, op, policy); ranks whose policies differ choose
-// differently, and the agreement pass then fails the collective on every rank, naming
-// the flags (RingExchange), so a disagreement can never mix two algorithms' data.
+// kAuto picks kRelay for buffers of at most RelayMaxBytes(N, policy), else kRing. With h
+// one hop's time and B a link's rate, the relay is faster while the hops it saves outweigh
+// the bytes it adds: 2(N-1)h > (N-1)(1 - 2/N)S/B, i.e. S < 2hB·N/(N-2). So the threshold
+// is `relay_max_bytes` (≈ 2hB, the crossover of a large ring) times N/(N-2): twice it at
+// N=4, 1.33x at N=8; at N=2 both move S per rank and the relay takes half the hops, so
+// it runs up to 16x. Measured on one host (N=4 and 8, 127.0.0.1): hB ≈ 50 KB.
+// Neither mode ever relays more than `relay_frame_limit_bytes`: the relay carries a whole
+// buffer in one frame, and peers read no frame larger than a segment.
+//
+// The choice depends only on (N, bytes, dtype, op, policy); ranks whose policies differ
+// may choose differently, and the agreement pass then fails the collective on every rank,
+// naming the flags (RingExchange), so a disagreement can never mix two algorithms' data.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +35,15 @@ enum class AllReduceAlgorithm : uint8_t { kRing = 1, kRelay = 2 };
 
 struct AlgorithmPolicy {
   enum class Mode : uint8_t { kAuto, kRing, kRelay } mode = Mode::kAuto;
-  // kAuto: the largest buffer the relay algorithm runs.
-  uint64_t relay_max_bytes = 16 << 10;
+  // kAuto: the relay's crossover on a large ring (RelayMaxBytes scales it by N).
+  uint64_t relay_max_bytes = 64 << 10;
+  // The largest buffer the relay can carry (the peers' frame limit, --segment_bytes):
+  // larger ones run the ring in every mode.
+  uint64_t relay_frame_limit_bytes = 1 << 20;
 };
+
+// The largest all-reduce (bytes) that kAuto relays over `world_size` ranks.
+uint64_t RelayMaxBytes(int world_size, const AlgorithmPolicy& policy);
 
 // The algorithm an all-reduce of `bytes` over `world_size` ranks runs under `policy`.
 AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DType dtype,

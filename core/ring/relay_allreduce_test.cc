@@ -212,23 +212,45 @@ TEST(RelayAllReduce, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFail
   EXPECT_GT(in_doubt, 0);  // cuts in the commit pass reach the case no protocol closes
 }
 
-TEST(AllReduceAlgorithmChoice, AutoRelaysUpToTheThresholdAndForcedModesWin) {
+AllReduceAlgorithm Choose(int world_size, uint64_t bytes, const AlgorithmPolicy& policy) {
+  return ChooseAllReduceAlgorithm(world_size, bytes, DType::kFloat32, ReduceOp::kSum, policy);
+}
+
+TEST(AllReduceAlgorithmChoice, AutoRelaysUpToAThresholdThatShrinksTowardsTheFlagAsTheRingGrows) {
   AlgorithmPolicy policy;
-  policy.relay_max_bytes = 1024;
-  EXPECT_EQ(ChooseAllReduceAlgorithm(4, 4, DType::kFloat32, ReduceOp::kSum, policy),
-            AllReduceAlgorithm::kRelay);
-  EXPECT_EQ(ChooseAllReduceAlgorithm(4, 1024, DType::kFloat32, ReduceOp::kSum, policy),
-            AllReduceAlgorithm::kRelay);
-  EXPECT_EQ(ChooseAllReduceAlgorithm(4, 1025, DType::kFloat32, ReduceOp::kSum, policy),
-            AllReduceAlgorithm::kRing);
-  EXPECT_EQ(ChooseAllReduceAlgorithm(1, 4, DType::kFloat32, ReduceOp::kSum, policy),
-            AllReduceAlgorithm::kRing);  // one rank: nothing to relay
-  policy.mode = AlgorithmPolicy::Mode::kRing;
-  EXPECT_EQ(ChooseAllReduceAlgorithm(4, 4, DType::kFloat32, ReduceOp::kSum, policy),
-            AllReduceAlgorithm::kRing);
+  policy.relay_max_bytes = 1200;
+  // N/(N-2) times the flag: the hops the relay saves against the bytes it adds.
+  EXPECT_EQ(RelayMaxBytes(4, policy), 2400u);
+  EXPECT_EQ(RelayMaxBytes(8, policy), 1600u);
+  EXPECT_EQ(RelayMaxBytes(3, policy), 3600u);
+  EXPECT_EQ(RelayMaxBytes(1202, policy), 1202u);
+  EXPECT_EQ(RelayMaxBytes(2, policy), 16u * 1200) << "two ranks: the relay moves no more bytes";
+  EXPECT_EQ(Choose(4, 4, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(4, 2400, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(4, 2401, policy), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(Choose(8, 2400, policy), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(Choose(1, 4, policy), AllReduceAlgorithm::kRing) << "one rank: nothing to relay";
+}
+
+TEST(AllReduceAlgorithmChoice, NoModeRelaysMoreThanAFrameHolds) {
+  AlgorithmPolicy policy;
+  policy.relay_max_bytes = 1 << 20;
+  policy.relay_frame_limit_bytes = 64 << 10;
+  EXPECT_EQ(RelayMaxBytes(2, policy), 64u << 10);
+  EXPECT_EQ(Choose(4, 64 << 10, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(4, (64 << 10) + 1, policy), AllReduceAlgorithm::kRing);
   policy.mode = AlgorithmPolicy::Mode::kRelay;
-  EXPECT_EQ(ChooseAllReduceAlgorithm(4, 1 << 30, DType::kFloat32, ReduceOp::kSum, policy),
-            AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(4, 64 << 10, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(4, (64 << 10) + 1, policy), AllReduceAlgorithm::kRing)
+      << "forced relay: a buffer larger than a frame runs the ring";
+}
+
+TEST(AllReduceAlgorithmChoice, ForcedModesWin) {
+  AlgorithmPolicy policy;
+  policy.mode = AlgorithmPolicy::Mode::kRing;
+  EXPECT_EQ(Choose(4, 4, policy), AllReduceAlgorithm::kRing);
+  policy.mode = AlgorithmPolicy::Mode::kRelay;
+  EXPECT_EQ(Choose(16, 1 << 20, policy), AllReduceAlgorithm::kRelay);
   EXPECT_EQ(ParseAlgorithmMode("relay"), AlgorithmPolicy::Mode::kRelay);
   EXPECT_EQ(ParseAlgorithmMode("direct"), std::nullopt);
 }

@@ -83,13 +83,15 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20,
           "worker: bytes per ring segment (pipelining unit). 1-4 MiB suits gRPC; every rank "
           "must use the same value.");
 ABSL_FLAG(std::string, algorithm, "auto",
-          "worker: the all-reduce algorithm: auto (relay up to --relay_max_bytes, else ring), "
-          "ring or relay (forced, for benchmarks). Every worker of a ring must use the same "
-          "value, or their all-reduces fail naming this flag.");
-ABSL_FLAG(int64_t, relay_max_bytes, 16 << 10,
-          "worker: with --algorithm=auto, the largest all-reduce (bytes) that runs the relay "
-          "algorithm (agreement and data in N-1 hops) rather than the ring (0..16 MiB); every "
-          "worker of a ring must use the same value.");
+          "worker: the all-reduce algorithm: auto (relay up to --relay_max_bytes x N/(N-2), "
+          "else ring), ring or relay (forced, for benchmarks; buffers larger than "
+          "--segment_bytes run the ring). Every worker of a ring must use the same value, or "
+          "their all-reduces fail naming this flag.");
+ABSL_FLAG(int64_t, relay_max_bytes, 64 << 10,
+          "worker: with --algorithm=auto, the relay algorithm's crossover on a large ring "
+          "(0..16 MiB): all-reduces of up to this x N/(N-2) bytes (N=2: x16; never more than "
+          "--segment_bytes) run the relay (agreement and data in N-1 hops) rather than the "
+          "ring; every worker of a ring must use the same value.");
 ABSL_FLAG(std::string, reduce_device, "auto",
           "worker: where to reduce: auto (a CUDA GPU when one is usable, else the CPU), cpu, "
           "cuda or cuda:N. 'cuda' without a usable GPU fails at start-up.");
@@ -538,7 +540,9 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
       .sequence_gap_timeout = absl::GetFlag(FLAGS_client_sequence_gap_timeout),
       .abort_notice_timeout = absl::GetFlag(FLAGS_abort_notice_timeout),
       .algorithm = {.mode = *ParseAlgorithmMode(absl::GetFlag(FLAGS_algorithm)),
-                    .relay_max_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_relay_max_bytes))}};
+                    .relay_max_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_relay_max_bytes)),
+                    .relay_frame_limit_bytes =
+                        static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes))}};
   CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
   LocalPeers local_peers;
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,

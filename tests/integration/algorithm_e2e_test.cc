@@ -53,9 +53,13 @@ TEST(Algorithms, RelayAndAutoGiveBitwiseTheRingsResultOnEveryRankForEveryDTypeAn
   const auto ring = RunEveryCase({"--algorithm=ring"}, cases);
   const auto relay = RunEveryCase({"--algorithm=relay"}, cases);
   const auto automatic = RunEveryCase({"--algorithm=auto", "--relay_max_bytes=1024"}, cases);
+  // A relay frame holds the whole buffer and peers read no frame over a segment: forced
+  // relay runs buffers larger than a segment on the ring (the 40,000-element case here).
+  const auto small_frames = RunEveryCase({"--algorithm=relay", "--segment_bytes=4096"}, cases);
   ASSERT_EQ(ring.size(), cases.size());
   ASSERT_EQ(relay.size(), cases.size());
   ASSERT_EQ(automatic.size(), cases.size());
+  ASSERT_EQ(small_frames.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(absl::StrCat(cases[i].count, " x ", DTypeName(cases[i].dtype), " ",
                               ReduceOpName(cases[i].op)));
@@ -63,6 +67,8 @@ TEST(Algorithms, RelayAndAutoGiveBitwiseTheRingsResultOnEveryRankForEveryDTypeAn
       EXPECT_TRUE(ring[i][r] == ring[i][0]) << "ring: rank " << r << " differs from rank 0";
       EXPECT_TRUE(relay[i][r] == ring[i][r]) << "relay: rank " << r << " differs from the ring";
       EXPECT_TRUE(automatic[i][r] == ring[i][r]) << "auto: rank " << r << " differs from the ring";
+      EXPECT_TRUE(small_frames[i][r] == ring[i][r])
+          << "relay with 4 KiB segments: rank " << r << " differs from the ring";
     }
   }
 }
