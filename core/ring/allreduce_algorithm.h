@@ -14,7 +14,7 @@
 // is `relay_max_bytes` (≈ 2hB, the crossover of a large ring) times N/(N-2): twice it at
 // N=4, 1.33x at N=8; at N=2 both move S per rank and the relay takes half the hops, so
 // it runs up to 16x. Measured on one host (N=4 and 8, 127.0.0.1): hB ≈ 50 KB.
-// Neither mode ever relays more than `relay_frame_limit_bytes`: the relay carries a whole
+// No mode ever relays more than `relay_frame_limit_bytes`: the relay carries a whole
 // buffer in one frame, and peers read no frame larger than a segment.
 //
 // The choice depends only on (N, bytes, dtype, op, policy); ranks whose policies differ
