@@ -1,5 +1,7 @@
 #include "core/ring/pipeline_progress.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace ringsync {
@@ -9,21 +11,24 @@ constexpr absl::Duration kHeadStart = absl::Seconds(3);
 
 }  // namespace
 
-size_t PipelineProgress::Posted() {
+void PipelineProgress::MarkReceived(int step) {
   absl::MutexLock lock(&mu_);
-  went_out_.push_back(false);
-  return posted_++;
+  ++received_[static_cast<size_t>(step)];
 }
 
-void PipelineProgress::Finish(size_t index, const absl::Status& outcome) {
+void PipelineProgress::MarkSent() {
   absl::MutexLock lock(&mu_);
-  ++finished_;
-  if (!outcome.ok()) {
-    if (failure_.ok()) failure_ = outcome;
-    return;
-  }
-  went_out_[index] = true;
-  while (sent_prefix_ < went_out_.size() && went_out_[sent_prefix_]) ++sent_prefix_;
+  ++sent_;
+}
+
+void PipelineProgress::MarkSenderDone() {
+  absl::MutexLock lock(&mu_);
+  sender_done_ = true;
+}
+
+bool PipelineProgress::AwaitSenderDone(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&sender_done_), wait);
 }
 
 void PipelineProgress::Fail(const absl::Status& status) {
@@ -36,22 +41,25 @@ absl::Status PipelineProgress::failure() const {
   return failure_;
 }
 
-absl::Status PipelineProgress::AwaitSent(size_t count, const WaitLimit& outer) {
+absl::Status PipelineProgress::AwaitReceived(int step, size_t count, const WaitLimit& limit) {
   auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return !failure_.ok() || sent_prefix_ >= count;
+    return !failure_.ok() || received_[static_cast<size_t>(step)] >= count;
   };
-  const WaitLimit limit{outer.deadline + kHeadStart, outer.cancellation};
-  absl::MutexLock lock(&mu_);
-  absl::Status waited =
-      AwaitWithLimit(mu_, absl::Condition(&done), limit, "waiting for this rank's own send to finish");
-  if (!failure_.ok()) return failure_;
-  return waited;
+  return Await(absl::Condition(&done), limit, "waiting for the previous step's segment");
 }
 
-bool PipelineProgress::AwaitAllFinished(absl::Duration wait) {
-  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return finished_ == posted_; };
+absl::Status PipelineProgress::AwaitSent(size_t count, const WaitLimit& limit) {
+  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !failure_.ok() || sent_ >= count; };
+  return Await(absl::Condition(&done), limit, "waiting for this rank's own send to finish");
+}
+
+absl::Status PipelineProgress::Await(const absl::Condition& done, const WaitLimit& outer,
+                                     const char* what) {
+  const WaitLimit limit{outer.deadline + kHeadStart, outer.cancellation};
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&done), wait);
+  absl::Status waited = AwaitWithLimit(mu_, done, limit, what);
+  if (!failure_.ok()) return failure_;
+  return waited;
 }
 
 }  // namespace ringsync
