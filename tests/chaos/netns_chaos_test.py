@@ -25,11 +25,16 @@ SOCKET = "unix:/run/ringsync/worker.sock"  # the compose file's path; rewritten 
 LEASE_S = 5.0    # the compose file's --heartbeat_timeout
 BOUND_S = 150    # every scenario, from the first step to the last
 STEPS = 60
+# Each step waits this long first, so the 50 steps after "step/9" take >= 5 s: cutting a
+# link (ip/tc in the namespaces) takes ~0.4 s, and on a fast transport unpaced steps
+# finished before the cut was in place, so nothing failed and the test proved nothing.
+STEP_PAUSE = "100ms"
 
 
 def start_trainers(cluster):
     return [cluster.exec(f"w{i}", "ringsync-chaos-trainer", f"--worker={SOCKET}",
                          f"--index={i}", f"--steps={STEPS}", "--sizes=17,4096,131072",
+                         f"--pause={STEP_PAUSE}",
                          "--timeout=20s", f"--deadline={BOUND_S}s", "--reconnect_timeout=60s")
             for i in range(4)]
 
