@@ -1,7 +1,5 @@
 #include "core/ring/pipeline_progress.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 
 namespace ringsync {
@@ -11,24 +9,21 @@ constexpr absl::Duration kHeadStart = absl::Seconds(3);
 
 }  // namespace
 
-void PipelineProgress::MarkReceived(int step) {
+size_t PipelineProgress::Posted() {
   absl::MutexLock lock(&mu_);
-  ++received_[static_cast<size_t>(step)];
+  went_out_.push_back(false);
+  return posted_++;
 }
 
-void PipelineProgress::MarkSent() {
+void PipelineProgress::Finish(size_t index, const absl::Status& outcome) {
   absl::MutexLock lock(&mu_);
-  ++sent_;
-}
-
-void PipelineProgress::MarkSenderDone() {
-  absl::MutexLock lock(&mu_);
-  sender_done_ = true;
-}
-
-bool PipelineProgress::AwaitSenderDone(absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&sender_done_), wait);
+  ++finished_;
+  if (!outcome.ok()) {
+    if (failure_.ok()) failure_ = outcome;
+    return;
+  }
+  went_out_[index] = true;
+  while (sent_prefix_ < went_out_.size() && went_out_[sent_prefix_]) ++sent_prefix_;
 }
 
 void PipelineProgress::Fail(const absl::Status& status) {
@@ -41,25 +36,22 @@ absl::Status PipelineProgress::failure() const {
   return failure_;
 }
 
-absl::Status PipelineProgress::AwaitReceived(int step, size_t count, const WaitLimit& limit) {
+absl::Status PipelineProgress::AwaitSent(size_t count, const WaitLimit& outer) {
   auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return !failure_.ok() || received_[static_cast<size_t>(step)] >= count;
+    return !failure_.ok() || sent_prefix_ >= count;
   };
-  return Await(absl::Condition(&done), limit, "waiting for the previous step's segment");
-}
-
-absl::Status PipelineProgress::AwaitSent(size_t count, const WaitLimit& limit) {
-  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !failure_.ok() || sent_ >= count; };
-  return Await(absl::Condition(&done), limit, "waiting for this rank's own send to finish");
-}
-
-absl::Status PipelineProgress::Await(const absl::Condition& done, const WaitLimit& outer,
-                                     const char* what) {
   const WaitLimit limit{outer.deadline + kHeadStart, outer.cancellation};
   absl::MutexLock lock(&mu_);
-  absl::Status waited = AwaitWithLimit(mu_, done, limit, what);
+  absl::Status waited =
+      AwaitWithLimit(mu_, absl::Condition(&done), limit, "waiting for this rank's own send to finish");
   if (!failure_.ok()) return failure_;
   return waited;
+}
+
+bool PipelineProgress::AwaitAllFinished(absl::Duration wait) {
+  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return finished_ == posted_; };
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&done), wait);
 }
 
 }  // namespace ringsync

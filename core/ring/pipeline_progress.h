@@ -1,6 +1,8 @@
-// PipelineProgress: the hand-off between a collective's sender thread and its
-// receiving thread — how many segments of each step have been received, how many
-// frames have been sent, and whether either side failed.
+// PipelineProgress: what a collective's sends have done, shared between the thread that
+// posts them (the receiving thread, as each segment's data comes in) and whichever
+// thread learns their outcome (SendQueue's own thread, or the link's) — which posted
+// sends finished and which of them, counted from the first, all went out — and whether
+// the pipeline failed.
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
@@ -17,31 +19,29 @@ namespace ringsync {
 
 class PipelineProgress {
  public:
-  explicit PipelineProgress(int steps) : received_(static_cast<size_t>(steps), 0) {}
-
-  void MarkReceived(int step);
-  void MarkSent();
-  void MarkSenderDone();
-  // True once the sender finished; false when `wait` passed first.
-  bool AwaitSenderDone(absl::Duration wait);
+  // One more send was posted; returns its index (0, 1, 2, ... in post order).
+  size_t Posted();
+  // Send `index` finished with `outcome`; sends may finish in any order. A failed one
+  // fails the pipeline. REQUIRES: once per posted index.
+  void Finish(size_t index, const absl::Status& outcome);
   void Fail(const absl::Status& status);
 
-  // Block until `count` segments of `step` were received (resp. `count` frames sent
-  // in total), the pipeline failed (returns that failure), or the limit ends. The other
-  // side always hits the deadline on the link first and reports the more telling error,
-  // so these waits give it a head start longer than RingOptions::abort_notice_timeout.
-  absl::Status AwaitReceived(int step, size_t count, const WaitLimit& limit);
+  // Blocks until the first `count` posted sends went out, the pipeline failed (returns
+  // that failure), or the limit ends. The other side always hits the deadline on the
+  // link first and reports the more telling error, so this wait gives it a head start
+  // longer than RingOptions::abort_notice_timeout.
   absl::Status AwaitSent(size_t count, const WaitLimit& limit);
+  // True once every posted send finished; false when `wait` passed first.
+  bool AwaitAllFinished(absl::Duration wait);
 
   absl::Status failure() const;
 
  private:
-  absl::Status Await(const absl::Condition& done, const WaitLimit& limit, const char* what);
-
   mutable absl::Mutex mu_;
-  std::vector<size_t> received_ ABSL_GUARDED_BY(mu_);
-  size_t sent_ ABSL_GUARDED_BY(mu_) = 0;
-  bool sender_done_ ABSL_GUARDED_BY(mu_) = false;
+  size_t posted_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t finished_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> went_out_ ABSL_GUARDED_BY(mu_);  // by index
+  size_t sent_prefix_ ABSL_GUARDED_BY(mu_) = 0;      // went_out_[0, sent_prefix_) all true
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -197,8 +197,8 @@ absl::Status RingExchange::RelayAroundCarrying(
   return absl::OkStatus();
 }
 
-absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const ElementRange& range,
-                                       absl::Span<const std::byte> payload) {
+Frame RingExchange::SegmentFrame(int step, int segment, int chunk,
+                                 const ElementRange& range) const {
   Frame frame;
   frame.kind = FrameKind::kSegment;
   frame.sender_rank = me_.rank;
@@ -209,13 +209,35 @@ absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const E
   frame.chunk = static_cast<uint32_t>(chunk);
   frame.offset = range.offset;
   frame.count = range.count;
-  if (absl::Status s = link_.Send(frame, payload, limit_); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("sending step ", step, " segment ", segment,
-                                               " to rank ", me_.next(), ": ", s.message()));
+  return frame;
+}
+
+absl::Status RingExchange::SendingSegment(int step, int segment, const absl::Status& failed) const {
+  return absl::Status(failed.code(), absl::StrCat("sending step ", step, " segment ", segment,
+                                                  " to rank ", me_.next(), ": ", failed.message()));
+}
+
+absl::Status RingExchange::SendSegment(int step, int segment, int chunk, const ElementRange& range,
+                                       absl::Span<const std::byte> payload) {
+  if (absl::Status s = link_.Send(SegmentFrame(step, segment, chunk, range), payload, limit_);
+      !s.ok()) {
+    return SendingSegment(step, segment, s);
   }
   stats_.bytes_sent += payload.size();
   ++stats_.frames_sent;
   return absl::OkStatus();
+}
+
+void RingExchange::PostSegment(int step, int segment, int chunk, const ElementRange& range,
+                               absl::Span<const std::byte> payload, SendDone done) {
+  // Counted when posted: a posted frame that fails fails the collective, whose counts
+  // then describe nothing.
+  stats_.bytes_sent += payload.size();
+  ++stats_.frames_sent;
+  link_.PostSend(SegmentFrame(step, segment, chunk, range), payload, limit_,
+                 [this, step, segment, done = std::move(done)](absl::Status sent) mutable {
+                   done(sent.ok() ? sent : SendingSegment(step, segment, sent));
+                 });
 }
 
 absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::string()> what) {

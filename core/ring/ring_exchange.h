@@ -38,7 +38,7 @@
 // Frames of collectives this rank already finished on the link are dropped (see
 // Link::finished_sequence); the destructor marks this collective finished.
 //
-// Thread-safety: Send* from one thread while Receive* runs on another. Cancel() from
+// Thread-safety: Send*/Post* from one thread while Receive* runs on another. Cancel() from
 // any thread.
 #pragma once
 
@@ -66,6 +66,7 @@ class RingExchange {
   // Waits inside this collective end at its deadline, on Cancel(), or when the
   // caller's RingOptions::cancellation is cancelled.
   const WaitLimit& limit() const { return limit_; }
+  const RingMember& member() const { return me_; }
   void Cancel(const absl::Status& why) { cancellation_.Cancel(why); }
   // Why the caller's RingOptions::cancellation was cancelled; OK if it was not.
   absl::Status ExternalCancelReason() const {
@@ -101,6 +102,13 @@ class RingExchange {
   // Sends the segment `range` of `chunk` at `step`.
   absl::Status SendSegment(int step, int segment, int chunk, const ElementRange& range,
                            absl::Span<const std::byte> payload);
+  // As SendSegment, posted (Link::PostSend): `done` gets the outcome, an error saying
+  // which segment failed. REQUIRES: posts_sends(); this exchange outlives `done`.
+  void PostSegment(int step, int segment, int chunk, const ElementRange& range,
+                   absl::Span<const std::byte> payload, SendDone done);
+  bool posts_sends() const { return link_.posts_sends(); }
+  // Link::AbandonPostedSends.
+  void AbandonPostedSends() { link_.AbandonPostedSends(); }
 
   // Receives the next frame of this collective and checks it is exactly the expected
   // segment. An abort frame from another rank returns Aborted with its reason; the frame
@@ -140,6 +148,9 @@ class RingExchange {
   // name, since this runs for every frame received.
   absl::StatusOr<ReceivedFrame> ReceiveOwn(absl::FunctionRef<std::string()> what);
   absl::Status CheckFrame(const Frame& frame, FrameKind kind) const;
+  Frame SegmentFrame(int step, int segment, int chunk, const ElementRange& range) const;
+  // `failed`, saying which segment did not go out to whom.
+  absl::Status SendingSegment(int step, int segment, const absl::Status& failed) const;
   // An agreement frame of the other all-reduce algorithm (relay vs ring) whose spec
   // differs from this rank's: ranks that disagree on an all-reduce's size may choose
   // different algorithms, so this is their disagreement, not a flag mismatch.

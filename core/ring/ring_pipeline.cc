@@ -4,13 +4,18 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/ring/pipeline_progress.h"
+#include "core/ring/send_queue.h"
 
 namespace ringsync {
 namespace {
+
+// How often a rank whose last segments are still going out looks for a late abort frame.
+constexpr absl::Duration kAbortWatchSlice = absl::Milliseconds(20);
+// How long segments still going out after a failure may take before they are given up.
+constexpr absl::Duration kAbandonGrace = absl::Seconds(2);
 
 // The plan's derived shape: segment ranges and how many sends precede each step.
 class PlanShape {
@@ -58,36 +63,54 @@ absl::Span<std::byte> Bytes(absl::Span<std::byte> buffer, const ElementRange& r,
   return buffer.subspan(r.offset * esize, r.count * esize);
 }
 
-absl::Status SendAll(const PipelinePlan& plan, const PlanShape& shape, RingExchange& exchange,
-                     PipelineProgress& progress, absl::Span<std::byte> buffer, size_t esize) {
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PipelineStep& step = plan.steps[i];
-    if (step.send_chunk < 0) continue;
-    const PipelineStep* before = i > 0 ? &plan.steps[i - 1] : nullptr;
-    const bool has_input = before != nullptr && before->recv_chunk >= 0;
-    const bool flows_through = has_input && before->recv_chunk == step.send_chunk;
-    for (size_t j = 0; j < shape.segments(step.send_chunk); ++j) {
-      if (has_input) {
-        const size_t needed = flows_through ? j + 1 : shape.segments(before->recv_chunk);
-        if (absl::Status s = progress.AwaitReceived(static_cast<int>(i - 1), needed, exchange.limit());
-            !s.ok()) {
-          return s;
-        }
+// Posts, in the plan's order, every next segment whose data is in: segment j of step i
+// once step i-1 received segment j of the same chunk (it flows straight through), or
+// all of another chunk; at once when step i-1 received nothing.
+class SendCursor {
+ public:
+  SendCursor(const PipelinePlan& plan, const PlanShape& shape, absl::Span<std::byte> buffer,
+             size_t esize)
+      : plan_(plan), shape_(shape), buffer_(buffer), esize_(esize) {}
+
+  // `received[i]`: segments step i has received so far.
+  void PostReady(const std::vector<size_t>& received, SendQueue& sends) {
+    while (step_ < plan_.steps.size()) {
+      const PipelineStep& step = plan_.steps[step_];
+      if (step.send_chunk < 0 || segment_ >= shape_.segments(step.send_chunk)) {
+        ++step_;
+        segment_ = 0;
+        continue;
       }
-      const ElementRange range = shape.segment(step.send_chunk, j);
-      if (absl::Status s = exchange.SendSegment(step.wire_step, static_cast<int>(j),
-                                                step.send_chunk, range, Bytes(buffer, range, esize));
-          !s.ok()) {
-        return s;
+      const PipelineStep* before = step_ > 0 ? &plan_.steps[step_ - 1] : nullptr;
+      if (before != nullptr && before->recv_chunk >= 0) {
+        const size_t needed = before->recv_chunk == step.send_chunk
+                                  ? segment_ + 1
+                                  : shape_.segments(before->recv_chunk);
+        if (received[step_ - 1] < needed) return;
       }
-      progress.MarkSent();
+      const ElementRange range = shape_.segment(step.send_chunk, segment_);
+      sends.Post({step.wire_step, static_cast<int>(segment_), step.send_chunk, range,
+                  Bytes(buffer_, range, esize_)});
+      ++segment_;
     }
   }
-  return absl::OkStatus();
-}
 
+ private:
+  const PipelinePlan& plan_;
+  const PlanShape& shape_;
+  const absl::Span<std::byte> buffer_;
+  const size_t esize_;
+  size_t step_ = 0;
+  size_t segment_ = 0;
+};
+
+// Receives and handles every segment in order, posting each send once its data is in.
 absl::Status ReceiveAll(const PipelinePlan& plan, const PlanShape& shape, RingExchange& exchange,
-                        PipelineProgress& progress, absl::Span<std::byte> buffer, size_t esize) {
+                        PipelineProgress& progress, SendQueue& sends, absl::Span<std::byte> buffer,
+                        size_t esize) {
+  SendCursor cursor(plan, shape, buffer, esize);
+  std::vector<size_t> received(plan.steps.size(), 0);
+  cursor.PostReady(received, sends);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PipelineStep& step = plan.steps[i];
     if (step.recv_chunk < 0) continue;
@@ -107,16 +130,37 @@ absl::Status ReceiveAll(const PipelinePlan& plan, const PlanShape& shape, RingEx
           !s.ok()) {
         return s;
       }
-      progress.MarkReceived(static_cast<int>(i));
+      ++received[i];
+      cursor.PostReady(received, sends);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// For a rank that has received everything while segments are still going out: OK once
+// they are all out; an abort that arrives meanwhile, the deadline or a cancellation ends
+// the wait with its cause.
+absl::Status AwaitLastSends(RingExchange& exchange, SendQueue& sends) {
+  while (!sends.AwaitFinished(kAbortWatchSlice)) {
+    // The abort of a neighbour that gave up would otherwise arrive after this rank
+    // stopped reading.
+    if (absl::Status s = exchange.WatchForAbort(absl::ZeroDuration()); !s.ok()) return s;
+    const WaitLimit& limit = exchange.limit();
+    if (limit.IsCancelled()) {
+      return absl::CancelledError("cancelled while the last segments were going out");
+    }
+    if (absl::Now() >= limit.deadline) {
+      const int next = exchange.member().next();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "sending to rank ", next, " timed out: rank ", next,
+          " took no frame in time, so it is behind this rank (slow or stalled itself, or "
+          "waiting for a rank behind it)"));
     }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
-
-// How often a rank whose sender is still busy looks for a late abort frame.
-constexpr absl::Duration kAbortWatchSlice = absl::Milliseconds(20);
 
 size_t SegmentElements(const RingOptions& options, DType dtype) {
   return std::max<size_t>(1, options.segment_bytes / DTypeSize(dtype));
@@ -146,25 +190,17 @@ absl::Status CopySegment(absl::Span<std::byte> dst, const Payload& payload) {
 absl::Status RunRingPipeline(const PipelinePlan& plan, RingExchange& exchange,
                              absl::Span<std::byte> buffer, size_t element_size) {
   const PlanShape shape(plan);
-  PipelineProgress progress(static_cast<int>(plan.steps.size()));
+  PipelineProgress progress;
   {
-    auto fail = [&](const absl::Status& s) {
-      if (s.ok()) return;
-      progress.Fail(s);
-      exchange.Cancel(s);
-    };
-    std::jthread sender([&] {
-      fail(SendAll(plan, shape, exchange, progress, buffer, element_size));
-      progress.MarkSenderDone();
-    });
-    absl::Status received = ReceiveAll(plan, shape, exchange, progress, buffer, element_size);
-    // Everything is in, but the sender may still be blocked on a neighbour that gave up:
-    // listen for its abort, which would otherwise arrive after this rank stopped reading.
-    while (received.ok() && !progress.AwaitSenderDone(kAbortWatchSlice)) {
-      received = exchange.WatchForAbort(absl::ZeroDuration());
+    SendQueue sends(exchange, progress);
+    absl::Status result = ReceiveAll(plan, shape, exchange, progress, sends, buffer, element_size);
+    if (result.ok()) result = AwaitLastSends(exchange, sends);
+    if (!result.ok()) {
+      progress.Fail(result);
+      exchange.Cancel(result);
     }
-    fail(received);
-  }  // joins the sender
+    sends.Close(kAbandonGrace);
+  }
   const absl::Status result = exchange.ExplainCancel(progress.failure());
   if (!result.ok()) {
     exchange.NotifyAbort(result);

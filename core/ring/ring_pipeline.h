@@ -4,19 +4,22 @@
 // each collective (all-reduce, all-gather, broadcast) only says which chunks move and
 // what to do with a received segment.
 //
-// Pipeline. Chunks travel as segments. A sender thread walks the steps and sends
-// segment j of step i as soon as its data is in: when step i-1 received the same
-// chunk, once segment j of it arrived (the segment flows straight through this rank);
-// when step i-1 received another chunk, once all of it arrived. The calling thread
-// receives and handles segments in order. Back-pressure is the link's bounded queue.
+// Pipeline. Chunks travel as segments. The calling thread receives and handles
+// segments in order, and posts segment j of step i to the SendQueue as soon as its data
+// is in: when step i-1 received the same chunk, once segment j of it arrived (the
+// segment flows straight through this rank); when step i-1 received another chunk, once
+// all of it arrived. The queue sends in post order, from the link's own threads where
+// the link posts sends (send_queue.h), else from a thread of its own. Back-pressure is
+// the link's: bounded queues, or the segments of one collective.
 //
 // In place. Before a segment is received into a chunk that this rank sent at an
 // earlier step, the rank waits until that send is complete, so no byte the link may
 // still read is overwritten.
 //
-// Failure. Whichever thread fails first records the cause and cancels the other; the
-// rank then tells the ring with an abort frame (RingExchange) and returns the cause. A
-// cancellation from outside (RingOptions::cancellation) is reported with its reason.
+// Failure. Whichever side fails first records the cause and cancels the other; once no
+// segment is going out any more, the rank tells the ring with an abort frame
+// (RingExchange) and returns the cause. A cancellation from outside
+// (RingOptions::cancellation) is reported with its reason.
 //
 // Outcome. When this rank's data is complete it runs the commit pass (RingExchange::
 // Commit) and returns OK only once it learned that every rank's data is complete too.

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "core/link/link.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,6 +49,39 @@ class LinkConformance : public ::testing::TestWithParam<LinkPairFactory> {
   }
 
   std::unique_ptr<LinkPair> pair_;
+};
+
+// The outcomes of posted sends (Link::PostSend), for the tests of links that post.
+class PostedOutcomes {
+ public:
+  SendDone Expect(size_t index) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (outcomes_.size() <= index) outcomes_.resize(index + 1);
+      ++expected_;
+    }
+    return [this, index](absl::Status outcome) {
+      absl::MutexLock lock(&mu_);
+      EXPECT_FALSE(outcomes_[index].has_value()) << "send " << index << " reported twice";
+      outcomes_[index] = std::move(outcome);
+      ++reported_;
+    };
+  }
+  // Every expected outcome, once all are in (empty if they were not within `wait`).
+  std::vector<absl::Status> AwaitAll(absl::Duration wait) {
+    absl::MutexLock lock(&mu_);
+    auto all = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return reported_ == expected_; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&all), wait)) return {};
+    std::vector<absl::Status> out;
+    for (const std::optional<absl::Status>& o : outcomes_) out.push_back(o.value_or(absl::OkStatus()));
+    return out;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::optional<absl::Status>> outcomes_ ABSL_GUARDED_BY(mu_);
+  size_t expected_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t reported_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_P(LinkConformance, CarriesEveryHeaderFieldAndTheSpec) {
@@ -180,6 +214,62 @@ TEST_P(LinkConformance, ReceiveEndsSoonAfterCancellation) {
       pair_->receiver().Receive(WaitLimit{absl::Now() + absl::Seconds(30), &cancellation});
   EXPECT_TRUE(absl::IsCancelled(got.status())) << got.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_P(LinkConformance, PostedFramesGoOutInOrderWithSentOnesAndEachReportsOnce) {
+  if (!pair_->sender().posts_sends()) GTEST_SKIP() << "this link does not post sends";
+  const std::vector<size_t> sizes = {1 << 20, 0, 70000, 5, 300000};
+  std::vector<std::vector<std::byte>> payloads;
+  for (size_t i = 0; i < sizes.size(); ++i) payloads.push_back(Pattern(sizes[i], static_cast<uint32_t>(i)));
+  PostedOutcomes outcomes;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Frame frame;
+    frame.sequence = 1;
+    frame.segment = static_cast<uint32_t>(i);
+    if (i == 3) {  // a frame sent the waiting way keeps its place among posted ones
+      ASSERT_TRUE(pair_->sender().Send(frame, payloads[i], In(absl::Seconds(10))).ok());
+      continue;
+    }
+    pair_->sender().PostSend(frame, payloads[i], In(absl::Seconds(10)), outcomes.Expect(i));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(20)));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->frame.segment, i);
+    EXPECT_EQ(Copy(*got), payloads[i]) << "frame " << i;
+  }
+  const std::vector<absl::Status> reported = outcomes.AwaitAll(absl::Seconds(10));
+  ASSERT_EQ(reported.size(), sizes.size()) << "a posted send never reported";
+  for (const absl::Status& s : reported) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_P(LinkConformance, AbandonedPostedSendsAllReportAndTheNextCollectiveGoesThrough) {
+  if (!pair_->sender().posts_sends()) GTEST_SKIP() << "this link does not post sends";
+  // More than the transport's windows hold while the receiver does not read: some of
+  // these are still out when they are given up.
+  constexpr size_t kFrames = 64;
+  const std::vector<std::byte> payload = Pattern(1 << 20, 9);
+  PostedOutcomes outcomes;
+  for (size_t i = 0; i < kFrames; ++i) {
+    Frame frame;
+    frame.sequence = 1;
+    frame.segment = static_cast<uint32_t>(i);
+    pair_->sender().PostSend(frame, payload, In(absl::Seconds(10)), outcomes.Expect(i));
+  }
+  pair_->sender().AbandonPostedSends();
+  const std::vector<absl::Status> reported = outcomes.AwaitAll(absl::Seconds(10));
+  ASSERT_EQ(reported.size(), kFrames) << "an abandoned send never reported";
+  EXPECT_FALSE(reported.back().ok()) << "the last frame went out although nobody read";
+  // The next collective is sent on (a reconnected) link and arrives, after whatever of
+  // the abandoned one did.
+  Frame next;
+  next.sequence = 2;
+  ASSERT_TRUE(pair_->sender().Send(next, payload, In(absl::Seconds(10))).ok());
+  while (true) {
+    absl::StatusOr<ReceivedFrame> got = pair_->receiver().Receive(In(absl::Seconds(20)));
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (got->frame.sequence == 2) break;
+  }
 }
 
 }  // namespace ringsync::testing

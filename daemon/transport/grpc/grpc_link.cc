@@ -163,8 +163,7 @@ absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payl
   return sent;
 }
 
-absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
-                                    const WaitLimit& limit) {
+absl::Status GrpcLink::ReadyStream(const Frame& frame, const WaitLimit& limit) {
   const bool segment = frame.kind != FrameKind::kAbort;  // part of the collective's stream
   if (outbound_->broken()) {
     // Frames the broken stream carried may be lost (a cancelled HTTP/2 stream drops what
@@ -189,6 +188,12 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
     UseEdge(std::move(reopened->stream), std::move(reopened->slots));
   }
   if (segment) streamed_sequence_ = frame.sequence;
+  return absl::OkStatus();
+}
+
+absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
+                                    const WaitLimit& limit) {
+  if (absl::Status ready = ReadyStream(frame, limit); !ready.ok()) return ready;
   if (mailbox_active_) return SendThroughMailbox(frame, payload, limit);
   if (slots_ != nullptr && frame.kind == FrameKind::kSegment && !payload.empty() &&
       payload.size() <= slots_->slot_bytes()) {
@@ -202,6 +207,21 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
     return sent;
   }
   return outbound_->WriteFrame(frame, payload, limit);
+}
+
+void GrpcLink::PostSend(const Frame& frame, absl::Span<const std::byte> payload,
+                        const WaitLimit& limit, SendDone done) {
+  if (absl::Status ready = ReadyStream(frame, limit); !ready.ok()) {
+    done(ready);
+    return;
+  }
+  // A reopened stream may have brought the slot ring back, whose sends wait for their
+  // receiver: such a frame goes the waiting way (posts_sends says no from then on).
+  if (shm_active_) {
+    done(SendOnStream(frame, payload, limit));
+    return;
+  }
+  outbound_->PostFrame(frame, payload, std::move(done));
 }
 
 absl::Status GrpcLink::SendingTo(const absl::Status& failed) const {

@@ -64,6 +64,14 @@ class GrpcLink final : public Link {
   // its abort frame still goes out.
   absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
                     const WaitLimit& limit) override;
+  // Sends are posted on the gRPC path: PostSend queues the frame zero-copy on the stream,
+  // whose write completions start the next one. (The slot ring's sends wait for a free
+  // slot, so they are not posted.)
+  bool posts_sends() const override { return !shm_active_; }
+  void PostSend(const Frame& frame, absl::Span<const std::byte> payload, const WaitLimit& limit,
+                SendDone done) override;
+  // Cancels the stream; the next frame reopens it (as after any broken stream).
+  void AbandonPostedSends() override { outbound_->GiveUp(); }
   absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
     return inbound_->Pop(limit);
   }
@@ -78,6 +86,9 @@ class GrpcLink final : public Link {
   PeerInbox& inbound() { return *inbound_; }
 
  private:
+  // Reopens a broken stream for `frame` — unless the frame belongs to the collective the
+  // broken stream was carrying — and notes which collective the stream carries.
+  absl::Status ReadyStream(const Frame& frame, const WaitLimit& limit);
   absl::Status SendOnStream(const Frame& frame, absl::Span<const std::byte> payload,
                             const WaitLimit& limit);
   // The frame into the mailbox: inline when small, its payload in a slot when it fits

@@ -83,7 +83,15 @@ OutboundStream::~OutboundStream() {
 void OutboundStream::ReleaseHoldLocked() {
   if (!holding_) return;
   holding_ = false;
-  queued_.clear();  // nothing more is written: the queued frames are lost with the stream
+  // Nothing more is written: the queued frames are lost with the stream.
+  for (QueuedWrite& q : queued_) {
+    if (q.posted != nullptr) {
+      q.posted->Written(absl::UnavailableError(
+          absl::StrCat("the ring stream to ", peer_, " ended before the frame was written")));
+    }
+  }
+  queued_.clear();
+  queued_copies_ = 0;
   RemoveHold();  // never runs OnDone inline: it is scheduled, so mu_ may be held
 }
 
@@ -105,8 +113,11 @@ void OutboundStream::StartWriteLocked() {
 
 void OutboundStream::StartQueuedLocked() {
   if (write_in_flight_ || queued_.empty() || !holding_ || done_) return;
-  write_buffer_ = std::move(queued_.front());
+  QueuedWrite next = std::move(queued_.front());
   queued_.pop_front();
+  if (next.posted == nullptr) --queued_copies_;
+  write_buffer_ = std::move(next.buffer);
+  writing_ = std::move(next.posted);
   StartWriteLocked();
 }
 
@@ -120,7 +131,7 @@ absl::Status OutboundStream::QueueFrame(const Frame& frame, absl::Span<const std
 absl::Status OutboundStream::QueueEncoded(grpc::ByteBuffer encoded, const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
   auto room = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return queued_.size() < kMaxQueuedFrames || !holding_ || done_;
+    return queued_copies_ < kMaxQueuedFrames || !holding_ || done_;
   };
   if (!WaitUntil(mu_, absl::Condition(&room), limit.deadline, &limit)) {
     return limit.IsCancelled()
@@ -131,9 +142,25 @@ absl::Status OutboundStream::QueueEncoded(grpc::ByteBuffer encoded, const WaitLi
                      "itself, or waiting for a rank behind it)"));
   }
   if (!holding_ || done_) return Broken();
-  queued_.push_back(std::move(encoded));
+  queued_.push_back({std::move(encoded), nullptr});
+  ++queued_copies_;
   StartQueuedLocked();
   return absl::OkStatus();
+}
+
+void OutboundStream::PostFrame(const Frame& frame, absl::Span<const std::byte> payload,
+                               SendDone done) {
+  auto posted = std::make_shared<PostedWrite>(std::move(done));
+  grpc::ByteBuffer encoded = EncodeFrame(frame, payload, [posted] { posted->Released(); });
+  absl::MutexLock lock(&mu_);
+  if (!holding_ || done_) {
+    posted->Written(Broken());  // `encoded` goes after the lock, releasing the payload
+    return;
+  }
+  std::erase_if(posted_, [](const std::shared_ptr<PostedWrite>& p) { return p->finished(); });
+  posted_.push_back(posted);
+  queued_.push_back({std::move(encoded), std::move(posted)});
+  StartQueuedLocked();
 }
 
 absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
@@ -238,6 +265,15 @@ void OutboundStream::OnWriteDone(bool ok) {
   InReaction(this);
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;
+  // The buffer is ours again: dropping it lets gRPC's release of a posted payload (which
+  // may come later, from the transport) be the last reference.
+  write_buffer_.Clear();
+  if (writing_ != nullptr) {
+    writing_->Written(ok ? absl::OkStatus()
+                         : absl::UnavailableError(absl::StrCat(
+                               "the ring stream to ", peer_, " broke with the frame in flight")));
+    writing_.reset();
+  }
   if (!ok) {
     ReleaseHoldLocked();  // the stream broke: nothing more will be sent
     return;
@@ -275,6 +311,15 @@ void OutboundStream::OnDone(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
   final_status_ = status;
   done_ = true;
+  // The call is over: no posted payload is read any more, and none is out unless its
+  // write already said so.
+  for (const std::shared_ptr<PostedWrite>& posted : posted_) {
+    posted->Written(absl::UnavailableError(absl::StrCat(
+        "the ring stream to ", peer_, " ended: ",
+        status.error_message().empty() ? "connection lost" : status.error_message())));
+    posted->Released();
+  }
+  posted_.clear();
 }
 
 }  // namespace ringsync

@@ -2,9 +2,11 @@
 // reactor with exactly one write in flight (natural back-pressure). Frames are written
 // zero-copy: the payload slice points at the caller's memory, and WriteFrame returns
 // only once gRPC has released it — except small frames other than aborts (header-only
-// ones and payloads up to 64 KiB), which are copied and queued behind the write in flight so that WriteFrame
-// returns at once (a bounded queue; a broken stream loses what it still held, as it may
-// lose a frame already written).
+// ones and payloads up to 64 KiB), which are copied and queued behind the write in flight
+// so that WriteFrame returns at once (a bounded queue; a broken stream loses what it still
+// held, as it may lose a frame already written). PostFrame queues a frame zero-copy
+// without waiting at all and reports when it is out (PostedWrite): the next queued frame
+// is started by the previous one's completion, on gRPC's thread.
 //
 // How operations start (gRPC allows one outstanding read and one outstanding write per
 // call; a second one aborts the process with GRPC_CALL_ERROR_TOO_MANY_OPERATIONS):
@@ -31,12 +33,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/link/link.h"
 #include "daemon/transport/grpc/frame_codec.h"
+#include "daemon/transport/grpc/posted_write.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "wire/grpc_options.h"
@@ -81,6 +85,13 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   absl::Status WriteFrame(const Frame& frame, absl::Span<const std::byte> payload,
                           const WaitLimit& limit, absl::Duration grace = absl::Seconds(2),
                           std::optional<ShmPayloadRef> shm = std::nullopt);
+
+  // Queues `frame` zero-copy behind every frame before it and returns at once; `done` runs
+  // once it is out and gRPC let go of `payload`, or with why it is not (see SendDone).
+  void PostFrame(const Frame& frame, absl::Span<const std::byte> payload, SendDone done);
+  // Cancels the stream: every posted frame not yet out fails, and nothing reads its
+  // payload any more. The stream is broken from then on.
+  void GiveUp() { context_.TryCancel(); }
 
   // Whether the receiver mapped the slot ring the hello offered (PeerAck.shm_accepted).
   bool shm_accepted() const {
@@ -138,8 +149,17 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   bool shm_accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool mailbox_accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  // Encoded small frames (with their own copy of the payload) waiting to be written.
-  std::deque<grpc::ByteBuffer> queued_ ABSL_GUARDED_BY(mu_);
+  // Encoded frames waiting to be written: small ones with their own copy of the payload
+  // (at most kMaxQueuedFrames of those), posted ones pointing at the poster's.
+  struct QueuedWrite {
+    grpc::ByteBuffer buffer;
+    std::shared_ptr<PostedWrite> posted;  // null: a copied frame
+  };
+  std::deque<QueuedWrite> queued_ ABSL_GUARDED_BY(mu_);
+  size_t queued_copies_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<PostedWrite> writing_ ABSL_GUARDED_BY(mu_);  // the posted frame in flight
+  // Posted frames whose outcome may still be unknown, finished by OnDone at the latest.
+  std::vector<std::shared_ptr<PostedWrite>> posted_ ABSL_GUARDED_BY(mu_);
   // The call is held open (see AddHold above). Released once the stream cannot carry
   // another frame, so it is also what "broken" means.
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
