@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,21 @@ class CoordinatorProcess {
   std::optional<int> exit_code_;
 };
 
+// A file a test's process writes (a port file): removed before the test and after it,
+// however the test ends. Declare it before the process, so that it outlives the process.
+class ScopedFile {
+ public:
+  explicit ScopedFile(std::string path) : path_(std::move(path)) { unlink(path_.c_str()); }
+  ~ScopedFile() { unlink(path_.c_str()); }
+  ScopedFile(const ScopedFile&) = delete;
+  ScopedFile& operator=(const ScopedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Polls for the port file; returns its address without the newline, or "".
 std::string WaitForPortFile(const std::string& path, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -114,9 +130,9 @@ TEST(CoordinatorProcess, RefusesToStartWithoutAuthenticationNamingTheFlags) {
 }
 
 TEST(CoordinatorProcess, InsecureIsAWarningAtStartUp) {
-  const std::string port_file =
-      absl::StrCat(::testing::TempDir(), "/coordinator_insecure_", getpid(), ".port");
-  unlink(port_file.c_str());
+  const ScopedFile port(
+      absl::StrCat(::testing::TempDir(), "/coordinator_insecure_", getpid(), ".port"));
+  const std::string& port_file = port.path();
   CoordinatorProcess process(
       {"--world_size=1", "--listen=127.0.0.1:0", absl::StrCat("--port_file=", port_file)});
   ASSERT_TRUE(process.spawned());
@@ -126,9 +142,8 @@ TEST(CoordinatorProcess, InsecureIsAWarningAtStartUp) {
 }
 
 TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
-  const std::string port_file =
-      absl::StrCat(::testing::TempDir(), "/coordinator_", getpid(), ".port");
-  unlink(port_file.c_str());
+  const ScopedFile port(absl::StrCat(::testing::TempDir(), "/coordinator_", getpid(), ".port"));
+  const std::string& port_file = port.path();
   CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0",
                               absl::StrCat("--port_file=", port_file), "--log_level=info"});
   ASSERT_TRUE(process.spawned());
@@ -175,7 +190,6 @@ TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
   EXPECT_THAT(log, HasSubstr("worker solo joined"));
   EXPECT_THAT(log, HasSubstr("ring formed: generation 1"));
   EXPECT_THAT(log, HasSubstr("received SIGTERM"));
-  unlink(port_file.c_str());
 }
 
 TEST(CoordinatorProcess, WithoutWorldSizeItExitsTwoSayingTheFlagIsRequired) {
@@ -202,9 +216,9 @@ TEST(CoordinatorProcess, AMinWorldSizeAboveTheMaxExitsTwoNamingBoth) {
 }
 
 TEST(CoordinatorProcess, AnElasticRingLogsItsRangeAndGrace) {
-  const std::string port_file =
-      absl::StrCat(::testing::TempDir(), "/coordinator_elastic_", getpid(), ".port");
-  unlink(port_file.c_str());
+  const ScopedFile port(
+      absl::StrCat(::testing::TempDir(), "/coordinator_elastic_", getpid(), ".port"));
+  const std::string& port_file = port.path();
   CoordinatorProcess process({"--min_world_size=2", "--max_world_size=4",
                               "--formation_grace=150ms", "--listen=127.0.0.1:0",
                               absl::StrCat("--port_file=", port_file), "--log_level=info"});
@@ -213,7 +227,6 @@ TEST(CoordinatorProcess, AnElasticRingLogsItsRangeAndGrace) {
   process.Signal(SIGTERM);
   EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 0) << process.Stderr();
   EXPECT_THAT(process.Stderr(), HasSubstr("world size 2..4, formation grace 150ms"));
-  unlink(port_file.c_str());
 }
 
 TEST(CoordinatorProcess, AnUnknownLogLevelExitsTwo) {
@@ -240,8 +253,8 @@ TEST(CoordinatorProcess, AnHttpPortFileWithoutHttpListenExitsTwo) {
 
 TEST(CoordinatorProcess, LogJsonWritesOneObjectPerLineAndTheHttpPortFileIsWritten) {
   const std::string base = absl::StrCat(::testing::TempDir(), "/coordinator_json_", getpid());
-  unlink((base + ".port").c_str());
-  unlink((base + ".http").c_str());
+  const ScopedFile port_file(base + ".port");
+  const ScopedFile http_port_file(base + ".http");
   CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0", "--log_json",
                               "--port_file=" + base + ".port", "--http_listen=127.0.0.1:0",
                               "--http_port_file=" + base + ".http"});
@@ -264,8 +277,6 @@ TEST(CoordinatorProcess, LogJsonWritesOneObjectPerLineAndTheHttpPortFileIsWritte
   EXPECT_GE(count, 2) << log;
   EXPECT_THAT(log, HasSubstr(absl::StrCat("\"msg\":\"coordinator serving on ", address)));
   EXPECT_THAT(log, HasSubstr(absl::StrCat("metrics on http://", http, "/metrics")));
-  unlink((base + ".port").c_str());
-  unlink((base + ".http").c_str());
 }
 
 }  // namespace
