@@ -10,7 +10,9 @@
 #    out-of-band channel stays on lo too. MPIRUN_FLAGS adds mpirun options (e.g.
 #    "--mca btl_vader_single_copy_mechanism none" where cross-process reads are denied);
 #  * on request (PEERS=...), grpc-ring: grpc-ring-bench, the bare gRPC byte-streaming ring
-#    (the transport's ceiling; SEGMENT_BYTES should match the workers' --segment_bytes).
+#    (the transport's ceiling; SEGMENT_BYTES should match the workers' --segment_bytes),
+#    and grpc-ring-sched: the same bytes under a ring all-reduce's schedule (a segment
+#    leaves only once the one it forwards arrived; --schedule=ring), still unreduced.
 # The same sizes run ROUNDS times, the peers interleaved (the order rotates each round, so
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
@@ -100,9 +102,12 @@ run_peer() {  # $1: peer, $2: output file
     torch-gloo) /usr/bin/python3 "$HERE/gloo_allreduce.py" --nranks="$NRANKS" "${SIZES[@]}" >"$2" 2>&1 ;;
     grpc-ring) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
                  --segment_bytes="${SEGMENT_BYTES:-1M}" >"$2" 2>&1 ;;
+    grpc-ring-sched) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
+                       --segment_bytes="${SEGMENT_BYTES:-1M}" --schedule=ring >"$2" 2>&1 ;;
     mpi-tcp) run_mpi "--mca btl tcp,self --mca btl_tcp_if_include lo" "$2" ;;
     mpi-shm) run_mpi "--mca btl vader,self" "$2" ;;
-    *) echo "unknown peer '$1' (ringsync, gloo-cpp, torch-gloo, grpc-ring, mpi-tcp, mpi-shm)" >&2
+    *) echo "unknown peer '$1' (ringsync, gloo-cpp, torch-gloo, grpc-ring, grpc-ring-sched," \
+            "mpi-tcp, mpi-shm)" >&2
        return 2 ;;
   esac
 }

@@ -5,6 +5,11 @@
 // segments (a slice pointing at static memory, no encoding) while receiving as much from
 // its left one (counted, never touched). No schedule, no reduction, no waiting for the
 // previous step: busbw here is what the ring could reach if its own work cost nothing.
+// With --schedule=ring the same bytes keep a ring all-reduce's data dependency: the
+// round is 2(N-1) steps of S/N bytes in segments, and segment j of step s leaves only
+// once segment j of step s-1 has arrived from the left (started from that read's
+// completion when the stream had run dry), still without touching the bytes — what the
+// ring could reach with a schedule but no reduction, copies or threads of its own.
 // Same columns as ringsync-bench (type "bytes", redop "none", #wrong always 0), so
 // bench/compare_with_gloo.sh can show it as a column (PEERS="ringsync grpc-ring").
 //
@@ -16,11 +21,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -40,6 +47,9 @@
 
 ABSL_FLAG(int, nranks, 4, "ranks (processes) on 127.0.0.1");
 ABSL_FLAG(std::string, segment_bytes, "1M", "bytes per gRPC message (the workers' --segment_bytes)");
+ABSL_FLAG(std::string, schedule, "free",
+          "free: stream each round's bytes back to back; ring: a segment leaves only once the "
+          "segment it forwards arrived (a ring all-reduce's dependency, see above)");
 // The sweep flags are bench/peer_sweep.h's (--min_bytes is the all-reduce size S);
 // --dtype, --op and --check are accepted and ignored: bytes are not reduced.
 
@@ -47,13 +57,16 @@ namespace {
 
 constexpr char kMethod[] = "/bench.Ring/Stream";
 
-// Bytes received from the left neighbour, over the rank's whole life.
+class Sender;
+
+// Bytes (and messages) received from the left neighbour, over the rank's whole life.
 class Inbox {
  public:
-  void Add(uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
-    received_ += bytes;
-  }
+  // Counts a message; a sender waiting for it (--schedule=ring) may go on.
+  void Add(uint64_t bytes);
+  uint64_t messages() const { return messages_.load(); }
+  // The rank's sender, told of each message once it exists.
+  void SetSender(Sender* sender) { sender_.store(sender); }
   void AwaitAtLeast(uint64_t total) {
     absl::MutexLock lock(&mu_);
     auto enough = [this, total]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return received_ >= total; };
@@ -63,6 +76,8 @@ class Inbox {
  private:
   absl::Mutex mu_;
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> messages_{0};
+  std::atomic<Sender*> sender_{nullptr};
 };
 
 // The receiving end: reads every message and counts its bytes.
@@ -114,12 +129,27 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
     mu_.Await(absl::Condition(&done_));
   }
 
-  void Send(uint64_t bytes) {
+  // Sends the messages `sizes` in order. With `lag` > 0, message m >= lag waits until
+  // `inbox` has counted m - lag + 1 messages beyond `round_base` (all rounds before this
+  // one: the left neighbour may be ahead, so its count when this round starts is not it).
+  void Send(std::vector<size_t> sizes, size_t lag, const Inbox& inbox, uint64_t round_base) {
     absl::MutexLock lock(&mu_);
-    remaining_ = bytes;
+    sizes_ = std::move(sizes);
+    next_ = 0;
+    lag_ = lag;
+    inbox_ = &inbox;
+    round_base_ = round_base;
     StartNextLocked();
-    auto sent = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return remaining_ == 0 && !in_flight_; };
+    auto sent = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return next_ == sizes_.size() && !in_flight_;
+    };
     mu_.Await(absl::Condition(&sent));
+  }
+
+  // A message arrived from the left: the next segment may be free to go.
+  void Kick() {
+    absl::MutexLock lock(&mu_);
+    StartNextLocked();
   }
 
   void OnWriteDone(bool ok) override {
@@ -138,11 +168,11 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
 
  private:
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (remaining_ == 0 || in_flight_) return;
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, source_.size()));
-    grpc::Slice slice(source_.data(), n, grpc::Slice::STATIC_SLICE);
+    if (next_ == sizes_.size() || in_flight_) return;
+    if (lag_ > 0 && next_ >= lag_ && inbox_->messages() < round_base_ + next_ - lag_ + 1) return;
+    grpc::Slice slice(source_.data(), sizes_[next_], grpc::Slice::STATIC_SLICE);
     buffer_ = grpc::ByteBuffer(&slice, 1);
-    remaining_ -= n;
+    ++next_;
     in_flight_ = true;
     StartWrite(&buffer_);
   }
@@ -152,10 +182,23 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   const std::vector<char> source_;
   absl::Mutex mu_;
   grpc::ByteBuffer buffer_ ABSL_GUARDED_BY(mu_);
-  uint64_t remaining_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<size_t> sizes_ ABSL_GUARDED_BY(mu_);  // this round's messages
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t lag_ ABSL_GUARDED_BY(mu_) = 0;
+  const Inbox* inbox_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t round_base_ ABSL_GUARDED_BY(mu_) = 0;  // inbox messages of the rounds before
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+void Inbox::Add(uint64_t bytes) {
+  {
+    absl::MutexLock lock(&mu_);
+    received_ += bytes;
+  }
+  ++messages_;
+  if (Sender* sender = sender_.load()) sender->Kick();
+}
 
 namespace bench = ringsync::bench;
 
@@ -163,7 +206,23 @@ struct Config {
   int nranks;
   bench::PeerSweep sweep;
   int64_t segment;
+  bool ring_schedule;
 };
+
+// One round's messages: 2(N-1) steps of a chunk of size/N bytes each, in segments; and
+// the ring schedule's lag (segments per chunk: a segment forwards the one that many
+// messages earlier), 0 for the free schedule, which cuts the same bytes into segments.
+std::pair<std::vector<size_t>, size_t> RoundPlan(const Config& c, int64_t size) {
+  const size_t segment = static_cast<size_t>(c.segment);
+  const size_t chunk = static_cast<size_t>(size / c.nranks);
+  std::vector<size_t> chunk_segments;
+  for (size_t at = 0; at < chunk; at += segment) chunk_segments.push_back(std::min(segment, chunk - at));
+  std::vector<size_t> sizes;
+  for (int step = 0; step < 2 * (c.nranks - 1); ++step) {
+    sizes.insert(sizes.end(), chunk_segments.begin(), chunk_segments.end());
+  }
+  return {std::move(sizes), c.ring_schedule ? chunk_segments.size() : 0};
+}
 
 std::vector<int64_t> Sizes(const Config& c) {
   const std::vector<size_t> counts = bench::SweepCounts(c.sweep, 1);
@@ -198,10 +257,13 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
       grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", next), grpc::InsecureChannelCredentials(),
                                 ringsync::PeerChannelArguments(ringsync::KeepaliveSettings{})),
       static_cast<size_t>(c.segment));
-  const int n = c.nranks;
+  inbox.SetSender(sender.get());
   uint64_t expected = 0;
+  uint64_t messages_before = 0;
   for (int64_t size : Sizes(c)) {
-    const uint64_t per_round = static_cast<uint64_t>(size) / n * 2 * (n - 1);
+    const auto [plan, lag] = RoundPlan(c, size);
+    uint64_t per_round = 0;
+    for (size_t bytes : plan) per_round += bytes;
     const auto [iters, warmups] = bench::IterationsFor(size, c.sweep.iters, c.sweep.warmup_iters);
     absl::Time start;
     for (int64_t i = 0; i < warmups + iters; ++i) {
@@ -210,13 +272,15 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
         if (ReadLine(from_parent) != "go") return 1;
         start = absl::Now();
       }
-      sender->Send(per_round);
+      sender->Send(plan, lag, inbox, messages_before);
+      messages_before += plan.size();
       expected += per_round;
       inbox.AwaitAtLeast(expected);
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(iters);
     WriteLine(to_parent, absl::StrCat(seconds));
   }
+  inbox.SetSender(nullptr);
   sender.reset();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   return 0;
@@ -232,11 +296,13 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::optional<bench::PeerSweep> sweep = bench::ReadPeerSweep("grpc-ring-bench");
   if (!sweep) return 2;
+  const std::string schedule = absl::GetFlag(FLAGS_schedule);
   const Config c{absl::GetFlag(FLAGS_nranks), *sweep,
-                 bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes))};
-  if (c.nranks < 2 || c.nranks > 64 || c.sweep.min_bytes < c.nranks || c.segment <= 0) {
+                 bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes)), schedule == "ring"};
+  if (c.nranks < 2 || c.nranks > 64 || c.sweep.min_bytes < c.nranks || c.segment <= 0 ||
+      (schedule != "free" && schedule != "ring")) {
     std::fprintf(stderr, "grpc-ring-bench: bad flags (nranks 2..64, nranks <= min_bytes, "
-                         "segment_bytes > 0)\n");
+                         "segment_bytes > 0, schedule free or ring)\n");
     return 2;
   }
   const int n = c.nranks;
@@ -263,9 +329,10 @@ int main(int argc, char** argv) {
   for (int r = 0; r < n; ++r) WriteLine(to_rank[r], ports[(r + 1) % n]);
 
   const double bus = 2.0 * (n - 1) / n;
-  std::printf("# grpc-ring-bench: nranks %d, segment %lld B, zero-copy byte streams around the "
-              "ring, 2(N-1)/N * size bytes per rank per round, no reduction\n",
-              n, static_cast<long long>(c.segment));
+  std::printf("# grpc-ring-bench: nranks %d, segment %lld B, %s schedule, zero-copy byte "
+              "streams around the ring, 2(N-1)/N * size bytes per rank per round, no "
+              "reduction\n",
+              n, static_cast<long long>(c.segment), schedule.c_str());
   std::printf("# time = max over ranks of (batch wall time / iters); busbw = algbw * %.3f\n#\n", bus);
   bench::PrintColumnHeads();
   int status = 0;
