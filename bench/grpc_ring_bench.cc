@@ -65,8 +65,9 @@ class Inbox {
   // Counts a message; a sender waiting for it (--schedule=ring) may go on.
   void Add(uint64_t bytes);
   uint64_t messages() const { return messages_.load(); }
-  // The rank's sender, told of each message once it exists.
-  void SetSender(Sender* sender) { sender_.store(sender); }
+  // The rank's sender under the ring schedule, told of each message (null: none; the
+  // free schedule's sender never waits for one).
+  void SetWaitingSender(Sender* sender) { sender_.store(sender); }
   void AwaitAtLeast(uint64_t total) {
     absl::MutexLock lock(&mu_);
     auto enough = [this, total]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return received_ >= total; };
@@ -115,8 +116,8 @@ class RingService final : public grpc::CallbackGenericService {
 // starts from the previous one's completion, so the socket never waits for a thread.
 class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  Sender(std::shared_ptr<grpc::Channel> channel, size_t segment)
-      : stub_(std::move(channel)), source_(segment) {
+  Sender(std::shared_ptr<grpc::Channel> channel, size_t segment, const Inbox& inbox)
+      : stub_(std::move(channel)), source_(segment), inbox_(inbox) {
     context_.set_wait_for_ready(true);
     stub_.PrepareBidiStreamingCall(&context_, kMethod, grpc::StubOptions(), this);
     AddHold();
@@ -130,14 +131,13 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   }
 
   // Sends the messages `sizes` in order. With `lag` > 0, message m >= lag waits until
-  // `inbox` has counted m - lag + 1 messages beyond `round_base` (all rounds before this
-  // one: the left neighbour may be ahead, so its count when this round starts is not it).
-  void Send(std::vector<size_t> sizes, size_t lag, const Inbox& inbox, uint64_t round_base) {
+  // the inbox has counted m - lag + 1 messages beyond `round_base` (all rounds before
+  // this one: the left neighbour may be ahead, so its count when this round starts is not).
+  void Send(std::vector<size_t> sizes, size_t lag, uint64_t round_base) {
     absl::MutexLock lock(&mu_);
     sizes_ = std::move(sizes);
     next_ = 0;
     lag_ = lag;
-    inbox_ = &inbox;
     round_base_ = round_base;
     StartNextLocked();
     auto sent = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -169,7 +169,7 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
  private:
   void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (next_ == sizes_.size() || in_flight_) return;
-    if (lag_ > 0 && next_ >= lag_ && inbox_->messages() < round_base_ + next_ - lag_ + 1) return;
+    if (lag_ > 0 && next_ >= lag_ && inbox_.messages() < round_base_ + next_ - lag_ + 1) return;
     grpc::Slice slice(source_.data(), sizes_[next_], grpc::Slice::STATIC_SLICE);
     buffer_ = grpc::ByteBuffer(&slice, 1);
     ++next_;
@@ -180,12 +180,12 @@ class Sender final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::Byte
   grpc::GenericStub stub_;
   grpc::ClientContext context_;
   const std::vector<char> source_;
+  const Inbox& inbox_;
   absl::Mutex mu_;
   grpc::ByteBuffer buffer_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> sizes_ ABSL_GUARDED_BY(mu_);  // this round's messages
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   size_t lag_ ABSL_GUARDED_BY(mu_) = 0;
-  const Inbox* inbox_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t round_base_ ABSL_GUARDED_BY(mu_) = 0;  // inbox messages of the rounds before
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -209,19 +209,27 @@ struct Config {
   bool ring_schedule;
 };
 
-// One round's messages: 2(N-1) steps of a chunk of size/N bytes each, in segments; and
-// the ring schedule's lag (segments per chunk: a segment forwards the one that many
-// messages earlier), 0 for the free schedule, which cuts the same bytes into segments.
+// `bytes` cut into messages of at most `segment`.
+std::vector<size_t> Segments(size_t bytes, size_t segment) {
+  std::vector<size_t> sizes;
+  for (size_t at = 0; at < bytes; at += segment) sizes.push_back(std::min(segment, bytes - at));
+  return sizes;
+}
+
+// One round's messages, 2(N-1) chunks of size/N bytes, and the lag of the ring schedule
+// (a segment forwards the one a chunk's segments earlier). The free schedule (lag 0)
+// streams the round's bytes in segments across chunk boundaries.
 std::pair<std::vector<size_t>, size_t> RoundPlan(const Config& c, int64_t size) {
   const size_t segment = static_cast<size_t>(c.segment);
   const size_t chunk = static_cast<size_t>(size / c.nranks);
-  std::vector<size_t> chunk_segments;
-  for (size_t at = 0; at < chunk; at += segment) chunk_segments.push_back(std::min(segment, chunk - at));
+  const size_t steps = 2 * static_cast<size_t>(c.nranks - 1);
+  if (!c.ring_schedule) return {Segments(chunk * steps, segment), 0};
+  const std::vector<size_t> chunk_segments = Segments(chunk, segment);
   std::vector<size_t> sizes;
-  for (int step = 0; step < 2 * (c.nranks - 1); ++step) {
+  for (size_t step = 0; step < steps; ++step) {
     sizes.insert(sizes.end(), chunk_segments.begin(), chunk_segments.end());
   }
-  return {std::move(sizes), c.ring_schedule ? chunk_segments.size() : 0};
+  return {std::move(sizes), chunk_segments.size()};
 }
 
 std::vector<int64_t> Sizes(const Config& c) {
@@ -256,8 +264,8 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
   auto sender = std::make_unique<Sender>(
       grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", next), grpc::InsecureChannelCredentials(),
                                 ringsync::PeerChannelArguments(ringsync::KeepaliveSettings{})),
-      static_cast<size_t>(c.segment));
-  inbox.SetSender(sender.get());
+      static_cast<size_t>(c.segment), inbox);
+  if (c.ring_schedule) inbox.SetWaitingSender(sender.get());
   uint64_t expected = 0;
   uint64_t messages_before = 0;
   for (int64_t size : Sizes(c)) {
@@ -272,7 +280,7 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
         if (ReadLine(from_parent) != "go") return 1;
         start = absl::Now();
       }
-      sender->Send(plan, lag, inbox, messages_before);
+      sender->Send(plan, lag, messages_before);
       messages_before += plan.size();
       expected += per_round;
       inbox.AwaitAtLeast(expected);
@@ -280,7 +288,7 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(iters);
     WriteLine(to_parent, absl::StrCat(seconds));
   }
-  inbox.SetSender(nullptr);
+  inbox.SetWaitingSender(nullptr);
   sender.reset();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   return 0;

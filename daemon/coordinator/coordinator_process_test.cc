@@ -256,13 +256,13 @@ TEST(CoordinatorProcess, LogJsonWritesOneObjectPerLineAndTheHttpPortFileIsWritte
   const ScopedFile port_file(base + ".port");
   const ScopedFile http_port_file(base + ".http");
   CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0", "--log_json",
-                              "--port_file=" + base + ".port", "--http_listen=127.0.0.1:0",
-                              "--http_port_file=" + base + ".http"});
+                              "--port_file=" + port_file.path(), "--http_listen=127.0.0.1:0",
+                              "--http_port_file=" + http_port_file.path()});
   ASSERT_TRUE(process.spawned());
-  const std::string address = WaitForPortFile(base + ".port", absl::Seconds(10));
+  const std::string address = WaitForPortFile(port_file.path(), absl::Seconds(10));
   ASSERT_FALSE(address.empty()) << process.Stderr();
   // Written before the gRPC port file.
-  const std::string http = std::string(absl::StripSuffix(ReadFile(base + ".http"), "\n"));
+  const std::string http = std::string(absl::StripSuffix(ReadFile(http_port_file.path()), "\n"));
   EXPECT_THAT(http, HasSubstr("127.0.0.1:"));
   process.Signal(SIGTERM);
   EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 0) << process.Stderr();
