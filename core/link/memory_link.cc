@@ -89,22 +89,64 @@ size_t MemoryChannel::queued() const {
   return queue_.size();
 }
 
-MemoryRing::MemoryRing(int world_size, size_t capacity_frames) {
+MemoryRing::MemoryRing(int world_size, size_t capacity_frames, int stride) : stride_(stride) {
   for (int r = 0; r < world_size; ++r) {
     channels_.push_back(std::make_unique<MemoryChannel>(capacity_frames));
   }
   for (int r = 0; r < world_size; ++r) {
     links_.push_back(
-        std::make_unique<MemoryLink>(*channels_[(r + 1) % world_size], *channels_[r]));
+        std::make_unique<MemoryLink>(*channels_[(r + stride) % world_size], *channels_[r]));
   }
 }
 
 uint64_t MemoryRing::bytes_sent(int rank) const {
-  return channels_[(rank + 1) % world_size()]->payload_bytes_pushed();
+  return channels_[(rank + stride_) % world_size()]->payload_bytes_pushed();
 }
 
 uint64_t MemoryRing::frames_sent(int rank) const {
-  return channels_[(rank + 1) % world_size()]->frames_pushed();
+  return channels_[(rank + stride_) % world_size()]->frames_pushed();
 }
+
+class MemoryStrideMesh::RankLinks final : public StrideLinks {
+ public:
+  RankLinks(MemoryStrideMesh& mesh, int rank) : mesh_(mesh), rank_(rank) {}
+
+  absl::StatusOr<Link*> Stride(int stride, const WaitLimit& /*limit*/) override {
+    if (stride < 1 || stride >= mesh_.world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("no link of stride ", stride, " among ",
+                                                     mesh_.world_size(), " ranks"));
+    }
+    Link* link = &mesh_.ring(stride).link(rank_);
+    if (std::find(connected_.begin(), connected_.end(), link) == connected_.end()) {
+      connected_.push_back(link);
+    }
+    return link;
+  }
+
+  std::vector<Link*> Connected() override {
+    std::vector<Link*> links{&mesh_.ring(1).link(rank_)};
+    for (Link* link : connected_) {
+      if (link != links.front()) links.push_back(link);
+    }
+    return links;
+  }
+
+ private:
+  MemoryStrideMesh& mesh_;
+  const int rank_;
+  std::vector<Link*> connected_;
+};
+
+MemoryStrideMesh::MemoryStrideMesh(int world_size, size_t capacity_frames)
+    : world_size_(world_size) {
+  for (int s = 1; s < std::max(world_size, 2); ++s) {
+    rings_.push_back(std::make_unique<MemoryRing>(world_size, capacity_frames, s));
+  }
+  for (int r = 0; r < world_size; ++r) ranks_.push_back(std::make_unique<RankLinks>(*this, r));
+}
+
+MemoryStrideMesh::~MemoryStrideMesh() = default;
+
+StrideLinks& MemoryStrideMesh::links(int rank) { return *ranks_[static_cast<size_t>(rank)]; }
 
 }  // namespace ringsync

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/link/link.h"
+#include "core/link/stride_links.h"
 
 namespace ringsync {
 
@@ -54,12 +55,14 @@ class MemoryChannel {
 
 class MemoryRing {
  public:
-  // REQUIRES: world_size >= 1, capacity_frames >= 1.
-  explicit MemoryRing(int world_size, size_t capacity_frames = 4);
+  // REQUIRES: world_size >= 1, capacity_frames >= 1, 1 <= stride (< world_size but for 1).
+  // `stride`: rank r sends to rank r+stride and receives from rank r-stride (a stride
+  // link of StrideLinks); 1 is the ring.
+  explicit MemoryRing(int world_size, size_t capacity_frames = 4, int stride = 1);
 
   int world_size() const { return static_cast<int>(channels_.size()); }
 
-  // The link rank `rank` uses: sends into channel rank+1, receives from channel rank.
+  // The link rank `rank` uses: sends into channel rank+stride, receives from channel rank.
   Link& link(int rank) { return *links_[rank]; }
 
   // Payload bytes rank `rank` has sent to its right neighbour so far.
@@ -69,8 +72,31 @@ class MemoryRing {
   size_t high_water_mark(int rank) const { return channels_[rank]->high_water_mark(); }
 
  private:
+  const int stride_;
   std::vector<std::unique_ptr<MemoryChannel>> channels_;  // channels_[r]: edge into rank r
   std::vector<std::unique_ptr<Link>> links_;
+};
+
+// Every rank's stride links (stride_links.h) in one process: one MemoryRing per stride.
+// A rank's links of strides other than 1 count as connected from its first Stride call
+// for them, as a daemon's do.
+class MemoryStrideMesh {
+ public:
+  // REQUIRES: world_size >= 1, capacity_frames >= 1.
+  explicit MemoryStrideMesh(int world_size, size_t capacity_frames = 16);
+  ~MemoryStrideMesh();
+
+  int world_size() const { return world_size_; }
+  // Rank `rank`'s stride links.
+  StrideLinks& links(int rank);
+  // The ring of `stride`, to look at its links (REQUIRES: 1 <= stride < world_size).
+  MemoryRing& ring(int stride) { return *rings_[static_cast<size_t>(stride - 1)]; }
+
+ private:
+  class RankLinks;
+  const int world_size_;
+  std::vector<std::unique_ptr<MemoryRing>> rings_;  // rings_[s-1]: stride s
+  std::vector<std::unique_ptr<RankLinks>> ranks_;
 };
 
 }  // namespace ringsync

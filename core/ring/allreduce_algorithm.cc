@@ -13,6 +13,13 @@ uint64_t RelayMaxBytes(int world_size, const AlgorithmPolicy& policy) {
   return std::min(scaled, policy.relay_frame_limit_bytes);
 }
 
+uint64_t DoublingMaxBytes(int world_size, const AlgorithmPolicy& policy) {
+  if (world_size < 2 || !policy.stride_links) return 0;
+  const uint64_t most_per_step = static_cast<uint64_t>(world_size) / 2;
+  return std::min({policy.doubling_frame_bytes, policy.relay_frame_limit_bytes,
+                   policy.doubling_step_bytes / most_per_step});
+}
+
 AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DType /*dtype*/,
                                             ReduceOp /*op*/, const AlgorithmPolicy& policy) {
   // Every dtype and op combines alike in both algorithms (the same reducer, in the same
@@ -24,7 +31,16 @@ AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DTyp
     case AlgorithmPolicy::Mode::kRelay:
       return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
                                                      : AllReduceAlgorithm::kRing;
+    case AlgorithmPolicy::Mode::kDoubling:
+      if (bytes <= DoublingMaxBytes(world_size, policy)) return AllReduceAlgorithm::kDoubling;
+      return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
+                                                     : AllReduceAlgorithm::kRing;
     case AlgorithmPolicy::Mode::kAuto: break;
+  }
+  const uint64_t relay_max = RelayMaxBytes(world_size, policy);
+  if (world_size >= policy.doubling_min_ranks &&
+      bytes <= std::min(relay_max, DoublingMaxBytes(world_size, policy))) {
+    return AllReduceAlgorithm::kDoubling;
   }
   return bytes <= RelayMaxBytes(world_size, policy) ? AllReduceAlgorithm::kRelay
                                                     : AllReduceAlgorithm::kRing;
@@ -34,6 +50,7 @@ absl::string_view AlgorithmName(AllReduceAlgorithm algorithm) {
   switch (algorithm) {
     case AllReduceAlgorithm::kRing: return "ring";
     case AllReduceAlgorithm::kRelay: return "relay";
+    case AllReduceAlgorithm::kDoubling: return "doubling";
   }
   return "unknown";
 }
@@ -42,6 +59,7 @@ std::optional<AlgorithmPolicy::Mode> ParseAlgorithmMode(absl::string_view text) 
   if (text == "auto") return AlgorithmPolicy::Mode::kAuto;
   if (text == "ring") return AlgorithmPolicy::Mode::kRing;
   if (text == "relay") return AlgorithmPolicy::Mode::kRelay;
+  if (text == "doubling") return AlgorithmPolicy::Mode::kDoubling;
   return std::nullopt;
 }
 

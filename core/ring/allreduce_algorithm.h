@@ -7,6 +7,14 @@
 //            (relay_allreduce.h): agreement and data together in N-1 hops, then the
 //            commit pass: 2(N-1) sequential hops, each rank moving (N-1) times the
 //            buffer. For small messages, where hops, not bytes, cost the time.
+//   kDoubling — every rank's contribution reaches every rank over links of strides 1, 2,
+//            4, ... (doubling_allreduce.h): 2·ceil(log2 N) sequential hops, each rank
+//            moving (N-1) times the buffer. For small messages on rings of 4 or more,
+//            when the transport has stride links.
+//
+// kAuto picks kDoubling where it may (DoublingMaxBytes; stride links, N >= 4), else kRelay
+// for buffers of at most RelayMaxBytes(N, policy), else kRing. The doubling takes over the
+// relay's sizes: both move the same bytes, and the doubling fewer hops from N=4 on.
 //
 // kAuto picks kRelay for buffers of at most RelayMaxBytes(N, policy), else kRing. With h
 // one hop's time and B a link's rate, the relay is faster while the hops it saves outweigh
@@ -31,27 +39,42 @@
 
 namespace ringsync {
 
-enum class AllReduceAlgorithm : uint8_t { kRing = 1, kRelay = 2 };
+enum class AllReduceAlgorithm : uint8_t { kRing = 1, kRelay = 2, kDoubling = 3 };
 
 struct AlgorithmPolicy {
-  enum class Mode : uint8_t { kAuto, kRing, kRelay } mode = Mode::kAuto;
+  enum class Mode : uint8_t { kAuto, kRing, kRelay, kDoubling } mode = Mode::kAuto;
   // kAuto: the relay's crossover on a large ring (RelayMaxBytes scales it by N).
   uint64_t relay_max_bytes = 64 << 10;
   // The largest buffer the relay can carry (the peers' frame limit, --segment_bytes):
   // larger ones run the ring in every mode.
   uint64_t relay_frame_limit_bytes = 1 << 20;
+  // Whether this rank's transport connects stride links (StrideLinks); without them the
+  // doubling is never chosen, and a forced one runs as the relay.
+  bool stride_links = false;
+  // The doubling's limits: the largest contribution one of its frames carries, and what a
+  // link queues for a receiver that has not read yet (a step sends up to N/2
+  // contributions before it receives), so that no step's sends wait on a receiver that
+  // is itself sending.
+  uint64_t doubling_frame_bytes = 64 << 10;
+  uint64_t doubling_step_bytes = 1 << 20;
+  // kAuto: the smallest ring the doubling runs on (at N=3 its hops equal the relay's).
+  int doubling_min_ranks = 4;
 };
 
 // The largest all-reduce (bytes) that kAuto relays over `world_size` ranks.
 uint64_t RelayMaxBytes(int world_size, const AlgorithmPolicy& policy);
 
+// The largest all-reduce (bytes) the doubling runs over `world_size` ranks in any mode
+// (0: none, e.g. without stride links).
+uint64_t DoublingMaxBytes(int world_size, const AlgorithmPolicy& policy);
+
 // The algorithm an all-reduce of `bytes` over `world_size` ranks runs under `policy`.
 AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DType dtype,
                                             ReduceOp op, const AlgorithmPolicy& policy);
 
-// "ring", "relay".
+// "ring", "relay", "doubling".
 absl::string_view AlgorithmName(AllReduceAlgorithm algorithm);
-// Parses "auto", "ring", "relay"; nullopt for anything else.
+// Parses "auto", "ring", "relay", "doubling"; nullopt for anything else.
 std::optional<AlgorithmPolicy::Mode> ParseAlgorithmMode(absl::string_view text);
 
 }  // namespace ringsync

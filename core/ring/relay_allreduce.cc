@@ -1,53 +1,15 @@
 #include "core/ring/relay_allreduce.h"
 
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/ring_order_combine.h"
 #include "core/ring/schedule.h"
 
 namespace ringsync {
-namespace {
-
-// Combines the contributions (indexed by rank) into `out` in the ring's order (see the
-// header). `scratch` holds the running value, `next` the contribution combined into it.
-absl::Status CombineInRingOrder(const RingMember& me, Reducer& reducer, const ReduceSpec& rspec,
-                                size_t count, size_t esize,
-                                const std::vector<absl::Span<const std::byte>>& contributions,
-                                absl::Span<std::byte> out, RingStats& stats) {
-  const int n = me.world_size;
-  std::vector<std::byte> running;
-  std::vector<std::byte> next;
-  for (int c = 0; c < n; ++c) {
-    const ElementRange range = ChunkRange(count, n, c);
-    if (range.count == 0) continue;
-    const size_t offset = range.offset * esize;
-    const size_t bytes = range.count * esize;
-    running.assign(contributions[c].begin() + offset, contributions[c].begin() + offset + bytes);
-    ReduceStats rstats;
-    for (int k = 1; k < n; ++k) {
-      const absl::Span<const std::byte> theirs = contributions[RingMod(c + k, n)];
-      next.assign(theirs.begin() + offset, theirs.begin() + offset + bytes);
-      if (absl::Status s = reducer.Combine(rspec, next.data(), running.data(), range.count, &rstats);
-          !s.ok()) {
-        return s;
-      }
-      running.swap(next);
-    }
-    if (absl::Status s = reducer.Finalize(rspec, running.data(), range.count, &rstats); !s.ok()) {
-      return s;
-    }
-    stats.overflows += rstats.overflows;
-    std::memcpy(out.data() + offset, running.data(), bytes);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status RelayAllReduce(const RingMember& me, Link& link, Reducer& reducer,
                             const CollectiveSpec& spec, absl::Span<std::byte> buffer,
                             const RingOptions& options, RingStats* stats) {

@@ -18,6 +18,7 @@ std::string KindName(FrameKind kind) {
     case FrameKind::kAgree: return "an agreement frame";
     case FrameKind::kCommit: return "a commit frame";
     case FrameKind::kRelay: return "a relay frame (agreement with data)";
+    case FrameKind::kGather: return "a doubling frame (agreement with data)";
   }
   return absl::StrCat("a frame of unknown kind ", static_cast<int>(kind));
 }
@@ -284,7 +285,13 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::st
 
 namespace {
 
-// The agreement frame of the other all-reduce algorithm: the ring's kAgree vs the relay's.
+bool IsAgreementKind(FrameKind kind) {
+  return kind == FrameKind::kAgree || kind == FrameKind::kRelay || kind == FrameKind::kGather;
+}
+
+// The agreement frame of the other all-reduce algorithm on the ring link: the ring's
+// kAgree vs the relay's kRelay. (Their passes have one schedule, so a rank can forward
+// the other's frames; the doubling's kGather is told apart in CheckFrame.)
 bool IsOtherAgreementKind(FrameKind got, FrameKind own) {
   return (got == FrameKind::kAgree && own == FrameKind::kRelay) ||
          (got == FrameKind::kRelay && own == FrameKind::kAgree);
@@ -305,11 +312,18 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
         f.sequence, " while this rank is at ", DescribeCollective(spec_),
         "; every rank must issue the same collectives in the same order"));
   }
-  if (IsOtherAgreementKind(f.kind, kind)) {
+  if (f.kind != kind && IsAgreementKind(f.kind) && IsAgreementKind(kind)) {
+    // Ranks that disagree on the size may choose different algorithms: say so first.
+    if (f.spec.has_value()) {
+      if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk));
+          !s.ok()) {
+        return s;
+      }
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "ranks chose different all-reduce algorithms: rank ", me_.prev(), " sent ",
         KindName(f.kind), " where this rank's algorithm expects ", KindName(kind),
-        "; give every worker the same --algorithm and --relay_max_bytes"));
+        "; give every worker the same --algorithm, --relay_max_bytes and --doubling_max_bytes"));
   }
   if (f.kind != kind) {
     return absl::InvalidArgumentError(absl::StrCat(KindName(f.kind), " from rank ", me_.prev(),

@@ -6,6 +6,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/doubling_allreduce.h"
 #include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
@@ -380,8 +381,19 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
   switch (job.spec.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBarrier:  // an all-reduce of nothing
-      if (AlgorithmOf(job.spec, me) == AllReduceAlgorithm::kRelay) {
-        return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+      switch (AlgorithmOf(job.spec, me)) {
+        case AllReduceAlgorithm::kDoubling:
+          // An epoch without stride links (an EpochSource of tests) relays; ranks that do
+          // otherwise meet on the ring link and fail naming the difference.
+          if (epoch.strides != nullptr) {
+            return DoublingAllReduce(me, *epoch.strides, reducer_, job.spec, data, options,
+                                     &job.stats);
+          }
+          [[fallthrough]];
+        case AllReduceAlgorithm::kRelay:
+          return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+        case AllReduceAlgorithm::kRing:
+          break;
       }
       return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
     case CollectiveKind::kBroadcast:

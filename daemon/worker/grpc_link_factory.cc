@@ -2,11 +2,30 @@
 
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/transport/grpc/grpc_link.h"
 
 namespace ringsync {
+
+namespace {
+
+// Who may send to this rank in `epoch`: rank-1 (the ring link) and rank-s for every stride
+// link of the doubling (s = 2, 4, ... < N), each with its worker id.
+std::vector<ExpectedSender> SendersOf(const RingEpoch& epoch) {
+  std::vector<ExpectedSender> senders;
+  const int n = epoch.me.world_size;
+  for (int stride = 1; stride < n; stride *= 2) {
+    const int from = (epoch.me.rank + n - stride) % n;
+    if (from < static_cast<int>(epoch.worker_ids.size())) {
+      senders.push_back(ExpectedSender{from, epoch.worker_ids[from], stride});
+    }
+  }
+  return senders;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& epoch,
                                                                const WaitLimit& limit) {
@@ -28,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
         absl::StrCat("generation ", epoch.me.generation, " has no worker id for rank ", prev));
   }
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
-      epoch.me.generation, ExpectedSender{prev, epoch.worker_ids[prev]});
+      epoch.me.generation, ExpectedSender{prev, epoch.worker_ids[prev]}, SendersOf(epoch));
   if (!inbox.ok()) return inbox.status();
   OutboundEdge opened;
   {
@@ -43,6 +62,39 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
     older = std::exchange(kept_, std::move(opened));
     kept_generation_ = epoch.me.generation;
   }
+  if (!link.ok()) return link.status();
+  return std::unique_ptr<Link>(*std::move(link));
+}
+
+absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingEpoch& epoch,
+                                                                     int stride,
+                                                                     const WaitLimit& limit) {
+  const int n = epoch.me.world_size;
+  if (stride < 1 || stride >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no stride link of ", stride, " in a ring of ", n));
+  }
+  const int to = (epoch.me.rank + stride) % n;
+  const int from = (epoch.me.rank + n - stride) % n;
+  if (to >= static_cast<int>(epoch.peer_addresses.size()) ||
+      from >= static_cast<int>(epoch.worker_ids.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "generation ", epoch.me.generation, " has no address for rank ", to, " or no worker id for rank ", from));
+  }
+  const std::string& address = epoch.peer_addresses[to];
+  RingNeighbours neighbours{address,
+                            absl::StrCat(epoch.Describe(to), " at ", address, " (stride ", stride, ")"),
+                            worker_id_, security_, keepalive_, open_attempt_};
+  neighbours.offer_shm = same_host_path_.enabled;
+  neighbours.shm_slots = kStrideLinkShmSlots;
+  neighbours.stride = stride;
+  neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
+  neighbours.shm_mailbox_bytes = same_host_path_.mailbox_bytes;
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
+      epoch.me.generation, ExpectedSender{from, epoch.worker_ids[from], stride}, SendersOf(epoch));
+  if (!inbox.ok()) return inbox.status();
+  absl::StatusOr<std::unique_ptr<GrpcLink>> link =
+      ConnectStrideLink(epoch.me, neighbours, *std::move(inbox), limit);
   if (!link.ok()) return link.status();
   return std::unique_ptr<Link>(*std::move(link));
 }

@@ -1,5 +1,6 @@
 // GrpcLinkFactory: the daemon's ring links — this rank's OutboundStream to rank+1's Peer
-// service, and the inbox that rank-1's stream feeds through this worker's Peer service.
+// service, and the inbox that rank-1's stream feeds through this worker's Peer service —
+// and its stride links alike (to rank+s, from rank-s).
 #pragma once
 
 #include <memory>
@@ -15,6 +16,10 @@
 namespace ringsync {
 
 // The same-host path: see RingNeighbours::offer_shm.
+// A stride link's slot ring: its frames are small (the doubling's), so it needs fewer
+// slots than the ring link's segments; its mailbox is the ring link's size.
+inline constexpr uint32_t kStrideLinkShmSlots = 2;
+
 struct SameHostPath {
   bool enabled = false;
   uint32_t slots = 8;
@@ -40,6 +45,8 @@ class GrpcLinkFactory final : public LinkFactory {
 
   absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                 const WaitLimit& limit) override;
+  absl::StatusOr<std::unique_ptr<Link>> ConnectStride(const RingEpoch& epoch, int stride,
+                                                      const WaitLimit& limit) override;
   void RetireBefore(uint64_t generation, const absl::Status& why) override;
   void CloseAll(const absl::Status& why) override;
 

@@ -4,6 +4,7 @@
 // behind them; tests put in-memory rings.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/link/link.h"
+#include "core/link/stride_links.h"
 #include "core/ring/ring_member.h"
 #include "core/sync/cancellation.h"
 #include "core/sync/wait_limit.h"
@@ -24,6 +26,10 @@ struct RingEpoch {
   std::vector<std::string> peer_addresses;  // by rank: where each Peer service listens
   Cancellation over;                        // cancelled when the generation ends
   std::unique_ptr<Link> link;               // set once connected
+  // Set with `link`: it as stride 1, and the links beyond the neighbours, connected on
+  // first use (EpochStrideLinks). Touched only by the executor thread once set.
+  std::unique_ptr<StrideLinks> strides;
+  std::atomic<int> stride_links_open{0};    // of `strides`, for metrics (any thread)
   // Next ring sequence number, and the newest collective this rank ran (itself, not
   // skipped); touched only by the executor thread.
   uint64_t next_sequence = 1;
@@ -54,6 +60,14 @@ class LinkFactory {
   // at `limit`, or at once when the generation was retired.
   virtual absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                         const WaitLimit& limit) = 0;
+  // This rank's stride link of `stride` in `epoch` (core/link/stride_links.h): frames
+  // out to rank+stride, in from rank-stride; it does not wait for rank-stride. Fails at
+  // `limit`. A factory without stride links says Unimplemented.
+  virtual absl::StatusOr<std::unique_ptr<Link>> ConnectStride(const RingEpoch& epoch, int stride,
+                                                              const WaitLimit& limit) {
+    (void)epoch, (void)stride, (void)limit;
+    return absl::UnimplementedError("this transport has no stride links");
+  }
   // Generations before `generation` are over: whatever their links still wait for fails
   // with `why`.
   virtual void RetireBefore(uint64_t generation, const absl::Status& why) = 0;

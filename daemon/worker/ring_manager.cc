@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/logging/log_context.h"
 #include "daemon/logging/string_view_formatter.h"
+#include "daemon/worker/epoch_stride_links.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {
@@ -113,6 +114,7 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
       if (epoch_ != epoch || epoch->over.IsCancelled()) return;  // a newer view, or shutdown
       if (link.ok()) {
         epoch->link = *std::move(link);
+        epoch->strides = std::make_unique<EpochStrideLinks>(*epoch, links_, stride_links_connected_);
         if (suspended_) return;  // Resume() makes it ready
         MarkReady();
         spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,

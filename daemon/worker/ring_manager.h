@@ -6,6 +6,7 @@
 // Thread-safety: all methods are safe from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -82,6 +83,8 @@ class RingManager final : public EpochSource {
   MembershipSnapshot Membership() override;
 
   RingStatus Status() const;
+  // Stride links this worker has connected, over every generation (a metric).
+  uint64_t stride_links_connected() const { return stride_links_connected_.load(); }
   // Waits up to `wait` for Status().version to differ from `seen`.
   RingStatus AwaitChange(uint64_t seen, absl::Duration wait) const;
 
@@ -107,6 +110,7 @@ class RingManager final : public EpochSource {
 
   const std::string worker_id_;
   LinkFactory& links_;
+  std::atomic<uint64_t> stride_links_connected_{0};
   const absl::Duration connect_timeout_;
   const ConnectRetry retry_;
 

@@ -70,7 +70,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                            "may have returned OK (the training loop must resynchronise).")),
       algorithms_(AddCounter(registry, "ringsync_allreduce_algorithm_total",
                              "All-reduces (and barriers) this worker ran, by the algorithm "
-                             "they ran: ring, or relay (the small-message algorithm).")),
+                             "they ran: ring, or relay or doubling (the small-message algorithms).")),
       data_paths_(AddCounter(registry, "ringsync_collective_data_total",
                              "Collectives by how their tensor reached this worker: registered "
                              "(memory the training process registered: Client::Allocate "
@@ -108,10 +108,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
 std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
   const RingStatus status = ring_.Status();
   double in_flight = 0;
+  double stride_links_open = 0;
   std::string transport;
   if (std::shared_ptr<RingEpoch> epoch = ring_.Ready(); epoch != nullptr && epoch->link != nullptr) {
     in_flight = static_cast<double>(epoch->link->queued_frames());
     transport = std::string(epoch->link->transport());
+    stride_links_open = epoch->stride_links_open.load();
   }
   // Which transport the edge to the right neighbour uses: 1 on its series, 0 on the other.
   prometheus::MetricFamily peer_transport{
@@ -141,6 +143,14 @@ std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
                    "1 when this worker is connected in a formed ring of the current generation "
                    "(what /readyz reports), else 0.",
                    MetricType::Gauge, status.ready ? 1 : 0),
+      SingleSample("ringsync_stride_links_open",
+                   "Links to ranks beyond the neighbours (rank+2, +4, ...: the doubling "
+                   "all-reduce's) open in the current generation; connected on first use.",
+                   MetricType::Gauge, stride_links_open),
+      SingleSample("ringsync_stride_links_connected_total",
+                   "Links to ranks beyond the neighbours this worker has connected, over "
+                   "every generation.",
+                   MetricType::Counter, static_cast<double>(ring_.stride_links_connected())),
       SingleSample("ringsync_segments_in_flight",
                    "Ring segments received from the left neighbour and not yet consumed (the "
                    "inbox depth; bounded by the inbox capacity).",

@@ -1,15 +1,19 @@
-// End to end: the all-reduce algorithms (--algorithm, --relay_max_bytes) on real workers.
-// Whatever algorithm a cluster runs, every rank's result is bitwise the ring's.
+// End to end: the all-reduce algorithms (--algorithm, --relay_max_bytes,
+// --doubling_max_bytes) on real workers. Whatever algorithm a cluster runs, every rank's
+// result is bitwise the ring's.
 #include <random>
 
 #include "core/testing/ring_test_data.h"
+#include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
+#include "tests/integration/http_get.h"
 
 namespace ringsync {
 namespace {
 
 using testing::Bytes;
 using testing::ConnectAll;
+using testing::HttpGet;
 using testing::ExpectAllOk;
 using testing::OnEveryRank;
 using testing::StartCluster;
@@ -21,10 +25,12 @@ struct Case {
 };
 
 // Every dtype x op on random (not exactly summable) inputs; results per case and rank.
-std::vector<std::vector<Bytes>> RunEveryCase(const std::vector<std::string>& worker_flags,
-                                             const std::vector<Case>& cases) {
-  constexpr int kRanks = 4;
-  auto cluster = StartCluster(kRanks, worker_flags);
+// `scrape` (optional) sees the cluster after the last case.
+std::vector<std::vector<Bytes>> RunEveryCase(
+    const std::vector<std::string>& worker_flags, const std::vector<Case>& cases,
+    int ranks = 4, const std::function<void(LocalCluster&)>& scrape = nullptr) {
+  const int kRanks = ranks;
+  auto cluster = StartCluster(kRanks, worker_flags, {}, /*http=*/scrape != nullptr);
   if (cluster == nullptr) return {};
   auto clients = ConnectAll(*cluster);
   std::vector<std::vector<Bytes>> results;
@@ -39,6 +45,7 @@ std::vector<std::vector<Bytes>> RunEveryCase(const std::vector<std::string>& wor
     }));
     results.push_back(std::move(buffers));
   }
+  if (scrape) scrape(*cluster);
   return results;
 }
 
@@ -69,6 +76,45 @@ TEST(Algorithms, RelayAndAutoGiveBitwiseTheRingsResultOnEveryRankForEveryDTypeAn
       EXPECT_TRUE(automatic[i][r] == ring[i][r]) << "auto: rank " << r << " differs from the ring";
       EXPECT_TRUE(small_frames[i][r] == ring[i][r])
           << "relay with 4 KiB segments: rank " << r << " differs from the ring";
+    }
+  }
+}
+
+// The doubling's steps send to rank+1, +2, +4, ...: on 3 ranks its second step runs
+// against the ring's direction, on 5 its last step carries one contribution of four.
+TEST(Algorithms, TheDoublingGivesBitwiseTheRingsResultOnRingsThatAreNoPowerOfTwo) {
+  std::vector<Case> cases;
+  std::mt19937 rng(13);
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
+    for (ReduceOp op : kAllReduceOps) cases.push_back({dtype, op, 1 + rng() % 300});
+  }
+  cases.push_back({DType::kFloat32, ReduceOp::kSum, 0});
+  cases.push_back({DType::kFloat32, ReduceOp::kSum, 40000});  // past --doubling_max_bytes
+  for (int ranks : {3, 5}) {
+    SCOPED_TRACE(absl::StrCat(ranks, " ranks"));
+    const auto ring = RunEveryCase({"--algorithm=ring"}, cases, ranks);
+    const auto doubling = RunEveryCase(
+        {"--algorithm=doubling"}, cases, ranks, [ranks](LocalCluster& cluster) {
+          // Links beyond the neighbours were connected on first use, and counted.
+          const int strides = ranks == 3 ? 1 : 2;  // stride 2; strides 2 and 4
+          for (int r = 0; r < ranks; ++r) {
+            const std::string page =
+                HttpGet(cluster.worker_http_address(r), "/metrics", cluster.http_token()).body;
+            EXPECT_THAT(page, ::testing::HasSubstr(absl::StrCat("ringsync_stride_links_open ",
+                                                                strides, "\n")));
+            EXPECT_THAT(page, ::testing::HasSubstr(absl::StrCat(
+                                  "ringsync_stride_links_connected_total ", strides, "\n")));
+            EXPECT_THAT(page, ::testing::HasSubstr("algorithm=\"doubling\""));
+          }
+        });
+    ASSERT_EQ(ring.size(), cases.size());
+    ASSERT_EQ(doubling.size(), cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat(cases[i].count, " x ", DTypeName(cases[i].dtype), " ",
+                                ReduceOpName(cases[i].op)));
+      for (size_t r = 0; r < ring[i].size(); ++r) {
+        EXPECT_TRUE(doubling[i][r] == ring[i][r]) << "doubling: rank " << r << " differs";
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "daemon/transport/grpc/frame_codec.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
     case FrameKind::kAgree: header.set_kind(v1::FRAME_KIND_AGREE); break;
     case FrameKind::kCommit: header.set_kind(v1::FRAME_KIND_COMMIT); break;
     case FrameKind::kRelay: header.set_kind(v1::FRAME_KIND_RELAY); break;
+    case FrameKind::kGather: header.set_kind(v1::FRAME_KIND_GATHER); break;
   }
   header.set_sender_rank(frame.sender_rank);
   header.set_generation(frame.generation);
@@ -127,6 +129,7 @@ grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
   frame.set_sender_rank(hello.sender_rank);
   frame.set_generation(hello.generation);
   frame.set_sender_worker_id(hello.worker_id);
+  if (hello.stride > 1) frame.set_stride(static_cast<uint32_t>(hello.stride));
   if (hello.host.has_value() && hello.shm_offer.has_value()) {
     v1::ShmOffer* offer = frame.mutable_shm_offer();
     offer->set_boot_id(hello.host->boot_id);
@@ -186,6 +189,11 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     out.hello.sender_rank = header.sender_rank();
     out.hello.generation = header.generation();
     out.hello.worker_id = header.sender_worker_id();
+    // Bounded like a rank: no ring has more ranks than an int counts.
+    if (header.stride() > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+      return Malformed("a hello's stride out of range");
+    }
+    out.hello.stride = header.stride() > 1 ? static_cast<int>(header.stride()) : 1;
     if (header.has_shm_offer()) {
       // Checked when the receiver decides to map it (SlotRingReader::Attach); the boot id
       // is only compared, and bounded here like any string from a peer.
@@ -208,6 +216,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     case v1::FRAME_KIND_AGREE: frame.kind = FrameKind::kAgree; break;
     case v1::FRAME_KIND_COMMIT: frame.kind = FrameKind::kCommit; break;
     case v1::FRAME_KIND_RELAY: frame.kind = FrameKind::kRelay; break;
+    case v1::FRAME_KIND_GATHER: frame.kind = FrameKind::kGather; break;
     default: return Malformed(absl::StrCat("unknown frame kind ", header.kind()));
   }
   frame.sender_rank = header.sender_rank();

@@ -31,6 +31,7 @@ struct PeerHello {
   std::string worker_id;
   std::optional<HostIdentity> host = std::nullopt;
   std::optional<SlotRingOffer> shm_offer = std::nullopt;
+  int stride = 1;  // 1: the ring link; 2 and up: a stride link (PeerFrame.stride)
 };
 
 // A segment whose payload waits in the sender's slot ring instead of the message.

@@ -82,6 +82,7 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
   hello.sender_rank = me.rank;
   hello.generation = me.generation;
   hello.worker_id = neighbours.worker_id;
+  hello.stride = neighbours.stride;
   OutboundEdge edge;
   if (neighbours.offer_shm) {
     // A fresh ring per stream: slots the previous stream's receiver still holds stay its.
@@ -147,6 +148,16 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
   }
   return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound.stream), std::move(inbox),
                                     std::move(outbound.slots));
+}
+
+absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectStrideLink(const RingMember& me,
+                                                            const RingNeighbours& neighbours,
+                                                            std::shared_ptr<PeerInbox> inbox,
+                                                            const WaitLimit& limit) {
+  absl::StatusOr<OutboundEdge> outbound = OpenWithRetries(me, neighbours, limit);
+  if (!outbound.ok()) return outbound.status();
+  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound->stream), std::move(inbox),
+                                    std::move(outbound->slots));
 }
 
 absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,

@@ -42,6 +42,9 @@ struct RingNeighbours {
   // frame's hop then costs a futex wake instead of a gRPC message — and the gRPC stream
   // carries only the hello, a frame too large for the mailbox, and the stream's liveness.
   uint64_t shm_mailbox_bytes = uint64_t{2} << 20;
+  // The link this stream is, told in the hello (PeerHello::stride): 1 the ring link
+  // (next_target is rank+1), s > 1 the stride link to rank+s.
+  int stride = 1;
 };
 
 // Thread-safety: as Link (one sender thread, one receiver thread).
@@ -137,5 +140,14 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
                                                           std::shared_ptr<PeerInbox> inbox,
                                                           const WaitLimit& limit,
                                                           OutboundEdge* opened = nullptr);
+
+// A stride link (core/link/stride_links.h): opens the outbound stream of `me` to the rank
+// `neighbours` names, whose frames come in through `inbox` (the one the view says rank-s
+// feeds). Unlike ConnectRingLink it does not wait for that sender: the doubling's
+// receives wait for its frames, each within its own limit.
+absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectStrideLink(const RingMember& me,
+                                                            const RingNeighbours& neighbours,
+                                                            std::shared_ptr<PeerInbox> inbox,
+                                                            const WaitLimit& limit);
 
 }  // namespace ringsync

@@ -144,10 +144,13 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
     Refuse("peer_hello_identity_mismatch", s);
     return;
   }
-  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.ForHello(hello.generation);
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox =
+      registry_.ForHello(hello.generation, hello.sender_rank, hello.stride);
   if (!inbox.ok()) {
     if (absl::IsResourceExhausted(inbox.status())) {
       Refuse("generation_ahead", inbox.status());
+    } else if (absl::IsPermissionDenied(inbox.status())) {
+      Refuse("peer_hello_not_in_view", inbox.status());
     } else {
       ops_->EndStream(inbox.status());
     }

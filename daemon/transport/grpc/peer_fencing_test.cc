@@ -51,8 +51,8 @@ TEST(PeerFencing, AHelloFromAWorkerTheViewDoesNotNameIsRefused) {
   auto wrong_rank = OpenAs(ring, 1, PeerHello{2, 1, "w2"});
   ASSERT_FALSE(wrong_rank.ok());
   EXPECT_THAT(std::string(wrong_rank.status().message()),
-              HasSubstr("a ring stream from rank 2 (worker w2) for generation 1, whose view names "
-                        "rank 0 (worker w0)"));
+              HasSubstr("a ring stream from rank 2 for generation 1, whose view lets only rank 0 "
+                        "(worker w0) send to this worker"));
   EXPECT_EQ(ring.server(1).refusals.Count("peer_hello_not_in_view"), 2u);
 
   AllReduceOnce(ring, 10000, 1, 11);

@@ -30,8 +30,12 @@ absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(const std::vector<std::byte>& 
 
 }  // namespace
 
-PeerInbox::PeerInbox(uint64_t generation, size_t capacity, absl::Duration mailbox_spin)
-    : generation_(generation), capacity_(std::max<size_t>(1, capacity)), mailbox_spin_(mailbox_spin) {}
+PeerInbox::PeerInbox(uint64_t generation, size_t capacity, absl::Duration mailbox_spin,
+                     int stride)
+    : generation_(generation),
+      stride_(stride),
+      capacity_(std::max<size_t>(1, capacity)),
+      mailbox_spin_(mailbox_spin) {}
 
 std::string DescribeSender(int rank, absl::string_view worker_id) {
   return absl::StrCat("rank ", rank, " (worker ", absl::CHexEscape(worker_id.substr(0, 64)), ")");
@@ -55,7 +59,7 @@ absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
     sender_rank_ = -1;
     sender_worker_.clear();
     queue_.clear();  // never deliver its frames
-    fence_ = SequenceFence();
+    fence_ = SequenceFence(stride_ > 1);
     newest_aborted_ = 0;  // nor believe its aborts
     reading_paused_ = false;
     stream_end_ = refused;

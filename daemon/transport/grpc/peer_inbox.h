@@ -52,6 +52,7 @@ class InboxFeeder {
 struct ExpectedSender {
   int rank = -1;
   std::string worker_id;
+  int stride = 1;  // the link it feeds: 1 the ring link, 2 and up a stride link
 };
 
 // "rank 2 (worker w2)": a sender as messages name it. The worker id comes from the
@@ -62,10 +63,13 @@ class PeerInbox {
  public:
   // `mailbox_spin`: how long a receiver waiting on a mailbox looks before it sleeps
   // (FrameMailboxReader::Wait).
+  // `stride`: the link this inbox receives for (1: the ring link; 2 and up: a stride
+  // link, whose sequence numbers may skip collectives: SequenceFence).
   PeerInbox(uint64_t generation, size_t capacity,
-            absl::Duration mailbox_spin = absl::ZeroDuration());
+            absl::Duration mailbox_spin = absl::ZeroDuration(), int stride = 1);
 
   uint64_t generation() const { return generation_; }
+  int stride() const { return stride_; }
 
   // The view is known: from now on only `sender` may feed this inbox. A stream attached
   // before (opened ahead by a neighbour that learned the view first) from anyone else is
@@ -142,6 +146,7 @@ class PeerInbox {
   void DropMailboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t generation_;
+  const int stride_;
   const size_t capacity_;
   const absl::Duration mailbox_spin_;
   mutable absl::Mutex mu_;
@@ -152,7 +157,7 @@ class PeerInbox {
   int sender_rank_ ABSL_GUARDED_BY(mu_) = -1;
   std::string sender_worker_ ABSL_GUARDED_BY(mu_);
   std::optional<ExpectedSender> expected_ ABSL_GUARDED_BY(mu_);
-  SequenceFence fence_ ABSL_GUARDED_BY(mu_);
+  SequenceFence fence_ ABSL_GUARDED_BY(mu_){stride_ > 1};
   uint64_t newest_aborted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once no more frames will come
   absl::Status stream_end_ ABSL_GUARDED_BY(mu_);  // why the last stream ended, while none is attached

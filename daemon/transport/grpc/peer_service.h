@@ -1,19 +1,21 @@
 // The receiving side of the ring's data path: the Peer service accepts the incoming
-// RingStream of the left neighbour and feeds its frames into the PeerInbox of that
-// stream's generation.
+// RingStreams of other ranks and feeds each stream's frames into the PeerInbox of its
+// generation and sender — the left neighbour's (the ring link) and, for the doubling
+// all-reduce, those of rank-2, rank-4, ... (stride links, core/link/stride_links.h).
 //
 // A stream may arrive before this worker has learned the generation it names (the
-// sender heard of the new ring view first), so an inbox may be opened ahead — for one
+// sender heard of the new ring view first), so inboxes may be opened ahead — for one
 // generation at most, newer than every generation this worker knows; when the worker
-// learns its view (Expect), an inbox opened ahead for another generation is dropped and
-// the expected one accepts only the neighbour the view names. Generations older than the
-// newest retired one are refused. So a worker holds at most two inboxes, whatever peers
-// send.
+// learns its view (Expect), inboxes opened ahead for another generation are dropped, and
+// each expected one accepts only the sender the view names for it. Generations older
+// than the newest retired one are refused. Whatever peers send, a worker holds inboxes
+// of two generations at most, and at most kMaxInboxesPerGeneration of each.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -23,6 +25,10 @@
 #include "wire/security/token_check.h"
 
 namespace ringsync {
+
+// Senders a generation may have inboxes for: a rank receives on its ring link and on one
+// stride link per doubling step (log2 N), so this allows rings far larger than any run.
+inline constexpr size_t kMaxInboxesPerGeneration = 32;
 
 // Thread-safety: all methods are safe from any thread.
 class InboxRegistry {
@@ -36,16 +42,26 @@ class InboxRegistry {
         refusals_(std::move(refusals)),
         mailbox_spin_(mailbox_spin) {}
 
-  // The inbox of `generation` for this worker's own link, whose view names `sender` as
-  // the left neighbour (see PeerInbox::Expect). Drops an inbox opened ahead for another
-  // generation. FailedPrecondition for a retired generation.
-  absl::StatusOr<std::shared_ptr<PeerInbox>> Expect(uint64_t generation,
-                                                    const ExpectedSender& sender);
+  // The inbox of `generation` that this worker's view says `sender` feeds (its left
+  // neighbour for the ring link, rank-s for the stride link of s; see
+  // PeerInbox::Expect). `view_senders`: every rank the view lets send to this worker
+  // (`sender` among them; empty: only `sender` is known): from now on a hello of this
+  // generation from anyone else is refused, and so is an inbox opened ahead by one.
+  // Learning a newer generation closes the inboxes of the older one and drops those
+  // opened ahead for another. FailedPrecondition for a retired generation.
+  absl::StatusOr<std::shared_ptr<PeerInbox>> Expect(
+      uint64_t generation, const ExpectedSender& sender,
+      const std::vector<ExpectedSender>& view_senders = {});
 
-  // The inbox a hello of `generation` attaches to: the expected one, or the one opened
-  // ahead. FailedPrecondition for a retired generation, ResourceExhausted when another
-  // generation is already open ahead.
-  absl::StatusOr<std::shared_ptr<PeerInbox>> ForHello(uint64_t generation);
+  // The inbox a hello of `generation` from rank `sender_rank` attaches to: the expected
+  // one, or one opened ahead (of the current generation for a sender of the view not
+  // expected yet, or of the next). FailedPrecondition for a retired generation,
+  // PermissionDenied for a sender the view does not name, ResourceExhausted when another
+  // generation is already open ahead or the generation has too many senders.
+  // `stride`: the link the hello says it is (PeerHello::stride), which must be the one the
+  // view has that sender on.
+  absl::StatusOr<std::shared_ptr<PeerInbox>> ForHello(uint64_t generation, int sender_rank,
+                                                      int stride = 1);
 
   // Closes and forgets every inbox of a generation below `generation`; refuses them from now on.
   void RetireBefore(uint64_t generation, const absl::Status& why);
@@ -54,18 +70,27 @@ class InboxRegistry {
   void CloseAll(const absl::Status& why);
 
  private:
+  using Inboxes = std::map<int, std::shared_ptr<PeerInbox>>;  // by sender rank
   // FailedPrecondition when `generation` is retired or older than the expected one.
   absl::Status CheckNotOver(uint64_t generation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The inbox of `sender_rank` in `inboxes` (of `generation`), for the link of `stride`,
+  // made if there is room.
+  absl::StatusOr<std::shared_ptr<PeerInbox>> InboxOf(Inboxes& inboxes, uint64_t generation,
+                                                     int sender_rank, int stride)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t inbox_capacity_;
   const RefusalReporter refusals_;
   const absl::Duration mailbox_spin_;
   absl::Mutex mu_;
   uint64_t retired_below_ ABSL_GUARDED_BY(mu_) = 0;
-  // The generation this worker's own link is in (Expect), and an inbox opened ahead.
+  // The generation this worker's own links are in (0: none yet) and their inboxes, and
+  // the inboxes opened ahead for one newer generation.
   uint64_t expected_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::shared_ptr<PeerInbox> expected_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<PeerInbox> ahead_ ABSL_GUARDED_BY(mu_);
+  Inboxes expected_ ABSL_GUARDED_BY(mu_);
+  std::map<int, ExpectedSender> view_senders_ ABSL_GUARDED_BY(mu_);  // of expected_generation_
+  uint64_t ahead_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  Inboxes ahead_ ABSL_GUARDED_BY(mu_);
 };
 
 // Who may open a ring stream, besides what the inbox's ring view says.

@@ -19,6 +19,12 @@ namespace ringsync {
 
 class SequenceFence {
  public:
+  // `skips_collectives`: the edge carries only some collectives (a stride link: the
+  // doubling all-reduce's), so its sequence numbers may go forward by any amount, though
+  // never back. Its frames move no counter of the worker's (only the doubling reads them,
+  // and fails a collective whose number is not its own).
+  explicit SequenceFence(bool skips_collectives = false) : skips_collectives_(skips_collectives) {}
+
   // How far the first frame of a stream may lie beyond the newest one seen on the edge.
   static constexpr uint64_t kMaxSkipOnNewStream = 16;
 
@@ -31,6 +37,7 @@ class SequenceFence {
   uint64_t newest() const { return newest_; }
 
  private:
+  bool skips_collectives_;
   uint64_t newest_ = 0;
 };
 

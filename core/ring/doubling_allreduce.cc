@@ -1,0 +1,437 @@
+#include "core/ring/doubling_allreduce.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "core/outcome.h"
+#include "core/ring/ring_allreduce.h"
+#include "core/ring/ring_order_combine.h"
+#include "core/ring/schedule.h"
+
+namespace ringsync {
+
+int DoublingSteps(int world_size) {
+  int steps = 0;
+  while ((1 << steps) < world_size) ++steps;
+  return steps;
+}
+
+namespace {
+
+// How often a rank waiting on one link looks at its others for an abort notice: a
+// notice takes another path than the frame awaited, so this bounds how late it is seen.
+constexpr absl::Duration kAbortWatchInterval = absl::Milliseconds(20);
+
+// One rank's contribution as this rank holds it: its spec and its pre-scaled bytes.
+struct Contribution {
+  CollectiveSpec spec;
+  std::vector<std::byte> bytes;
+};
+
+// One rank's side of one doubling all-reduce: the passes, their frames' checks, and the
+// abort protocol over every connected link.
+class DoublingRank {
+ public:
+  DoublingRank(const RingMember& me, StrideLinks& links, const CollectiveSpec& spec,
+               const RingOptions& options)
+      : me_(me), links_(links), spec_(spec), options_(options), cancellation_(options.cancellation) {
+    limit_.deadline = absl::Now() + options.timeout;
+    limit_.cancellation = &cancellation_;
+  }
+  ~DoublingRank() {
+    for (Link* link : links_.Connected()) link->MarkFinished(spec_.sequence);
+  }
+  DoublingRank(const DoublingRank&) = delete;
+  DoublingRank& operator=(const DoublingRank&) = delete;
+
+  const WaitLimit& limit() const { return limit_; }
+
+  // The gather pass: fills `held` (by rank) with every rank's spec and contribution.
+  // FailedPrecondition quoting the first rank whose spec differs from this rank's (every
+  // rank finds one then); any other failure is told to the others.
+  absl::Status Gather(absl::Span<const std::byte> mine, std::vector<Contribution>& held);
+  // The commit pass; see the header.
+  absl::Status Commit();
+  // For a failure that began here: tells the others, returns the annotated status.
+  absl::Status Reject(const absl::Status& why) {
+    NotifyAbort(why);
+    return Annotate(why);
+  }
+  absl::Status ExplainCancel(absl::Status status) const {
+    if (status.code() == absl::StatusCode::kCancelled && options_.cancellation != nullptr) {
+      if (absl::Status why = options_.cancellation->reason(); !why.ok()) return why;
+    }
+    return status;
+  }
+  void ExportStats(RingStats& out) const {
+    out.bytes_sent = stats_.bytes_sent;
+    out.bytes_received = stats_.bytes_received;
+    out.frames_sent = stats_.frames_sent;
+  }
+
+ private:
+  int To(int step) const { return RingMod(me_.rank + (1 << step), me_.world_size); }
+  int From(int step) const { return RingMod(me_.rank - (1 << step), me_.world_size); }
+  // The link of `step`'s stride, connected if it is not yet.
+  absl::StatusOr<Link*> LinkOf(int step);
+  Frame Stamped(FrameKind kind, int step, int segment, int chunk) const;
+  absl::Status Send(Link& link, int step, const Frame& frame, absl::Span<const std::byte> payload);
+  // The next frame of this collective from rank `from` on `link` (leftovers of finished
+  // collectives skipped), checked for generation, sequence, sender, kind and place; an
+  // abort frame becomes Aborted. `what` names the awaited frame in errors.
+  absl::StatusOr<ReceivedFrame> Receive(Link& link, int from, FrameKind kind, int step,
+                                        int segment, int chunk,
+                                        absl::FunctionRef<std::string()> what);
+  absl::Status CheckFrame(const Frame& f, int from, FrameKind kind, int step, int segment,
+                          int chunk) const;
+  // Aborted when an abort notice of this collective waits on a link other than `waiting_on`.
+  absl::Status WatchOtherLinks(const Link* waiting_on);
+  absl::Status TakeAbortFrame(const Frame& frame);
+  // Best effort, after a failure: forwards the notice this rank received, or sends its own,
+  // on every connected link.
+  void NotifyAbort(const absl::Status& cause);
+  // A failed pass: told to the others and annotated.
+  absl::Status Failed(absl::Status result) {
+    result = ExplainCancel(std::move(result));
+    NotifyAbort(result);
+    return Annotate(result);
+  }
+  absl::Status Annotate(const absl::Status& status) const {
+    if (status.ok()) return status;
+    return absl::Status(status.code(),
+                        absl::StrCat("rank ", me_.rank, " (generation ", me_.generation, ", ",
+                                     DescribeCollective(spec_), ", doubling): ", status.message()));
+  }
+
+  const RingMember me_;
+  StrideLinks& links_;
+  const CollectiveSpec spec_;
+  const RingOptions options_;
+  Cancellation cancellation_;
+  WaitLimit limit_;
+  bool aborted_ = false;                   // an abort notice arrived, or this rank sent its own
+  std::optional<Frame> abort_to_forward_;  // the notice that arrived, until forwarded
+  bool abort_before_commit_ = false;       // ... came from a rank that had not completed its data
+  bool data_completed_ = false;            // Commit() was called
+  RingStats stats_;
+};
+
+absl::StatusOr<Link*> DoublingRank::LinkOf(int step) {
+  absl::StatusOr<Link*> link = links_.Stride(1 << step, limit_);
+  if (!link.ok()) {
+    return absl::Status(link.status().code(),
+                        absl::StrCat("connecting the link of stride ", 1 << step, " to rank ",
+                                     To(step), ": ", link.status().message()));
+  }
+  return link;
+}
+
+Frame DoublingRank::Stamped(FrameKind kind, int step, int segment, int chunk) const {
+  Frame frame;
+  frame.kind = kind;
+  frame.sender_rank = me_.rank;
+  frame.generation = me_.generation;
+  frame.sequence = spec_.sequence;
+  frame.step = static_cast<uint32_t>(step);
+  frame.segment = static_cast<uint32_t>(segment);
+  frame.chunk = static_cast<uint32_t>(chunk);
+  return frame;
+}
+
+absl::Status DoublingRank::Send(Link& link, int step, const Frame& frame,
+                                absl::Span<const std::byte> payload) {
+  if (absl::Status s = link.Send(frame, payload, limit_); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("sending step ", step, " to rank ", To(step), ": ",
+                                                s.message()));
+  }
+  ++stats_.frames_sent;
+  stats_.bytes_sent += payload.size();
+  return absl::OkStatus();
+}
+
+absl::Status DoublingRank::Gather(absl::Span<const std::byte> mine,
+                                  std::vector<Contribution>& held) {
+  const int n = me_.world_size;
+  const size_t element_size = DTypeSize(spec_.dtype);
+  held.assign(static_cast<size_t>(n), Contribution{});
+  held[me_.rank] = Contribution{spec_, std::vector<std::byte>(mine.begin(), mine.end())};
+  absl::Status result = absl::OkStatus();
+  for (int step = 0; step < DoublingSteps(n) && result.ok(); ++step) {
+    const int carried = std::min(1 << step, n - (1 << step));  // contributions each way
+    absl::StatusOr<Link*> link = LinkOf(step);
+    if (!link.ok()) {
+      result = link.status();
+      break;
+    }
+    int sent = 0;
+    auto send_next = [&] {
+      const int origin = RingMod(me_.rank - sent, n);
+      Frame frame = Stamped(FrameKind::kGather, step, sent, origin);
+      frame.spec = held[origin].spec;
+      frame.count = held[origin].spec.count;
+      ++sent;
+      return Send(**link, step, frame, held[origin].bytes);
+    };
+    while (sent < std::min(carried, kStrideLinkQueuedFrames) && result.ok()) result = send_next();
+    const int from = From(step);
+    for (int i = 0; i < carried && result.ok(); ++i) {
+      const int origin = RingMod(from - i, n);
+      absl::StatusOr<ReceivedFrame> received =
+          Receive(**link, from, FrameKind::kGather, step, i, origin, [&] {
+            return absl::StrCat("step ", step, " (rank ", origin, "'s contribution)");
+          });
+      if (!received.ok()) {
+        result = received.status();
+        break;
+      }
+      if (!received->frame.spec.has_value()) {
+        result = absl::InvalidArgumentError(absl::StrCat(
+            "doubling frame from rank ", from, " for rank ", origin, " arrived without a spec"));
+        break;
+      }
+      stats_.bytes_received += received->payload.size();
+      held[origin] = Contribution{*received->frame.spec, received->payload.ToVector()};
+      // One more out for each one in: no rank ever has more frames on its way than its
+      // receiver's link queues unread, so no two ranks wait on each other's sends.
+      if (sent < carried) result = send_next();
+    }
+  }
+  if (!result.ok()) return Failed(std::move(result));
+  // Every rank holds every spec now, so every rank finds a mismatch if there is one (no
+  // notice needed); each quotes the lowest rank that differs from its own.
+  for (int origin = 0; origin < n; ++origin) {
+    if (origin == me_.rank) continue;
+    if (absl::Status s = CheckAgreement(spec_, me_.rank, held[origin].spec, origin); !s.ok()) {
+      return Annotate(s);
+    }
+    if (held[origin].bytes.size() != spec_.count * element_size) {
+      return Failed(absl::InvalidArgumentError(absl::StrCat(
+          "rank ", origin, "'s contribution carries ", held[origin].bytes.size(), " bytes for ",
+          spec_.count, " x ", DTypeName(spec_.dtype))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DoublingRank::Commit() {
+  data_completed_ = true;
+  const int n = me_.world_size;
+  int heard = 1;  // ranks rank-heard+1 .. rank are known to have completed their data
+  absl::Status result = absl::OkStatus();
+  for (int step = 0; step < DoublingSteps(n) && result.ok(); ++step) {
+    absl::StatusOr<Link*> link = LinkOf(step);
+    if (!link.ok()) {
+      result = link.status();
+      break;
+    }
+    result = Send(**link, step, Stamped(FrameKind::kCommit, step, 0, me_.rank), {});
+    if (!result.ok()) break;
+    absl::StatusOr<ReceivedFrame> received =
+        Receive(**link, From(step), FrameKind::kCommit, step, 0, From(step),
+                [step] { return absl::StrCat("commit step ", step); });
+    if (!received.ok()) {
+      result = received.status();
+      break;
+    }
+    heard = std::min(n, 2 * heard);
+  }
+  if (result.ok()) return absl::OkStatus();
+  result = ExplainCancel(std::move(result));
+  NotifyAbort(result);  // marked as given up after the data: receivers stay in doubt
+  if (abort_before_commit_) {
+    // The rank that gave up never completed its data, so no commit of it went out and no
+    // rank can have returned OK: a plain failure, like every rank's.
+    return Annotate(result);
+  }
+  std::string unheard;
+  for (int back = heard; back < n; ++back) {
+    absl::StrAppend(&unheard, unheard.empty() ? "" : ", ", RingMod(me_.rank - back, n));
+  }
+  return WithOutcomeMark(
+      Annotate(absl::Status(
+          result.code(),
+          absl::StrCat("outcome in doubt: this rank completed its part, but the ring broke "
+                       "before it heard that rank(s) ",
+                       unheard, " completed theirs (", result.message(),
+                       "); another rank may have returned OK, so resynchronise rather than "
+                       "retry"))),
+      OutcomeMark::kInDoubt);
+}
+
+absl::StatusOr<ReceivedFrame> DoublingRank::Receive(Link& link, int from, FrameKind kind,
+                                                    int step, int segment, int chunk,
+                                                    absl::FunctionRef<std::string()> what) {
+  const bool ring_link = step == 0;
+  while (true) {
+    WaitLimit slice = limit_;
+    slice.deadline = std::min(limit_.deadline, absl::Now() + kAbortWatchInterval);
+    absl::StatusOr<ReceivedFrame> received = link.Receive(slice);
+    if (absl::IsDeadlineExceeded(received.status()) && absl::Now() < limit_.deadline) {
+      if (absl::Status s = WatchOtherLinks(&link); !s.ok()) return s;
+      continue;
+    }
+    if (!received.ok()) {
+      const absl::Status& s = received.status();
+      return absl::Status(s.code(), absl::StrCat("waiting for ", what(), " from rank ", from, ": ",
+                                                 s.message()));
+    }
+    const Frame& f = received->frame;
+    if (f.generation != me_.generation) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", from, " sent a frame of generation ", f.generation,
+          " but this rank is in generation ", me_.generation, "; the ring changed under it"));
+    }
+    // Left over from a collective this rank finished (or, on a stride link, which only
+    // this algorithm uses, one it skipped): not this collective's.
+    if (f.sequence < spec_.sequence && (!ring_link || f.sequence <= link.finished_sequence())) {
+      continue;
+    }
+    if (f.kind == FrameKind::kAbort && f.sequence == spec_.sequence) return TakeAbortFrame(f);
+    if (absl::Status s = CheckFrame(f, from, kind, step, segment, chunk); !s.ok()) return s;
+    return received;
+  }
+}
+
+absl::Status DoublingRank::CheckFrame(const Frame& f, int from, FrameKind kind, int step,
+                                      int segment, int chunk) const {
+  if (f.sequence != spec_.sequence) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ranks called different collectives: rank ", from, " is at collective #", f.sequence,
+        " while this rank is at ", DescribeCollective(spec_),
+        "; every rank must issue the same collectives in the same order"));
+  }
+  if (f.kind != kind) {
+    const bool agreement = f.kind == FrameKind::kAgree || f.kind == FrameKind::kRelay;
+    if (agreement && f.spec.has_value()) {
+      // Ranks that disagree on the size may choose different algorithms.
+      if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk));
+          !s.ok()) {
+        return s;
+      }
+    }
+    return agreement ? absl::FailedPreconditionError(absl::StrCat(
+                           "ranks chose different all-reduce algorithms: rank ", from, " runs the ",
+                           f.kind == FrameKind::kAgree ? "ring" : "relay",
+                           " where this rank runs the doubling; give every worker the same "
+                           "--algorithm, --relay_max_bytes and --doubling_max_bytes"))
+                     : absl::InvalidArgumentError(absl::StrCat(
+                           "frame of kind ", static_cast<int>(f.kind), " from rank ", from,
+                           " where the doubling expects kind ", static_cast<int>(kind),
+                           " (a frame was lost or misplaced)"));
+  }
+  if (f.sender_rank != from) {
+    return absl::InvalidArgumentError(absl::StrCat("frame claims to come from rank ", f.sender_rank,
+                                                   ", but this link leads to rank ", from));
+  }
+  if (f.step != static_cast<uint32_t>(step) || f.segment != static_cast<uint32_t>(segment) ||
+      f.chunk != static_cast<uint32_t>(chunk)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "out-of-schedule doubling frame from rank ", from, ": got step ", f.step, " frame ",
+        f.segment, " for rank ", f.chunk, ", expected step ", step, " frame ", segment,
+        " for rank ", chunk));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on) {
+  for (Link* link : links_.Connected()) {
+    if (link == waiting_on || link->newest_aborted_sequence() != spec_.sequence) continue;
+    // The notice may wait behind frames of this collective: this rank fails anyway, so
+    // take them.
+    WaitLimit take;
+    take.deadline = std::min(limit_.deadline, absl::Now() + options_.abort_notice_timeout);
+    while (true) {
+      absl::StatusOr<ReceivedFrame> next = link->Receive(take);
+      if (!next.ok()) break;
+      if (next->frame.kind == FrameKind::kAbort && next->frame.sequence == spec_.sequence) {
+        return TakeAbortFrame(next->frame);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DoublingRank::TakeAbortFrame(const Frame& frame) {
+  if (frame.abort_origin < 0 || frame.abort_origin >= me_.world_size) {
+    // Not from this ring: fail this collective for what it is, and forward nothing.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", frame.sender_rank, " sent an abort frame naming rank ", frame.abort_origin,
+        ", which is not in this ring of ", me_.world_size));
+  }
+  aborted_ = true;
+  abort_before_commit_ = frame.abort_before_commit;
+  if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
+  return absl::AbortedError(
+      absl::StrCat("rank ", frame.abort_origin, " gave up: ", frame.abort_reason));
+}
+
+void DoublingRank::NotifyAbort(const absl::Status& cause) {
+  if (me_.world_size < 2) return;
+  Frame frame;
+  if (aborted_) {
+    if (!abort_to_forward_.has_value()) return;  // this rank's own notice came back
+    frame = *std::exchange(abort_to_forward_, std::nullopt);
+  } else {
+    frame.kind = FrameKind::kAbort;
+    frame.generation = me_.generation;
+    frame.sequence = spec_.sequence;
+    frame.abort_origin = me_.rank;
+    frame.abort_reason = std::string(cause.message().substr(0, kMaxAbortReasonBytes));
+    frame.abort_before_commit = !data_completed_;
+    aborted_ = true;
+  }
+  frame.sender_rank = me_.rank;
+  for (Link* link : links_.Connected()) {
+    // A fresh limit: the collective's own may be cancelled or spent already.
+    WaitLimit notice;
+    notice.deadline = absl::Now() + options_.abort_notice_timeout;
+    link->Send(frame, {}, notice).IgnoreError();  // best effort: the peer may be gone
+  }
+}
+
+}  // namespace
+
+absl::Status DoublingAllReduce(const RingMember& me, StrideLinks& links, Reducer& reducer,
+                               const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                               const RingOptions& options, RingStats* stats) {
+  const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
+  DoublingRank rank(me, links, spec, options);
+  if (absl::Status s = CheckAllReduceArguments(me, spec, buffer, rspec); !s.ok()) {
+    return rank.Reject(s);
+  }
+  RingStats local;
+  std::vector<std::byte> mine(buffer.begin(), buffer.end());
+  ReduceStats pre;
+  if (absl::Status s = reducer.PreScale(rspec, mine.data(), spec.count, &pre); !s.ok()) {
+    return rank.Reject(s);
+  }
+  local.overflows += pre.overflows;
+
+  std::vector<Contribution> held;
+  absl::Status result = rank.Gather(mine, held);
+  if (result.ok() && rank.limit().IsCancelled()) {
+    // Cancelled (the client left) while small frames flowed without a blocking wait:
+    // give up now, before this rank's data completes, so every rank fails plainly.
+    result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
+  }
+  const bool combining = result.ok();  // the caller's buffer is written from here on
+  if (combining) {
+    std::vector<absl::Span<const std::byte>> contributions;
+    contributions.reserve(held.size());
+    for (const Contribution& c : held) contributions.emplace_back(c.bytes);
+    result = CombineInRingOrder(me, reducer, rspec, spec.count, DTypeSize(spec.dtype),
+                                contributions, buffer, local);
+    if (!result.ok()) result = rank.Reject(result);
+  }
+  if (result.ok()) result = rank.Commit();
+  rank.ExportStats(local);
+  local.buffer_untouched = !result.ok() && !combining;
+  if (stats != nullptr) *stats = local;
+  return result;
+}
+
+}  // namespace ringsync
