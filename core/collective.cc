@@ -206,4 +206,11 @@ bool IsAgreementMismatch(const absl::Status& status) {
           absl::StrContains(status.message(), kSameArguments));
 }
 
+absl::Status AbortedBy(int origin, absl::string_view reason) {
+  const std::string message = absl::StrCat("rank ", origin, " gave up: ", reason);
+  const bool disagreement = absl::StrContains(reason, kDifferentCollectives) ||
+                            absl::StrContains(reason, kSameArguments);
+  return disagreement ? absl::FailedPreconditionError(message) : absl::AbortedError(message);
+}
+
 }  // namespace ringsync

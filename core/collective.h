@@ -112,4 +112,11 @@ absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const Colle
 // worker reports it: the phrases below are part of its message.
 bool IsAgreementMismatch(const absl::Status& status);
 
+// How a rank reports that rank `origin` gave the collective up for `reason` (an abort
+// notice): Aborted, "rank 2 gave up: ..."; but FailedPrecondition when the reason is a
+// disagreement (IsAgreementMismatch), so that every rank reports a disagreement alike
+// whether it found it itself or heard of it — ranks whose sizes differ may run different
+// algorithms, and then only some find it themselves.
+absl::Status AbortedBy(int origin, absl::string_view reason);
+
 }  // namespace ringsync

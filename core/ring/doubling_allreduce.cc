@@ -88,8 +88,14 @@ class DoublingRank {
                                         absl::FunctionRef<std::string()> what);
   absl::Status CheckFrame(const Frame& f, int from, FrameKind kind, int step, int segment,
                           int chunk) const;
-  // Aborted when an abort notice of this collective waits on a link other than `waiting_on`.
-  absl::Status WatchOtherLinks(const Link* waiting_on);
+  // Aborted when an abort notice of this collective waits on a link other than
+  // `waiting_on`, or arrives there by `until`.
+  absl::Status WatchOtherLinks(const Link* waiting_on, absl::Time until);
+  // After this rank's own deadline: an abort notice of this collective that arrives on
+  // any link within abort_notice_timeout (Aborted), else OK. A rank that was making
+  // progress is more likely stuck behind the rank that caused the stall than the cause,
+  // and the notice names that rank.
+  absl::Status AwaitLateNotice(Link& link);
   absl::Status TakeAbortFrame(const Frame& frame);
   // Best effort, after a failure: forwards the notice this rank received, or sends its own,
   // on every connected link.
@@ -117,6 +123,7 @@ class DoublingRank {
   std::optional<Frame> abort_to_forward_;  // the notice that arrived, until forwarded
   bool abort_before_commit_ = false;       // ... came from a rank that had not completed its data
   bool data_completed_ = false;            // Commit() was called
+  uint64_t frames_received_ = 0;
   RingStats stats_;
 };
 
@@ -158,6 +165,8 @@ absl::Status DoublingRank::Gather(absl::Span<const std::byte> mine,
   const int n = me_.world_size;
   const size_t element_size = DTypeSize(spec_.dtype);
   held.assign(static_cast<size_t>(n), Contribution{});
+  std::vector<bool> here(static_cast<size_t>(n), false);
+  here[me_.rank] = true;
   held[me_.rank] = Contribution{spec_, std::vector<std::byte>(mine.begin(), mine.end())};
   absl::Status result = absl::OkStatus();
   for (int step = 0; step < DoublingSteps(n) && result.ok(); ++step) {
@@ -195,12 +204,29 @@ absl::Status DoublingRank::Gather(absl::Span<const std::byte> mine,
       }
       stats_.bytes_received += received->payload.size();
       held[origin] = Contribution{*received->frame.spec, received->payload.ToVector()};
+      here[origin] = true;
       // One more out for each one in: no rank ever has more frames on its way than its
       // receiver's link queues unread, so no two ranks wait on each other's sends.
       if (sent < carried) result = send_next();
     }
   }
-  if (!result.ok()) return Failed(std::move(result));
+  if (!result.ok()) {
+    // Name every rank whose contribution did not arrive, not only the one waited on: the
+    // rank it waited on may itself be waiting for the cause.
+    std::string lacking;
+    for (int back = 1; back < n; ++back) {
+      const int rank = RingMod(me_.rank - back, n);
+      if (!here[rank]) {
+        absl::StrAppend(&lacking, lacking.empty() ? "" : ", ", rank);
+      }
+    }
+    if (!lacking.empty() && !absl::IsAborted(result) && !IsAgreementMismatch(result)) {
+      result = absl::Status(result.code(), absl::StrCat(result.message(),
+                                                        "; contributions not yet here: rank(s) ",
+                                                        lacking));
+    }
+    return Failed(std::move(result));
+  }
   // Every rank holds every spec now, so every rank finds a mismatch if there is one (no
   // notice needed); each quotes the lowest rank that differs from its own.
   for (int origin = 0; origin < n; ++origin) {
@@ -271,14 +297,18 @@ absl::StatusOr<ReceivedFrame> DoublingRank::Receive(Link& link, int from, FrameK
     slice.deadline = std::min(limit_.deadline, absl::Now() + kAbortWatchInterval);
     absl::StatusOr<ReceivedFrame> received = link.Receive(slice);
     if (absl::IsDeadlineExceeded(received.status()) && absl::Now() < limit_.deadline) {
-      if (absl::Status s = WatchOtherLinks(&link); !s.ok()) return s;
+      if (absl::Status s = WatchOtherLinks(&link, limit_.deadline); !s.ok()) return s;
       continue;
+    }
+    if (absl::IsDeadlineExceeded(received.status()) && frames_received_ > 0) {
+      if (absl::Status s = AwaitLateNotice(link); !s.ok()) return s;
     }
     if (!received.ok()) {
       const absl::Status& s = received.status();
       return absl::Status(s.code(), absl::StrCat("waiting for ", what(), " from rank ", from, ": ",
                                                  s.message()));
     }
+    ++frames_received_;
     const Frame& f = received->frame;
     if (f.generation != me_.generation) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -337,13 +367,29 @@ absl::Status DoublingRank::CheckFrame(const Frame& f, int from, FrameKind kind, 
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on) {
+absl::Status DoublingRank::AwaitLateNotice(Link& link) {
+  const absl::Time until = absl::Now() + options_.abort_notice_timeout;
+  while (absl::Now() < until) {
+    WaitLimit slice;
+    slice.deadline = std::min(until, absl::Now() + kAbortWatchInterval);
+    absl::StatusOr<ReceivedFrame> late = link.Receive(slice);
+    if (late.ok() && late->frame.kind == FrameKind::kAbort &&
+        late->frame.sequence == spec_.sequence) {
+      return TakeAbortFrame(late->frame);
+    }
+    if (!late.ok() && !absl::IsDeadlineExceeded(late.status())) break;  // the link is gone
+    if (absl::Status s = WatchOtherLinks(&link, until); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on, absl::Time until) {
   for (Link* link : links_.Connected()) {
     if (link == waiting_on || link->newest_aborted_sequence() != spec_.sequence) continue;
     // The notice may wait behind frames of this collective: this rank fails anyway, so
     // take them.
     WaitLimit take;
-    take.deadline = std::min(limit_.deadline, absl::Now() + options_.abort_notice_timeout);
+    take.deadline = std::min(until, absl::Now() + options_.abort_notice_timeout);
     while (true) {
       absl::StatusOr<ReceivedFrame> next = link->Receive(take);
       if (!next.ok()) break;
@@ -365,8 +411,7 @@ absl::Status DoublingRank::TakeAbortFrame(const Frame& frame) {
   aborted_ = true;
   abort_before_commit_ = frame.abort_before_commit;
   if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
-  return absl::AbortedError(
-      absl::StrCat("rank ", frame.abort_origin, " gave up: ", frame.abort_reason));
+  return AbortedBy(frame.abort_origin, frame.abort_reason);
 }
 
 void DoublingRank::NotifyAbort(const absl::Status& cause) {

@@ -405,8 +405,7 @@ absl::Status RingExchange::TakeAbortFrame(const Frame& frame) {
   ring_aborted_ = true;
   abort_before_commit_ = frame.abort_before_commit;
   if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
-  return absl::AbortedError(
-      absl::StrCat("rank ", frame.abort_origin, " gave up: ", frame.abort_reason));
+  return AbortedBy(frame.abort_origin, frame.abort_reason);
 }
 
 void RingExchange::NotifyAbort(const absl::Status& cause) {

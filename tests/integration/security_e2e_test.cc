@@ -147,12 +147,15 @@ TEST(Security, ARoguePeerHelloClaimingAnotherRankIsRefusedAndTheRingStaysCorrect
   EXPECT_THAT(hijack.status().message(),
               HasSubstr("claims to be worker 'w0' but presented a certificate for ringsync://worker/w9"));
 
-  // A real member (w2, its own certificate) claims a rank the view does not give it there.
+  // A real member (w2, its own certificate) claims a link the view does not give it: on 3
+  // ranks rank 2 may send to w1 only on the doubling's link of stride 2, not as w1's left
+  // neighbour (the ring link, stride 1, which the hello means when it names no stride).
   absl::StatusOr<std::unique_ptr<OutboundStream>> wrong_rank = OutboundStream::Open(
       target, PeerHello{2, 1, "w2"}, "w1", limit, rogue_security("worker-w2"));
   ASSERT_FALSE(wrong_rank.ok());
-  EXPECT_THAT(wrong_rank.status().message(),
-              HasSubstr("whose view names rank 0 (worker w0) as this worker's left neighbour"));
+  EXPECT_THAT(std::string(wrong_rank.status().message()),
+              HasSubstr("a ring stream from rank 2 for generation 1 as the link of stride 1, "
+                        "where the view has that rank's link to this worker at stride 2"));
 
   const std::string w1_log = cluster->Log("w1");
   EXPECT_THAT(w1_log, HasSubstr("refused (peer_hello_identity_mismatch)"));

@@ -1,6 +1,6 @@
 // What a worker's Peer service accepts from the network: a stream only from the neighbour
-// the ring view names, at most one generation opened ahead of the view, and frames only
-// in sequence order. Each case is an attack a stranger on the network could try with the
+// the ring view names (or, for a stride link, the rank it puts at that stride), at most
+// one generation opened ahead of the view, and frames only in sequence order. Each case is an attack a stranger on the network could try with the
 // real protocol; after each one the ring still computes exact results.
 #include <limits>
 #include <memory>
@@ -118,6 +118,68 @@ TEST(PeerFencing, AFrameThatJumpsTheSequenceIsRefusedAndMovesNoCounter) {
   // Rank 0's own stream was replaced by the stranger's; its link opens a new one.
   AllReduceOnce(ring, 10000, 1, 14);
   AllReduceOnce(ring, 10000, 2, 15);
+}
+
+// The doubling's stride links: rank 1 of 5 receives on its ring link from rank 0 and on
+// its links of strides 2 and 4 from ranks 4 and 2; nobody else may send to it.
+std::vector<ExpectedSender> SendersOfRankOneInFive() {
+  return {{0, "w0", 1}, {4, "w4", 2}, {2, "w2", 4}};
+}
+
+PeerHello StrideHello(int sender, uint64_t generation, std::string worker, int stride) {
+  PeerHello hello{sender, generation, std::move(worker)};
+  hello.stride = stride;
+  return hello;
+}
+
+TEST(PeerFencing, AStrideLinkIsAcceptedOnlyFromTheRankTheViewPutsAtThatStride) {
+  GrpcTestRing ring(5);
+  for (const absl::Status& s : ring.Connect(1)) ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(
+      ring.server(1).registry.Expect(1, ExpectedSender{0, "w0", 1}, SendersOfRankOneInFive()).ok());
+
+  auto stride_two = OpenAs(ring, 1, StrideHello(4, 1, "w4", 2));
+  EXPECT_TRUE(stride_two.ok()) << stride_two.status();
+  auto wrong_stride = OpenAs(ring, 1, StrideHello(2, 1, "w2", 2));
+  ASSERT_FALSE(wrong_stride.ok());
+  EXPECT_THAT(std::string(wrong_stride.status().message()),
+              HasSubstr("as the link of stride 2, where the view has that rank's link to this "
+                        "worker at stride 4"));
+  auto stranger = OpenAs(ring, 1, StrideHello(3, 1, "w3", 2));
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_THAT(std::string(stranger.status().message()),
+              HasSubstr("a ring stream from rank 3 for generation 1, whose view lets only "
+                        "rank 0 (worker w0), rank 2 (worker w2), rank 4 (worker w4) send"));
+  auto impostor = OpenAs(ring, 1, StrideHello(2, 1, "impostor", 4));
+  EXPECT_FALSE(impostor.ok());
+  EXPECT_EQ(ring.server(1).refusals.Count("peer_hello_not_in_view"), 3u);
+  AllReduceOnce(ring, 10000, 1, 16);
+}
+
+TEST(PeerFencing, AStrideLinkMaySkipCollectivesButNeverGoesBack) {
+  GrpcTestRing ring(5);
+  for (const absl::Status& s : ring.Connect(1)) ASSERT_TRUE(s.ok()) << s;
+  absl::StatusOr<std::shared_ptr<PeerInbox>> inbox =
+      ring.server(1).registry.Expect(1, ExpectedSender{4, "w4", 2}, SendersOfRankOneInFive());
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  auto sender = OpenAs(ring, 1, StrideHello(4, 1, "w4", 2));
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  Frame commit;
+  commit.kind = FrameKind::kCommit;
+  commit.generation = 1;
+  commit.sender_rank = 4;
+  // Collectives the doubling did not run (large ones, on the ring) leave gaps.
+  for (uint64_t sequence : {3u, 40u, 41u, 1000u}) {
+    commit.sequence = sequence;
+    ASSERT_TRUE((*sender)->WriteFrame(commit, {}, In(absl::Seconds(10))).ok());
+    absl::StatusOr<ReceivedFrame> received = (*inbox)->Pop(In(absl::Seconds(10)));
+    ASSERT_TRUE(received.ok()) << received.status();
+    EXPECT_EQ(received->frame.sequence, sequence);
+  }
+  commit.sequence = 999;
+  (*sender)->WriteFrame(commit, {}, In(absl::Seconds(10))).IgnoreError();
+  EXPECT_TRUE(EndedByPeer(**sender));
+  EXPECT_EQ(ring.server(1).refusals.Count("frame_out_of_sequence"), 1u);
 }
 
 TEST(PeerFencing, AMessageLargerThanASegmentIsRefusedUnread) {
