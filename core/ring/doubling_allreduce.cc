@@ -8,6 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "core/outcome.h"
+#include "core/ring/abort_notice.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_order_combine.h"
 #include "core/ring/schedule.h"
@@ -38,7 +39,12 @@ class DoublingRank {
  public:
   DoublingRank(const RingMember& me, StrideLinks& links, const CollectiveSpec& spec,
                const RingOptions& options)
-      : me_(me), links_(links), spec_(spec), options_(options), cancellation_(options.cancellation) {
+      : me_(me),
+        links_(links),
+        spec_(spec),
+        options_(options),
+        cancellation_(options.cancellation),
+        abort_(me, spec_) {
     limit_.deadline = absl::Now() + options.timeout;
     limit_.cancellation = &cancellation_;
   }
@@ -119,9 +125,7 @@ class DoublingRank {
   const RingOptions options_;
   Cancellation cancellation_;
   WaitLimit limit_;
-  bool aborted_ = false;                   // an abort notice arrived, or this rank sent its own
-  std::optional<Frame> abort_to_forward_;  // the notice that arrived, until forwarded
-  bool abort_before_commit_ = false;       // ... came from a rank that had not completed its data
+  AbortNotice abort_;
   bool data_completed_ = false;            // Commit() was called
   uint64_t frames_received_ = 0;
   RingStats stats_;
@@ -268,7 +272,7 @@ absl::Status DoublingRank::Commit() {
   if (result.ok()) return absl::OkStatus();
   result = ExplainCancel(std::move(result));
   NotifyAbort(result);  // marked as given up after the data: receivers stay in doubt
-  if (abort_before_commit_) {
+  if (abort_.origin_before_commit()) {
     // The rank that gave up never completed its data, so no commit of it went out and no
     // rank can have returned OK: a plain failure, like every rank's.
     return Annotate(result);
@@ -401,40 +405,16 @@ absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on, absl::Time un
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::TakeAbortFrame(const Frame& frame) {
-  if (frame.abort_origin < 0 || frame.abort_origin >= me_.world_size) {
-    // Not from this ring: fail this collective for what it is, and forward nothing.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", frame.sender_rank, " sent an abort frame naming rank ", frame.abort_origin,
-        ", which is not in this ring of ", me_.world_size));
-  }
-  aborted_ = true;
-  abort_before_commit_ = frame.abort_before_commit;
-  if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
-  return AbortedBy(frame.abort_origin, frame.abort_reason);
-}
+absl::Status DoublingRank::TakeAbortFrame(const Frame& frame) { return abort_.Take(frame); }
 
 void DoublingRank::NotifyAbort(const absl::Status& cause) {
-  if (me_.world_size < 2) return;
-  Frame frame;
-  if (aborted_) {
-    if (!abort_to_forward_.has_value()) return;  // this rank's own notice came back
-    frame = *std::exchange(abort_to_forward_, std::nullopt);
-  } else {
-    frame.kind = FrameKind::kAbort;
-    frame.generation = me_.generation;
-    frame.sequence = spec_.sequence;
-    frame.abort_origin = me_.rank;
-    frame.abort_reason = std::string(cause.message().substr(0, kMaxAbortReasonBytes));
-    frame.abort_before_commit = !data_completed_;
-    aborted_ = true;
-  }
-  frame.sender_rank = me_.rank;
+  const std::optional<Frame> notice = abort_.ToSend(cause, data_completed_);
+  if (!notice.has_value()) return;
   for (Link* link : links_.Connected()) {
     // A fresh limit: the collective's own may be cancelled or spent already.
-    WaitLimit notice;
-    notice.deadline = absl::Now() + options_.abort_notice_timeout;
-    link->Send(frame, {}, notice).IgnoreError();  // best effort: the peer may be gone
+    WaitLimit limit;
+    limit.deadline = absl::Now() + options_.abort_notice_timeout;
+    link->Send(*notice, {}, limit).IgnoreError();  // best effort: the peer may be gone
   }
 }
 

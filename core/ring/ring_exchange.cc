@@ -32,7 +32,8 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
       spec_(spec),
       options_(options),
       element_size_(DTypeSize(spec.dtype)),
-      cancellation_(options.cancellation) {
+      cancellation_(options.cancellation),
+      abort_(me, spec_) {
   limit_.deadline = absl::Now() + options.timeout;
   limit_.cancellation = &cancellation_;
 }
@@ -115,7 +116,7 @@ absl::Status RingExchange::Commit() {
   if (result.ok()) return absl::OkStatus();
   result = ExplainCancel(result);
   NotifyAbort(result);  // marked as given up after the data: receivers stay in doubt
-  if (abort_before_commit_) {
+  if (abort_.origin_before_commit()) {
     // The rank that gave up never completed its data, so it sent no commit frame and no
     // rank can have returned OK: a plain failure, like every rank's.
     return Annotate(result);
@@ -395,40 +396,15 @@ absl::Status RingExchange::WatchForAbort(absl::Duration wait) {
   }
 }
 
-absl::Status RingExchange::TakeAbortFrame(const Frame& frame) {
-  if (frame.abort_origin < 0 || frame.abort_origin >= me_.world_size) {
-    // Not from this ring: fail this collective for what it is, and forward nothing.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", me_.prev(), " sent an abort frame naming rank ", frame.abort_origin,
-        ", which is not in this ring of ", me_.world_size));
-  }
-  ring_aborted_ = true;
-  abort_before_commit_ = frame.abort_before_commit;
-  if (frame.abort_origin != me_.rank) abort_to_forward_ = frame;
-  return AbortedBy(frame.abort_origin, frame.abort_reason);
-}
+absl::Status RingExchange::TakeAbortFrame(const Frame& frame) { return abort_.Take(frame); }
 
 void RingExchange::NotifyAbort(const absl::Status& cause) {
-  if (me_.world_size < 2) return;
-  Frame frame;
-  if (ring_aborted_) {
-    if (!abort_to_forward_.has_value()) return;  // our own abort came back around
-    frame = *abort_to_forward_;
-    abort_to_forward_.reset();
-  } else {
-    frame.kind = FrameKind::kAbort;
-    frame.generation = me_.generation;
-    frame.sequence = spec_.sequence;
-    frame.abort_origin = me_.rank;
-    frame.abort_reason = std::string(cause.message().substr(0, kMaxAbortReasonBytes));
-    frame.abort_before_commit = !data_completed_;
-    ring_aborted_ = true;
-  }
-  frame.sender_rank = me_.rank;
+  const std::optional<Frame> notice = abort_.ToSend(cause, data_completed_);
+  if (!notice.has_value()) return;
   // A fresh limit: the collective's own may be cancelled or spent already.
-  WaitLimit notice;
-  notice.deadline = absl::Now() + options_.abort_notice_timeout;
-  link_.Send(frame, {}, notice).IgnoreError();  // best effort: the peer may be gone
+  WaitLimit limit;
+  limit.deadline = absl::Now() + options_.abort_notice_timeout;
+  link_.Send(*notice, {}, limit).IgnoreError();  // best effort: the peer may be gone
 }
 
 absl::Status RingExchange::Reject(const absl::Status& why) {

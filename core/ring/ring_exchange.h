@@ -50,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "core/collective.h"
 #include "core/link/link.h"
+#include "core/ring/abort_notice.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_member.h"
 
@@ -182,10 +183,8 @@ class RingExchange {
   Cancellation cancellation_;
   WaitLimit limit_;
   uint64_t frames_received_ = 0;  // receive side only
-  // Set by the receiving thread, read by NotifyAbort after the sender is joined.
-  bool ring_aborted_ = false;
-  std::optional<Frame> abort_to_forward_;
-  bool abort_before_commit_ = false;  // the abort received came from before its origin's commit
+  // Taken by the receiving thread, read by NotifyAbort after the sender is joined.
+  AbortNotice abort_;
   bool data_completed_ = false;       // Commit() was called: this rank's data phase is done
   RingStats stats_;          // bytes fields: each touched by one side only
 };

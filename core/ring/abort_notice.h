@@ -1,0 +1,44 @@
+// AbortNotice: one rank's side of the abort protocol in one collective, as the ring
+// (ring_exchange.h) and the doubling (doubling_allreduce.h) both run it: a rank that gives
+// up sends a notice naming itself; a rank that receives one fails with the origin's reason
+// and passes the notice on once; a notice never goes back out from its origin.
+//
+// Thread-safety: none; the collective's receiving thread takes notices, and NoticeToSend
+// runs after its sender is joined.
+#pragma once
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "core/collective.h"
+#include "core/link/link.h"
+#include "core/ring/ring_member.h"
+
+namespace ringsync {
+
+class AbortNotice {
+ public:
+  AbortNotice(const RingMember& me, const CollectiveSpec& spec) : me_(me), spec_(spec) {}
+
+  // A notice of this collective arrived: AbortedBy its origin (collective.h) — or, for one
+  // naming a rank outside this ring, InvalidArgument, and it is not passed on.
+  absl::Status Take(const Frame& frame);
+
+  // The notice this rank sends after failing for `cause`: the one it took, once, or else
+  // its own (marked as given up before its commit unless `data_completed`); nullopt when
+  // there is none to send (its own came back, or it was sent already).
+  std::optional<Frame> ToSend(const absl::Status& cause, bool data_completed);
+
+  // Whether the notice taken came from a rank that gave up before its data completed: it
+  // sent no commit, so no rank can have returned OK.
+  bool origin_before_commit() const { return origin_before_commit_; }
+
+ private:
+  const RingMember me_;
+  const CollectiveSpec& spec_;
+  bool aborted_ = false;  // a notice was taken, or this rank's own was made
+  std::optional<Frame> to_forward_;
+  bool origin_before_commit_ = false;
+};
+
+}  // namespace ringsync
