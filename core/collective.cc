@@ -200,17 +200,24 @@ absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const Colle
                    "; ", kSameArguments, " count, dtype, op and root"));
 }
 
+namespace {
+
+// Whether `message` is (or quotes) one of CheckAgreement's.
+bool NamesDisagreement(absl::string_view message) {
+  return absl::StrContains(message, kDifferentCollectives) ||
+         absl::StrContains(message, kSameArguments);
+}
+
+}  // namespace
+
 bool IsAgreementMismatch(const absl::Status& status) {
-  return absl::IsFailedPrecondition(status) &&
-         (absl::StrContains(status.message(), kDifferentCollectives) ||
-          absl::StrContains(status.message(), kSameArguments));
+  return absl::IsFailedPrecondition(status) && NamesDisagreement(status.message());
 }
 
 absl::Status AbortedBy(int origin, absl::string_view reason) {
   const std::string message = absl::StrCat("rank ", origin, " gave up: ", reason);
-  const bool disagreement = absl::StrContains(reason, kDifferentCollectives) ||
-                            absl::StrContains(reason, kSameArguments);
-  return disagreement ? absl::FailedPreconditionError(message) : absl::AbortedError(message);
+  return NamesDisagreement(reason) ? absl::FailedPreconditionError(message)
+                                   : absl::AbortedError(message);
 }
 
 }  // namespace ringsync

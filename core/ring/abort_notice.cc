@@ -39,4 +39,15 @@ std::optional<Frame> AbortNotice::ToSend(const absl::Status& cause, bool data_co
   return frame;
 }
 
+absl::Status CommitInDoubt(const absl::Status& cause, absl::string_view unheard,
+                           absl::string_view buffer_state) {
+  return absl::Status(
+      cause.code(),
+      absl::StrCat("outcome in doubt: this rank completed its part, but the ring broke before it "
+                   "heard that rank(s) ",
+                   unheard, " completed theirs (", cause.message(),
+                   "); another rank may have returned OK, so resynchronise rather than retry",
+                   buffer_state));
+}
+
 }  // namespace ringsync

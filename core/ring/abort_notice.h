@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/collective.h"
 #include "core/link/link.h"
 #include "core/ring/ring_member.h"
@@ -40,5 +41,13 @@ class AbortNotice {
   std::optional<Frame> to_forward_;
   bool origin_before_commit_ = false;
 };
+
+// The failure of a rank whose commit pass broke after its own data completed, when the
+// notice it took (if any) does not prove that no rank returned OK: `cause`, told as an
+// outcome in doubt that names the ranks whose completion this rank did not hear
+// (`unheard`, "3, 0"); `buffer_state` ends it ("" or "; this rank's buffer is
+// untouched"). The caller annotates it and marks it OutcomeMark::kInDoubt.
+absl::Status CommitInDoubt(const absl::Status& cause, absl::string_view unheard,
+                           absl::string_view buffer_state);
 
 }  // namespace ringsync

@@ -59,7 +59,7 @@ class DoublingRank {
   // The gather pass: fills `held` (by rank) with every rank's spec and contribution.
   // FailedPrecondition quoting the first rank whose spec differs from this rank's (every
   // rank finds one then); any other failure is told to the others.
-  absl::Status Gather(absl::Span<const std::byte> mine, std::vector<Contribution>& held);
+  absl::Status Gather(std::vector<std::byte> mine, std::vector<Contribution>& held);
   // The commit pass; see the header.
   absl::Status Commit();
   // For a failure that began here: tells the others, returns the annotated status.
@@ -164,14 +164,13 @@ absl::Status DoublingRank::Send(Link& link, int step, const Frame& frame,
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::Gather(absl::Span<const std::byte> mine,
-                                  std::vector<Contribution>& held) {
+absl::Status DoublingRank::Gather(std::vector<std::byte> mine, std::vector<Contribution>& held) {
   const int n = me_.world_size;
   const size_t element_size = DTypeSize(spec_.dtype);
   held.assign(static_cast<size_t>(n), Contribution{});
   std::vector<bool> here(static_cast<size_t>(n), false);
   here[me_.rank] = true;
-  held[me_.rank] = Contribution{spec_, std::vector<std::byte>(mine.begin(), mine.end())};
+  held[me_.rank] = Contribution{spec_, std::move(mine)};
   absl::Status result = absl::OkStatus();
   for (int step = 0; step < DoublingSteps(n) && result.ok(); ++step) {
     const int carried = std::min(1 << step, n - (1 << step));  // contributions each way
@@ -281,15 +280,7 @@ absl::Status DoublingRank::Commit() {
   for (int back = heard; back < n; ++back) {
     absl::StrAppend(&unheard, unheard.empty() ? "" : ", ", RingMod(me_.rank - back, n));
   }
-  return WithOutcomeMark(
-      Annotate(absl::Status(
-          result.code(),
-          absl::StrCat("outcome in doubt: this rank completed its part, but the ring broke "
-                       "before it heard that rank(s) ",
-                       unheard, " completed theirs (", result.message(),
-                       "); another rank may have returned OK, so resynchronise rather than "
-                       "retry"))),
-      OutcomeMark::kInDoubt);
+  return WithOutcomeMark(Annotate(CommitInDoubt(result, unheard, "")), OutcomeMark::kInDoubt);
 }
 
 absl::StatusOr<ReceivedFrame> DoublingRank::Receive(Link& link, int from, FrameKind kind,
@@ -437,7 +428,7 @@ absl::Status DoublingAllReduce(const RingMember& me, StrideLinks& links, Reducer
   local.overflows += pre.overflows;
 
   std::vector<Contribution> held;
-  absl::Status result = rank.Gather(mine, held);
+  absl::Status result = rank.Gather(std::move(mine), held);
   if (result.ok() && rank.limit().IsCancelled()) {
     // Cancelled (the client left) while small frames flowed without a blocking wait:
     // give up now, before this rank's data completes, so every rank fails plainly.

@@ -126,13 +126,7 @@ absl::Status RingExchange::Commit() {
     absl::StrAppend(&unheard, unheard.empty() ? "" : ", ", RingMod(me_.rank - 1 - step, me_.world_size));
   }
   return WithOutcomeMark(
-      Annotate(absl::Status(
-          result.code(),
-          absl::StrCat("outcome in doubt: this rank completed its part, but the ring broke "
-                       "before it heard that rank(s) ",
-                       unheard, " completed theirs (", result.message(),
-                       "); another rank may have returned OK, so resynchronise rather than "
-                       "retry; this rank's buffer is untouched"))),
+      Annotate(CommitInDoubt(result, unheard, "; this rank's buffer is untouched")),
       OutcomeMark::kInDoubt);
 }
 

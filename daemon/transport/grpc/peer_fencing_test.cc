@@ -1,7 +1,8 @@
 // What a worker's Peer service accepts from the network: a stream only from the neighbour
 // the ring view names (or, for a stride link, the rank it puts at that stride), at most
-// one generation opened ahead of the view, and frames only in sequence order. Each case is an attack a stranger on the network could try with the
-// real protocol; after each one the ring still computes exact results.
+// one generation opened ahead of the view, and frames only in sequence order. Each case
+// is an attack a stranger on the network could try with the real protocol; after each
+// one the ring still computes exact results.
 #include <limits>
 #include <memory>
 #include <vector>
