@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/grpc_options.h"
 #include "daemon/logging/string_view_formatter.h"
+#include "daemon/worker/ring_watch_reader.h"
 #include "spdlog/spdlog.h"
 #include "wire/protocol_version.h"
 
@@ -143,13 +145,15 @@ void CoordinatorSession::WatchLoop(std::stop_token stop) {
     }
     request.set_worker_id(options_.worker_id);
     if (stop.stop_requested()) break;
-    std::unique_ptr<grpc::ClientReader<v1::RingView>> reader = stub_->WatchRing(context.get(), request);
-    v1::RingView view;
-    while (reader->Read(&view)) {
-      Remember(view);
-      on_view_(view);
+    grpc::Status status;
+    {
+      RingWatchReader reader(*stub_, *context, request);
+      while (std::optional<v1::RingView> view = reader.Next()) {
+        Remember(*view);
+        on_view_(*view);
+      }
+      status = reader.status();
     }
-    const grpc::Status status = reader->Finish();
     if (stop.stop_requested()) break;
     spdlog::warn("ring watch ended ({}); reconnecting to the coordinator", status.error_message());
     SleepUnless(stop, kRetryPause);
