@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon/shm/frame_mailbox.h"
+#include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/peer_service.h"
 #include "daemon/worker/ring_epoch.h"
@@ -16,9 +18,18 @@
 namespace ringsync {
 
 // The same-host path: see RingNeighbours::offer_shm.
-// A stride link's slot ring: its frames are small (the doubling's), so it needs fewer
-// slots than the ring link's segments; its mailbox is the ring link's size.
+// A stride link's shared memory. It carries only the doubling's frames (at most
+// AllReducePolicy::doubling_frame_bytes of payload, 64 KiB, which go inline in the
+// mailbox), commits and aborts, so its slots are never used and are the smallest a slot
+// ring has; its mailbox holds kStrideLinkQueuedFrames such frames several times over
+// (a record above max_record_bytes would go on the stream, never fail). At N=8 the
+// ring link's sizes for the stride links (a 2 MiB mailbox each, touched in full as it
+// wraps) took worker peak RSS from 26 to 34 MiB.
 inline constexpr uint32_t kStrideLinkShmSlots = 2;
+inline constexpr uint64_t kStrideLinkSlotBytes = SlotRingGeometry::kMinSlotBytes;
+inline constexpr uint64_t kStrideLinkMailboxBytes = uint64_t{512} << 10;
+static_assert(FrameMailboxLayout::MaxRecordBytes(kStrideLinkMailboxBytes) >= 3 * (64 << 10),
+              "a stride link's mailbox holds a doubling frame (64 KiB and its header) in one record");
 
 struct SameHostPath {
   bool enabled = false;
