@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# What a collective costs the workers in CPU and thread switches: starts a local cluster
+# of NRANKS workers, runs ITERS all-reduces of SIZE through one ringsync-bench per rank,
+# and reads the workers' utime+stime and every thread's voluntary + involuntary context
+# switches from /proc before and after. Prints the totals over the workers per
+# collective (warm-ups included in the count), and with PER_THREAD=1 the same per
+# thread of rank 1's worker (threads by name; gRPC names its own).
+#
+#   bench/worker_cpu.sh [BUILD_DIR]                                  # 64 MiB, N=4, gRPC path
+#   SIZE=4 ITERS=2000 WORKER_FLAGS= bench/worker_cpu.sh build         # 4 B, default path
+#
+# WORKER_FLAGS (comma-separated, default --peer_transport=grpc), BENCH_FLAGS (default
+# --registered: no SDK copies, so the workers' own cost). Linux only (/proc).
+set -euo pipefail
+
+BUILD=${1:-${BUILD_DIR:-build}}
+BIN=$BUILD/bin
+NRANKS=${NRANKS:-4}
+SIZE=${SIZE:-64M}
+ITERS=${ITERS:-20}
+WARMUP_ITERS=${WARMUP_ITERS:-2}
+WORK=$(mktemp -d /tmp/ringsync-worker-cpu-XXXXXX)
+source "$(dirname "$0")/local_cluster.sh"
+start_local_cluster "${WORKER_FLAGS---peer_transport=grpc}"
+
+# One line per thread of the workers: "pid tid name cpu_ticks switches". A thread that
+# ends while it is read is skipped.
+threads() {
+  local pid tid
+  for pid in "${WORKER_PIDS[@]}"; do
+    for tid in $(ls "/proc/$pid/task" 2>/dev/null); do
+      local dir=/proc/$pid/task/$tid
+      { read -r name <"$dir/comm" &&
+        stat=$(<"$dir/stat") &&
+        switches=$(awk '/ctxt_switches/ { s += $2 } END { print s }' "$dir/status"); } 2>/dev/null ||
+        continue
+      # Fields after the name's closing parenthesis: utime and stime are the 12th and 13th.
+      read -r -a after <<<"${stat##*) }"
+      echo "$pid $tid ${name// /_} $((after[11] + after[12])) $switches"
+    done
+  done
+}
+
+threads >"$WORK/before"
+for r in "${!TARGETS[@]}"; do
+  # shellcheck disable=SC2086
+  "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" --min_bytes="$SIZE" --max_bytes="$SIZE" \
+    --iters="$ITERS" --warmup_iters="$WARMUP_ITERS" --check=0 ${BENCH_FLAGS---registered} \
+    >"$WORK/bench.$r" 2>&1 &
+  BENCH_PIDS+=($!)
+done
+for p in "${BENCH_PIDS[@]}"; do wait "$p" || true; done
+BENCH_PIDS=()
+threads >"$WORK/after"
+
+grep -v '^#' "$WORK/bench.0" | grep . || true
+/usr/bin/env python3 - "$WORK/before" "$WORK/after" "$((ITERS + WARMUP_ITERS))" \
+  "$(getconf CLK_TCK)" "${WORKER_PIDS[1]:-${WORKER_PIDS[0]}}" "${PER_THREAD:-0}" <<'PY'
+import collections, sys
+before_path, after_path, count, ticks, shown_pid, per_thread = sys.argv[1:]
+count, ticks = int(count), int(ticks)
+def load(path):
+    rows = {}
+    for line in open(path):
+        pid, tid, name, cpu, switches = line.split()
+        rows[(pid, tid)] = (name, int(cpu), int(switches))
+    return rows
+before, after = load(before_path), load(after_path)
+cpu = switches = 0
+threads = collections.defaultdict(lambda: [0, 0])
+for key, (name, c, s) in after.items():
+    _, c0, s0 = before.get(key, (name, 0, 0))  # a thread started meanwhile counts whole
+    cpu += c - c0
+    switches += s - s0
+    if key[0] == shown_pid:
+        threads[name][0] += c - c0
+        threads[name][1] += s - s0
+print(f"# workers, per collective ({count} collectives): CPU {cpu * 1000 / ticks / count:.1f} ms, "
+      f"thread switches {switches / count:.0f}")
+if per_thread == "1":
+    print(f"# worker pid {shown_pid}, per collective, by thread name:")
+    for name, (c, s) in sorted(threads.items(), key=lambda kv: -kv[1][1]):
+        if c or s:
+            print(f"#   {name:<18} CPU {c * 1000 / ticks / count:7.1f} ms  switches {s / count:6.0f}")
+PY
