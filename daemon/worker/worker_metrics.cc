@@ -78,10 +78,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                              "(in the request), none (no data).")),
       bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
                              "Payload bytes this worker sent on the ring to its right neighbour "
-                             "(rank and worker id).")),
+                             "(rank and worker id); the doubling's bytes to its other stride "
+                             "links are counted here too.")),
       bytes_received_(AddCounter(registry, "ringsync_ring_bytes_received_total",
                                  "Payload bytes this worker received on the ring from its left "
-                                 "neighbour (rank and worker id).")),
+                                 "neighbour (rank and worker id); the doubling's bytes from its "
+                                 "other stride links are counted here too.")),
       duration_(prometheus::BuildHistogram()
                     .Name("ringsync_collective_duration_seconds")
                     .Help("Wall time of successful collectives, from the executor taking them to "
