@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/outcome.h"
 #include "core/ring/abort_notice.h"
+#include "core/ring/rank_messages.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_order_combine.h"
 #include "core/ring/schedule.h"
@@ -68,10 +69,7 @@ class DoublingRank {
     return Annotate(why);
   }
   absl::Status ExplainCancel(absl::Status status) const {
-    if (status.code() == absl::StatusCode::kCancelled && options_.cancellation != nullptr) {
-      if (absl::Status why = options_.cancellation->reason(); !why.ok()) return why;
-    }
-    return status;
+    return ringsync::ExplainCancel(std::move(status), options_.cancellation);
   }
   void ExportStats(RingStats& out) const {
     out.bytes_sent = stats_.bytes_sent;
@@ -113,10 +111,7 @@ class DoublingRank {
     return Annotate(result);
   }
   absl::Status Annotate(const absl::Status& status) const {
-    if (status.ok()) return status;
-    return absl::Status(status.code(),
-                        absl::StrCat("rank ", me_.rank, " (generation ", me_.generation, ", ",
-                                     DescribeCollective(spec_), ", doubling): ", status.message()));
+    return AnnotateRankFailure(status, me_, spec_, "doubling");
   }
 
   const RingMember me_;
@@ -142,15 +137,7 @@ absl::StatusOr<Link*> DoublingRank::LinkOf(int step) {
 }
 
 Frame DoublingRank::Stamped(FrameKind kind, int step, int segment, int chunk) const {
-  Frame frame;
-  frame.kind = kind;
-  frame.sender_rank = me_.rank;
-  frame.generation = me_.generation;
-  frame.sequence = spec_.sequence;
-  frame.step = static_cast<uint32_t>(step);
-  frame.segment = static_cast<uint32_t>(segment);
-  frame.chunk = static_cast<uint32_t>(chunk);
-  return frame;
+  return StampedFrame(kind, me_, spec_.sequence, step, segment, chunk);
 }
 
 absl::Status DoublingRank::Send(Link& link, int step, const Frame& frame,

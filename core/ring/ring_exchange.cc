@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/outcome.h"
+#include "core/ring/rank_messages.h"
 #include "core/ring/schedule.h"
 
 namespace ringsync {
@@ -131,10 +132,7 @@ absl::Status RingExchange::Commit() {
 }
 
 absl::Status RingExchange::ExplainCancel(absl::Status status) const {
-  if (status.code() == absl::StatusCode::kCancelled) {
-    if (absl::Status why = ExternalCancelReason(); !why.ok()) return why;
-  }
-  return status;
+  return ringsync::ExplainCancel(std::move(status), options_.cancellation);
 }
 
 absl::Status RingExchange::RelayAround(Frame outgoing, absl::string_view pass,
@@ -195,14 +193,7 @@ absl::Status RingExchange::RelayAroundCarrying(
 
 Frame RingExchange::SegmentFrame(int step, int segment, int chunk,
                                  const ElementRange& range) const {
-  Frame frame;
-  frame.kind = FrameKind::kSegment;
-  frame.sender_rank = me_.rank;
-  frame.generation = me_.generation;
-  frame.sequence = spec_.sequence;
-  frame.step = static_cast<uint32_t>(step);
-  frame.segment = static_cast<uint32_t>(segment);
-  frame.chunk = static_cast<uint32_t>(chunk);
+  Frame frame = StampedFrame(FrameKind::kSegment, me_, spec_.sequence, step, segment, chunk);
   frame.offset = range.offset;
   frame.count = range.count;
   return frame;
@@ -407,10 +398,7 @@ absl::Status RingExchange::Reject(const absl::Status& why) {
 }
 
 absl::Status RingExchange::Annotate(const absl::Status& status) const {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat("rank ", me_.rank, " (generation ", me_.generation, ", ",
-                                   DescribeCollective(spec_), "): ", status.message()));
+  return AnnotateRankFailure(status, me_, spec_);
 }
 
 }  // namespace ringsync
