@@ -69,10 +69,6 @@ class RingExchange {
   const WaitLimit& limit() const { return limit_; }
   const RingMember& member() const { return me_; }
   void Cancel(const absl::Status& why) { cancellation_.Cancel(why); }
-  // Why the caller's RingOptions::cancellation was cancelled; OK if it was not.
-  absl::Status ExternalCancelReason() const {
-    return options_.cancellation != nullptr ? options_.cancellation->reason() : absl::OkStatus();
-  }
 
   // The agreement above. OK when every rank's spec equals this rank's; otherwise
   // FailedPrecondition quoting a mismatch, on every rank. Any other failure (a lost
