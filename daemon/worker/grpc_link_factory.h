@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "core/link/stride_links.h"
 #include "daemon/shm/frame_mailbox.h"
 #include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/grpc_link.h"
@@ -17,20 +18,25 @@
 
 namespace ringsync {
 
-// The same-host path: see RingNeighbours::offer_shm.
-// A stride link's shared memory. It carries only the doubling's frames (at most
-// AllReducePolicy::doubling_frame_bytes of payload, 64 KiB, which go inline in the
-// mailbox), commits and aborts, so its slots are never used and are the smallest a slot
-// ring has; its mailbox holds kStrideLinkQueuedFrames such frames several times over
-// (a record above max_record_bytes would go on the stream, never fail). At N=8 the
-// ring link's sizes for the stride links (a 2 MiB mailbox each, touched in full as it
-// wraps) took worker peak RSS from 26 to 34 MiB.
+// A stride link's shared memory. It carries the doubling's frames, commits and aborts;
+// slots carry only segment and relay payload, so its slot ring is the smallest there is
+// and what it maps is the frame mailbox, sized for kStrideLinkQueuedFrames doubling
+// frames of up to kMailboxInlinePayloadBytes (the default --doubling_max_bytes) inline.
+// Larger frames (a raised --doubling_max_bytes) go on the stream, whatever the sizes.
+// With the ring link's sizes (2 MiB mailboxes, touched in full as they wrap) worker peak
+// RSS at N=8 was 34 MiB instead of 28.
 inline constexpr uint32_t kStrideLinkShmSlots = 2;
 inline constexpr uint64_t kStrideLinkSlotBytes = SlotRingGeometry::kMinSlotBytes;
 inline constexpr uint64_t kStrideLinkMailboxBytes = uint64_t{512} << 10;
-static_assert(FrameMailboxLayout::MaxRecordBytes(kStrideLinkMailboxBytes) >= 3 * (64 << 10),
-              "a stride link's mailbox holds a doubling frame (64 KiB and its header) in one record");
+// A doubling frame's record: the payload and, generously, its encoded header.
+inline constexpr uint64_t kStrideLinkRecordBytes = kMailboxInlinePayloadBytes + (4 << 10);
+static_assert(FrameMailboxLayout::MaxRecordBytes(kStrideLinkMailboxBytes) >= kStrideLinkRecordBytes,
+              "a stride link's mailbox takes an inline doubling frame in one record");
+static_assert(kStrideLinkMailboxBytes - FrameMailboxLayout::ReserveBytes(kStrideLinkMailboxBytes) >=
+                  kStrideLinkQueuedFrames * kStrideLinkRecordBytes,
+              "a stride link's mailbox holds kStrideLinkQueuedFrames inline doubling frames");
 
+// The same-host path: see RingNeighbours::offer_shm.
 struct SameHostPath {
   bool enabled = false;
   uint32_t slots = 8;

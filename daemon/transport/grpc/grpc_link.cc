@@ -251,14 +251,11 @@ void GrpcLink::UseEdge(std::unique_ptr<OutboundStream> stream,
 
 absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const std::byte> payload,
                                           const WaitLimit& limit) {
-  // Payloads up to this size travel inside the record (one copy each way); larger ones
-  // wait in a slot, from which the receiver reduces in place.
-  constexpr size_t kInlinePayloadBytes = 64 << 10;
   FrameMailboxWriter& mailbox = *slots_->mailbox();
   auto gone = [this] { return outbound_->broken(); };
   std::optional<uint32_t> slot;
   grpc::ByteBuffer encoded;
-  if (payload.size() <= kInlinePayloadBytes) {
+  if (payload.size() <= kMailboxInlinePayloadBytes) {
     encoded = EncodeFrame(frame, payload, nullptr);
   } else if ((frame.kind == FrameKind::kSegment || frame.kind == FrameKind::kRelay) &&
              payload.size() <= slots_->slot_bytes()) {

@@ -18,6 +18,12 @@
 
 namespace ringsync {
 
+// On the same-host path with a frame mailbox, a frame whose payload is at most this
+// travels inside its mailbox record (one copy each way); a larger segment or relay
+// payload waits in a slot, from which the receiver reduces in place, and any other
+// larger frame goes on the stream.
+inline constexpr size_t kMailboxInlinePayloadBytes = 64 << 10;
+
 // Where this rank's neighbours are.
 struct RingNeighbours {
   std::string next_target;       // gRPC target of rank+1's Peer service
