@@ -26,6 +26,7 @@
 #   WORKER_FLAGS=--segment_bytes=4194304 bench/compare_with_gloo.sh   # comma-separated
 #   BENCH_FLAGS=--registered bench/compare_with_gloo.sh   # ringsync-bench in a Client::Allocate buffer
 #   BENCH_FLAGS=--registered WORKER_FLAGS=--peer_transport=grpc bench/compare_with_gloo.sh
+#   CLUSTER_FLAGS=--security=tls bench/compare_with_gloo.sh   # mutual TLS, not the cluster token
 #
 # Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
 # column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch,

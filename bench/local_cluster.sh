@@ -1,9 +1,11 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts in bench/: a local ringsync cluster for one script run,
 # and the cleanup that stops only what the script started.
 #
 #   source bench/local_cluster.sh
 #   WORK=$(mktemp -d ...); BIN=build/bin; NRANKS=4
 #   start_local_cluster "--log_level=debug"   # worker flags, comma-separated (may be "")
+#   (CLUSTER_FLAGS in the environment: ringsync-local-cluster's own, e.g. --security=tls)
 #   ... "${TARGETS[@]}" (SDK targets, rank order), "${WORKER_PIDS[@]}", BENCH_PIDS+=(pid)
 # The EXIT trap kills the BENCH_PIDS still running (removing their SDK shared-memory
 # files, named after their PID: client/src/shared_memory_region.h), stops the cluster
@@ -22,8 +24,9 @@ trap cleanup_local_cluster EXIT
 trap 'exit 130' INT TERM
 
 start_local_cluster() {  # $1: worker flags, comma-separated
+  # shellcheck disable=SC2086  # CLUSTER_FLAGS: zero or more flags, split on spaces
   "$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
-    --pids_file="$WORK/pids" ${1:+--worker_flags="$1"} >"$WORK/cluster.log" 2>&1 &
+    --pids_file="$WORK/pids" ${1:+--worker_flags="$1"} ${CLUSTER_FLAGS:-} >"$WORK/cluster.log" 2>&1 &
   LAUNCHER=$!
   for _ in $(seq 300); do
     [[ -s $WORK/targets ]] && break

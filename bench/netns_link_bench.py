@@ -9,21 +9,34 @@ the connection and once timed: the wire's ceiling for a ring), reported as busbw
 way.
 
   sudo bench/netns_link_bench.py [--rates 1gbit,2500mbit] [--rounds 3] [--bin-dir build/bin]
-      [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24]
+      [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24] [--security tls,token]
+
+--security: how the daemons authenticate, each in its own clusters, alternating within a
+round: tls is the compose file as it is (mutual TLS on the Join channel and the peer
+ports, so every byte of the ring is encrypted by gRPC's TLS); token is the same file with
+the cluster token alone (--token_file: authenticated, not encrypted, as Gloo's and MPI's
+TCP transports are neither).
 
 Needs root (network namespaces). Every namespace and process it starts is removed at the
 end of each round, also on failure.
 """
 import argparse
+import atexit
 import os
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 
 RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)bit$")
+COMPOSE = os.path.join(HERE, "..", "deploy", "docker-compose.yml")
+# The compose file's mutual-TLS flags, as each daemon's command lists them.
+TLS_FLAGS = re.compile(r"^( *)- --tls_ca=(\S+)/ca\.pem\n\1- --tls_cert=\2/tls\.pem\n"
+                       r"\1- --tls_key=\2/tls\.key\n", re.M)
 
 
 def bytes_per_second(rate):
@@ -85,11 +98,32 @@ def tcp_ring_busbw(cluster, size):
     return size / max(seconds) * 1.5 / 1e9
 
 
-def one_round(netns_cluster, rate, args, round_number):
+def token_only_compose():
+    """The compose file with every daemon's mutual TLS replaced by the cluster token, in a
+    directory removed at exit. The token is the one compose-secrets.sh writes into every
+    daemon's credentials for the HTTP ports; the daemons then share it as the cluster's."""
+    with open(COMPOSE) as f:
+        text = f.read()
+    derived, count = TLS_FLAGS.subn(r"\1- --token_file=\2/http-token\n", text)
+    if count < 2:  # the workers' shared command and the coordinator's
+        raise SystemExit(f"{COMPOSE}: found the mutual-TLS flags of {count} daemons, not 2: "
+                         "--security=token needs updating for its layout")
+    directory = tempfile.mkdtemp(prefix="ringsync-netns-bench.")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    env = os.path.join(os.path.dirname(COMPOSE), ".env")  # read beside the compose file
+    if os.path.exists(env):
+        shutil.copy(env, directory)
+    path = os.path.join(directory, "docker-compose.yml")
+    with open(path, "w") as f:
+        f.write(derived)
+    return path
+
+
+def one_round(netns_cluster, rate, args, round_number, compose_file):
     project = f"rslb{round_number}"
     services = ["coordinator", "w0", "w1", "w2", "w3"]
-    with netns_cluster.Cluster(project, services, rate=rate,
-                               extra=["--subnet", args.subnet]) as cluster:
+    with netns_cluster.Cluster(project, services, rate=rate, extra=["--subnet", args.subnet],
+                               compose_file=compose_file) as cluster:
         benches = [cluster.exec(f"w{rank}", "ringsync-bench",
                                 "--worker=unix:/run/ringsync/worker.sock",
                                 f"--min_bytes={args.min_bytes}", f"--max_bytes={args.max_bytes}",
@@ -113,29 +147,42 @@ def main():
     parser.add_argument("--max-bytes", default="64M")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--subnet", default="198.18.7.0/24")
+    parser.add_argument("--security", default="tls,token",
+                        help="comma-separated: tls (the compose file's mutual TLS), token")
     args = parser.parse_args()
+    securities = args.security.split(",")
+    if not securities or any(s not in ("tls", "token") for s in securities):
+        raise SystemExit(f"--security: '{args.security}' is not a list of tls and token")
     os.environ["RINGSYNC_BIN_DIR"] = os.path.abspath(args.bin_dir)
     import netns_cluster  # reads RINGSYNC_BIN_DIR
     reason = netns_cluster.skip_reason()
     if reason:
         raise SystemExit(f"cannot run: {reason}")
+    compose_files = {"tls": None, "token": token_only_compose() if "token" in securities else None}
     print("# ringsync across 4 namespace hosts, N=4, float32 sum; busbw median over "
-          f"{args.rounds} fresh clusters per rate; #wrong summed over the rounds")
-    print(f"# {'rate':>9} {'size (B)':>12} {'time (us)':>12} {'busbw GB/s':>11} "
+          f"{args.rounds} fresh clusters per rate and security (alternating); #wrong summed "
+          "over the rounds")
+    print(f"# {'security':>8} {'rate':>9} {'size (B)':>12} {'time (us)':>12} {'busbw GB/s':>11} "
           f"{'of link':>8} {'#wrong':>7} {'TCP ring busbw':>15} {'of link':>8} {'ringsync/TCP':>13}")
     failed = False
     for rate in args.rates.split(","):
         link = bytes_per_second(rate) / 1e9
-        rounds = [one_round(netns_cluster, rate, args, r) for r in range(args.rounds)]
-        for size in sorted(rounds[0]):
-            busbw = statistics.median(r[size]["busbw"] for r in rounds)
-            time_us = statistics.median(r[size]["time_us"] for r in rounds)
-            wrong = sum(r[size]["wrong"] for r in rounds)
-            tcp = statistics.median(r[size]["tcp_busbw"] for r in rounds)
-            failed |= wrong != 0
-            print(f"  {rate:>9} {size:>12} {time_us:>12.1f} {busbw:>11.3f} "
-                  f"{busbw / link:>8.2f} {wrong:>7} {tcp:>15.3f} {tcp / link:>8.2f} "
-                  f"{busbw / tcp:>13.2f}")
+        rounds = {security: [] for security in securities}
+        for r in range(args.rounds):
+            for security in securities:
+                rounds[security].append(
+                    one_round(netns_cluster, rate, args, r, compose_files[security]))
+        for security in securities:
+            runs = rounds[security]
+            for size in sorted(runs[0]):
+                busbw = statistics.median(r[size]["busbw"] for r in runs)
+                time_us = statistics.median(r[size]["time_us"] for r in runs)
+                wrong = sum(r[size]["wrong"] for r in runs)
+                tcp = statistics.median(r[size]["tcp_busbw"] for r in runs)
+                failed |= wrong != 0
+                print(f"  {security:>8} {rate:>9} {size:>12} {time_us:>12.1f} {busbw:>11.3f} "
+                      f"{busbw / link:>8.2f} {wrong:>7} {tcp:>15.3f} {tcp / link:>8.2f} "
+                      f"{busbw / tcp:>13.2f}")
     return 1 if failed else 0
 
 

@@ -10,7 +10,9 @@
 #   SIZE=4 ITERS=2000 WORKER_FLAGS= bench/worker_cpu.sh build         # 4 B, default path
 #
 # WORKER_FLAGS (comma-separated, default --peer_transport=grpc), BENCH_FLAGS (default
-# --registered: no SDK copies, so the workers' own cost). Linux only (/proc).
+# --registered: no SDK copies, so the workers' own cost), CLUSTER_FLAGS
+# (ringsync-local-cluster's, e.g. --security=tls: mutual TLS instead of the cluster
+# token). Linux only (/proc).
 set -euo pipefail
 
 BUILD=${1:-${BUILD_DIR:-build}}
@@ -26,10 +28,11 @@ start_local_cluster "${WORKER_FLAGS---peer_transport=grpc}"
 # One line per thread of the workers: "pid tid name cpu_ticks switches". A thread that
 # ends while it is read is skipped.
 threads() {
-  local pid tid
+  local pid dir
   for pid in "${WORKER_PIDS[@]}"; do
-    for tid in $(ls "/proc/$pid/task" 2>/dev/null); do
-      local dir=/proc/$pid/task/$tid
+    for dir in "/proc/$pid/task"/*; do
+      [[ -d $dir ]] || continue
+      local tid=${dir##*/}
       { read -r name <"$dir/comm" &&
         stat=$(<"$dir/stat") &&
         switches=$(awk '/ctxt_switches/ { s += $2 } END { print s }' "$dir/status"); } 2>/dev/null ||
@@ -54,7 +57,15 @@ BENCH_PIDS=()
 threads >"$WORK/after"
 
 grep -v '^#' "$WORK/bench.0" | grep . || true
-/usr/bin/env python3 - "$WORK/before" "$WORK/after" "$((ITERS + WARMUP_ITERS))" \
+# How many collectives ran: ringsync-bench caps large sizes at 1 GiB per batch
+# (IterationsFor in bench_table.h): iters = max(2, min(ITERS, 1 GiB / size)), warm-ups
+# min(WARMUP_ITERS, max(1, 1 GiB / size)).
+BYTES=$(numfmt --from=iec "$SIZE")
+BUDGET=$(((1 << 30) / BYTES > 1 ? (1 << 30) / BYTES : 1))
+RUN_ITERS=$((ITERS < BUDGET ? ITERS : BUDGET))
+RUN_ITERS=$((RUN_ITERS > 2 ? RUN_ITERS : 2))
+RUN_WARMUPS=$((WARMUP_ITERS < BUDGET ? WARMUP_ITERS : BUDGET))
+/usr/bin/env python3 - "$WORK/before" "$WORK/after" "$((RUN_ITERS + RUN_WARMUPS))" \
   "$(getconf CLK_TCK)" "${WORKER_PIDS[1]:-${WORKER_PIDS[0]}}" "${PER_THREAD:-0}" <<'PY'
 import collections, sys
 before_path, after_path, count, ticks, shown_pid, per_thread = sys.argv[1:]
@@ -75,11 +86,14 @@ for key, (name, c, s) in after.items():
     if key[0] == shown_pid:
         threads[name][0] += c - c0
         threads[name][1] += s - s0
-print(f"# workers, per collective ({count} collectives): CPU {cpu * 1000 / ticks / count:.1f} ms, "
+def ms(t):  # CPU ticks per collective, readable from 4 B to 256 MiB
+    v = t * 1000 / ticks / count
+    return f"{v * 1000:.0f} us" if v < 10 else f"{v:.1f} ms"
+print(f"# workers, per collective ({count} collectives): CPU {ms(cpu)}, "
       f"thread switches {switches / count:.0f}")
 if per_thread == "1":
     print(f"# worker pid {shown_pid}, per collective, by thread name:")
     for name, (c, s) in sorted(threads.items(), key=lambda kv: -kv[1][1]):
         if c or s:
-            print(f"#   {name:<18} CPU {c * 1000 / ticks / count:7.1f} ms  switches {s / count:6.0f}")
+            print(f"#   {name:<18} CPU {ms(c):>9}  switches {s / count:6.0f}")
 PY

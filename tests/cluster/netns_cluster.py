@@ -113,8 +113,9 @@ class Process:
 
 
 class Cluster:
-    def __init__(self, project, services=(), rate=None, extra=()):
+    def __init__(self, project, services=(), rate=None, extra=(), compose_file=None):
         self.project = project
+        self.compose_file = compose_file  # None: deploy/docker-compose.yml
         self.services = list(services)
         self.rate = rate
         self.extra = list(extra)
@@ -122,7 +123,8 @@ class Cluster:
 
     def command(self, *argv):
         make_secrets()
-        return ["/usr/bin/python3", NETNS, "-p", self.project, *argv]
+        chosen = ["-f", self.compose_file] if self.compose_file else []
+        return ["/usr/bin/python3", NETNS, *chosen, "-p", self.project, *argv]
 
     def run(self, *argv, check=True):
         result = subprocess.run(self.command(*argv), capture_output=True, text=True, timeout=120)
