@@ -22,6 +22,7 @@
 #include "core/ring/allreduce_algorithm.h"
 #include "core/ring/relay_allreduce.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/testing/dtype_op_params.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "gmock/gmock.h"
@@ -120,7 +121,7 @@ Outcome RunDoubling(MemoryStrideMesh& mesh, const CollectiveSpec& spec,
   });
 }
 
-class DoublingNumerics : public ::testing::TestWithParam<std::tuple<DType, ReduceOp>> {};
+class DoublingNumerics : public ::testing::TestWithParam<testing::DTypeAndOp> {};
 
 TEST_P(DoublingNumerics, EveryRankGetsBitwiseTheRingsResult) {
   const auto [dtype, op] = GetParam();
@@ -144,15 +145,8 @@ TEST_P(DoublingNumerics, EveryRankGetsBitwiseTheRingsResult) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryDTypeAndOp, DoublingNumerics,
-    ::testing::Combine(::testing::ValuesIn(kAllDTypes),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
-                                         ReduceOp::kMax, ReduceOp::kProd)),
-    [](const auto& info) {
-      return absl::StrCat(DTypeName(std::get<0>(info.param)), "_",
-                          ReduceOpName(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, DoublingNumerics, testing::EveryDTypeAndOp(),
+                         testing::DTypeAndOpName);
 
 TEST(DoublingAllReduce, EachRankSendsNMinusOneContributionsAndLog2NCommitsOverStrides124) {
   const int n = 8;

@@ -14,6 +14,7 @@
 #include "core/reduce/cpu_reducer.h"
 #include "core/ring/allreduce_algorithm.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/testing/dtype_op_params.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "gmock/gmock.h"
@@ -80,7 +81,7 @@ AllReduceAlgorithm RankZeroOnTheRing(int r) {
   return r == 0 ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kRelay;
 }
 
-class RelayNumerics : public ::testing::TestWithParam<std::tuple<DType, ReduceOp>> {};
+class RelayNumerics : public ::testing::TestWithParam<testing::DTypeAndOp> {};
 
 TEST_P(RelayNumerics, EveryRankGetsBitwiseTheRingsResult) {
   const auto [dtype, op] = GetParam();
@@ -104,15 +105,8 @@ TEST_P(RelayNumerics, EveryRankGetsBitwiseTheRingsResult) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryDTypeAndOp, RelayNumerics,
-    ::testing::Combine(::testing::ValuesIn(kAllDTypes),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
-                                         ReduceOp::kMax, ReduceOp::kProd)),
-    [](const auto& info) {
-      return absl::StrCat(DTypeName(std::get<0>(info.param)), "_",
-                          ReduceOpName(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, RelayNumerics, testing::EveryDTypeAndOp(),
+                         testing::DTypeAndOpName);
 
 TEST(RelayAllReduce, MismatchingSpecsFailOnEveryRankWithNoBufferTouched) {
   const int n = 4;

@@ -17,10 +17,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/reduce/cpu_reducer.h"
 #include "core/reduce/cuda/reduce_kernels.h"
+#include "core/testing/dtype_op_params.h"
 #include "gtest/gtest.h"
 
 namespace ringsync {
@@ -109,7 +109,7 @@ std::string FirstDifference(DType dtype, const uint8_t* a, const uint8_t* b, con
   return "";
 }
 
-using Case = std::tuple<DType, ReduceOp>;
+using Case = testing::DTypeAndOp;
 
 class CudaMatchesCpuTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -228,13 +228,8 @@ TEST_P(CudaMatchesCpuTest, PreScaleAndFinalize) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryDTypeAndOp, CudaMatchesCpuTest,
-    ::testing::Combine(::testing::ValuesIn(kAllDTypes), ::testing::ValuesIn(kAllReduceOps)),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return absl::StrCat(DTypeName(std::get<0>(info.param)), "_",
-                          ReduceOpName(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, CudaMatchesCpuTest, testing::EveryDTypeAndOp(),
+                         testing::DTypeAndOpName);
 
 class CudaReducerTest : public ::testing::Test {
  protected:
