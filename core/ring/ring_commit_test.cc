@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,9 @@
 #include "core/reduce/cpu_reducer.h"
 #include "core/ring/ring_allgather.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/ring/rank_messages.h"
 #include "core/ring/ring_broadcast.h"
+#include "core/ring/ring_exchange.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "gmock/gmock.h"
@@ -173,6 +176,36 @@ TEST(RingCommitOutcome, AFailureBeforeAnyRankCompletedItsDataIsPlainOnEveryRank)
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(OutcomeMarkOf(s), OutcomeMark::kNone) << s;
   }
+}
+
+TEST(RingCommitOutcome, ACommitSendToARankThatStoppedReadingEndsWithTheRingsAbort) {
+  // Rank 1 failed mid-data (its trainer went away) and stopped reading: rank 0's channel
+  // to it is full, so rank 0's commit frame cannot go out. Rank 1's abort reaches rank 0
+  // the other way round the ring. Rank 0 ends with that cause at once — not, as it did,
+  // in doubt at its deadline 20 s later.
+  MemoryRing ring(2, /*capacity_frames=*/1);
+  const CollectiveSpec spec = Spec(CollectiveKind::kBarrier);
+  const RingMember rank0{0, 2, 3};
+  Frame unread = StampedFrame(FrameKind::kSegment, rank0, spec.sequence, 0, 0, 0);
+  ASSERT_TRUE(ring.link(0).Send(unread, {}, WaitLimit{absl::Now() + absl::Seconds(1)}).ok());
+  std::jthread rank1([&] {
+    absl::SleepFor(absl::Milliseconds(100));  // rank 0 is waiting to send by then
+    Frame abort = StampedFrame(FrameKind::kAbort, RingMember{1, 2, 3}, spec.sequence, 0, 0, 0);
+    abort.abort_origin = 1;
+    abort.abort_reason = "the trainer went away";
+    abort.abort_before_commit = true;
+    EXPECT_TRUE(ring.link(1).Send(abort, {}, WaitLimit{absl::Now() + absl::Seconds(1)}).ok());
+  });
+  RingOptions options;
+  options.timeout = absl::Seconds(20);
+  options.abort_notice_timeout = absl::Milliseconds(100);
+  const absl::Time start = absl::Now();
+  RingExchange exchange(rank0, ring.link(0), spec, options);
+  const absl::Status s = exchange.Commit();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsAborted(s)) << s;
+  EXPECT_EQ(OutcomeMarkOf(s), OutcomeMark::kNone) << s;  // rank 1 never completed its data
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1 gave up: the trainer went away"));
 }
 
 }  // namespace

@@ -151,9 +151,21 @@ absl::Status RingExchange::RelayAroundCarrying(
   outgoing.sequence = spec_.sequence;
   outgoing.chunk = static_cast<uint32_t>(me_.rank);
   const FrameKind own_kind = outgoing.kind;
+  // A send waits while the next rank takes no frames. If the ring gave this collective up
+  // (that rank, or one before it, failed), the next rank may never take another: the
+  // ring's abort, arriving from the left while this rank waits, ends the send, and is
+  // then taken to say why (not this rank's deadline, long after).
+  const Cancellation given_up(
+      &cancellation_, [this] { return link_.newest_aborted_sequence() == spec_.sequence; },
+      absl::AbortedError("an abort of this collective arrived from the previous rank"));
+  WaitLimit send_limit = limit_;
+  send_limit.cancellation = &given_up;
   for (int step = 0; step + 1 < n; ++step) {
     outgoing.step = static_cast<uint32_t>(step);
-    if (absl::Status s = link_.Send(outgoing, payload, limit_); !s.ok()) {
+    if (absl::Status s = link_.Send(outgoing, payload, send_limit); !s.ok()) {
+      if (link_.newest_aborted_sequence() == spec_.sequence) {
+        if (absl::Status cause = WatchForAbort(absl::ZeroDuration()); !cause.ok()) return cause;
+      }
       return absl::Status(s.code(), absl::StrCat("sending ", pass, " step ", step, " to rank ",
                                                  me_.next(), ": ", s.message()));
     }

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -19,6 +21,15 @@ class Cancellation {
   Cancellation() = default;
   explicit Cancellation(const Cancellation* parent, const Cancellation* other_parent = nullptr)
       : parents_{parent, other_parent} {}
+  // A child that is also cancelled, for `reason`, once `condition` holds: for a wait that
+  // must also end on an event that nobody signals to it (waits poll IsCancelled, see
+  // WaitLimit). `condition` runs on the waiting threads, possibly under their locks, so
+  // it must be quick and take no lock that is ever held while waiting on this one.
+  // REQUIRES: !reason.ok().
+  Cancellation(const Cancellation* parent, std::function<bool()> condition, absl::Status reason)
+      : parents_{parent, nullptr},
+        condition_(std::move(condition)),
+        condition_reason_(std::move(reason)) {}
   Cancellation(const Cancellation&) = delete;
   Cancellation& operator=(const Cancellation&) = delete;
 
@@ -31,6 +42,7 @@ class Cancellation {
 
   bool IsCancelled() const {
     if (cancelled_.load()) return true;
+    if (condition_ && condition_()) return true;
     for (const Cancellation* parent : parents_) {
       if (parent != nullptr && parent->IsCancelled()) return true;
     }
@@ -43,6 +55,7 @@ class Cancellation {
       absl::MutexLock lock(&mu_);
       if (!reason_.ok()) return reason_;
     }
+    if (condition_ && condition_()) return condition_reason_;
     for (const Cancellation* parent : parents_) {
       if (parent == nullptr) continue;
       if (absl::Status why = parent->reason(); !why.ok()) return why;
@@ -52,6 +65,8 @@ class Cancellation {
 
  private:
   const Cancellation* const parents_[2] = {nullptr, nullptr};
+  const std::function<bool()> condition_;  // empty: none
+  const absl::Status condition_reason_;
   std::atomic<bool> cancelled_{false};
   mutable absl::Mutex mu_;
   absl::Status reason_ ABSL_GUARDED_BY(mu_);

@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "core/reduce/cpu_reducer.h"
 #include "core/ring/ring_allreduce.h"
 #include "core/testing/ring_test_data.h"
@@ -47,15 +49,26 @@ inline void AllReduceOnce(GrpcTestRing& ring, size_t count, uint64_t sequence, u
     });
   }
   const absl::Time start = absl::Now();
+  std::vector<absl::Duration> took(static_cast<size_t>(n));
   std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
     CpuReducer reducer;
     RingOptions mine = options;
     mine.cancellation = &cancellations[static_cast<size_t>(r)];
-    return RingAllReduce(ring.member(r), ring.link(r), reducer, FloatSum(count, sequence),
-                         absl::MakeSpan(buffers[static_cast<size_t>(r)]), mine);
+    absl::Status status = RingAllReduce(ring.member(r), ring.link(r), reducer,
+                                        FloatSum(count, sequence),
+                                        absl::MakeSpan(buffers[static_cast<size_t>(r)]), mine);
+    took[static_cast<size_t>(r)] = absl::Now() - start;
+    return status;
   });
   // Nothing waits out its deadline: cancellation and aborts end every rank promptly.
-  EXPECT_LT(absl::Now() - start, options.timeout / 2);
+  std::string outcomes;
+  for (int r = 0; r < n; ++r) {
+    absl::StrAppend(&outcomes, "\n  rank ", r, " after ", absl::FormatDuration(took[r]), ": ",
+                    statuses[static_cast<size_t>(r)].ToString());
+  }
+  EXPECT_LT(absl::Now() - start, options.timeout / 2)
+      << "cancelled rank " << cancel_rank << " after " << absl::FormatDuration(cancel_after)
+      << outcomes;
   if (cancel_rank >= 0) {
     for (const absl::Status& s : statuses) {
       if (s.ok()) continue;
