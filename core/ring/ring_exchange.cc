@@ -156,14 +156,14 @@ absl::Status RingExchange::RelayAroundCarrying(
   // ring's abort, arriving from the left while this rank waits, ends the send, and is
   // then taken to say why (not this rank's deadline, long after).
   const Cancellation given_up(
-      &cancellation_, [this] { return link_.newest_aborted_sequence() == spec_.sequence; },
+      &cancellation_, [this] { return AbortArrived(); },
       absl::AbortedError("an abort of this collective arrived from the previous rank"));
   WaitLimit send_limit = limit_;
   send_limit.cancellation = &given_up;
   for (int step = 0; step + 1 < n; ++step) {
     outgoing.step = static_cast<uint32_t>(step);
     if (absl::Status s = link_.Send(outgoing, payload, send_limit); !s.ok()) {
-      if (link_.newest_aborted_sequence() == spec_.sequence) {
+      if (AbortArrived()) {
         if (absl::Status cause = WatchForAbort(absl::ZeroDuration()); !cause.ok()) return cause;
       }
       return absl::Status(s.code(), absl::StrCat("sending ", pass, " step ", step, " to rank ",
@@ -380,8 +380,7 @@ absl::Status RingExchange::WatchForAbort(absl::Duration wait) {
     // this collective waits behind it: then this rank fails anyway (its data is not
     // complete, so plainly), and taking the commit frames reaches the abort now rather
     // than after the blocked sender's deadline.
-    if (next->sequence == spec_.sequence && next->kind != FrameKind::kAbort &&
-        link_.newest_aborted_sequence() != spec_.sequence) {
+    if (next->sequence == spec_.sequence && next->kind != FrameKind::kAbort && !AbortArrived()) {
       return absl::OkStatus();
     }
     // An abort of this collective, a commit frame ahead of one, or a leftover: take it.

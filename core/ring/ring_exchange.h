@@ -144,6 +144,9 @@ class RingExchange {
   // frame in errors ("step 2 segment 0"); it is called only when there is an error to
   // name, since this runs for every frame received.
   absl::StatusOr<ReceivedFrame> ReceiveOwn(absl::FunctionRef<std::string()> what);
+  // Whether an abort of this collective has arrived from the previous rank (it may still
+  // wait behind other frames): the ring gave the collective up.
+  bool AbortArrived() const { return link_.newest_aborted_sequence() == spec_.sequence; }
   absl::Status CheckFrame(const Frame& frame, FrameKind kind) const;
   Frame SegmentFrame(int step, int segment, int chunk, const ElementRange& range) const;
   // `failed`, saying which segment did not go out to whom.
