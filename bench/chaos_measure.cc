@@ -122,8 +122,8 @@ const CallOutcome* FirstCallAfter(ChaosJob& job, int i, int64_t since_us, Pred p
 // of `world` ranks (0: any); the latest of those times, or nullopt at the timeout.
 std::optional<int64_t> AwaitOkEverywhere(ChaosJob& job, const std::vector<int>& ranks,
                                          int64_t since_us, int world, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  const SteadyDeadline deadline(timeout);
+  while (!deadline.Passed()) {
     int64_t latest = 0;
     bool all = true;
     for (int i : ranks) {
@@ -365,7 +365,7 @@ int Soak() {
   }
   Say(UsageLine(job, "end"));
   const std::vector<pid_t> trainer_pids = job.TrainerPids();
-  const std::vector<int> codes = job.AwaitTrainers(absl::Now() + absl::Seconds(hung ? 1 : 60));
+  const std::vector<int> codes = job.AwaitTrainers(SteadyDeadline(absl::Seconds(hung ? 1 : 60)));
   const Verdict verdict = CheckOutcomes(job.Logs());
   const absl::Duration hang_limit = absl::GetFlag(FLAGS_collective_timeout) + absl::Seconds(2);
   int64_t overdue = 0;  // collectives that returned past their deadline (+2 s)

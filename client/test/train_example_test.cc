@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/test/fake_worker.h"
+#include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -60,11 +61,11 @@ std::vector<Outcome> RunTrainers(const std::vector<std::unique_ptr<FakeWorker>>&
     pids.push_back(pid);
   }
   std::vector<Outcome> outcomes(workers.size());
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  const SteadyDeadline deadline(absl::Seconds(60));
   for (size_t r = 0; r < pids.size(); ++r) {
     int status = 0;
     while (pids[r] > 0 && waitpid(pids[r], &status, WNOHANG) == 0) {
-      if (absl::Now() > deadline) {
+      if (deadline.Passed()) {
         ADD_FAILURE() << "trainer " << r << " still running after 60 s; killing it";
         kill(pids[r], SIGKILL);
         waitpid(pids[r], &status, 0);

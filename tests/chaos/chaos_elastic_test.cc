@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "tests/chaos/chaos_scenario.h"
 
@@ -63,10 +64,10 @@ int StepsInRing(ChaosJob& job, int i, int64_t since_us, size_t ranks) {
 // Waits until each of `trainers` has run `n` steps in a ring of `ranks` since `since_us`.
 bool AwaitStepsInRing(ChaosJob& job, const std::vector<int>& trainers, int64_t since_us,
                       size_t ranks, int n, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const SteadyDeadline deadline(timeout);
   for (int i : trainers) {
     while (StepsInRing(job, i, since_us, ranks) < n) {
-      if (absl::Now() > deadline) return false;
+      if (deadline.Passed()) return false;
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
@@ -76,8 +77,8 @@ bool AwaitStepsInRing(ChaosJob& job, const std::vector<int>& trainers, int64_t s
 // Waits until a trainer of `trainers` has seen a failure after `since_us` (the ring noticed).
 bool AwaitFailure(ChaosJob& job, const std::vector<int>& trainers, int64_t since_us,
                   absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  const SteadyDeadline deadline(timeout);
+  while (!deadline.Passed()) {
     for (int i : trainers) {
       for (const CallOutcome& call : job.Log(i).calls) {
         if (!call.ok && call.t_us >= since_us) return true;
@@ -90,10 +91,12 @@ bool AwaitFailure(ChaosJob& job, const std::vector<int>& trainers, int64_t since
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
-// Starts the elastic job, its trainers, and waits for their first steps; the start time.
-std::unique_ptr<ChaosJob> StartTrainingElastic(int min_world_size, absl::Time* started) {
+// Starts the elastic job, its trainers, and waits for their first steps; `bound` is set
+// to the scenario's bound from when the trainers started.
+std::unique_ptr<ChaosJob> StartTrainingElastic(int min_world_size,
+                                               std::optional<SteadyDeadline>& bound) {
   auto job = StartElasticJob(min_world_size);
-  *started = absl::Now();
+  bound.emplace(kBound);
   if (job != nullptr && !StartTraining(*job)) {
     ADD_FAILURE() << "the elastic job did not train\n" << job->Diagnostics();
     return nullptr;
@@ -118,8 +121,8 @@ void ExpectMembershipCounted(ChaosJob& job, double evictions, double changes) {
 
 TEST(ElasticChaos, AWorkerKilledForGoodLeavesThreeRanksWithExactResultsAndItsReturnMakesFour) {
   REQUIRE_ELASTIC_BUILD();
-  absl::Time started;
-  auto job = StartTrainingElastic(3, &started);
+  std::optional<SteadyDeadline> bound;
+  auto job = StartTrainingElastic(3, bound);
   ASSERT_NE(job, nullptr);
   const int64_t killed = NowMicros();
   job->cluster().worker(2).Signal(SIGKILL);
@@ -127,7 +130,7 @@ TEST(ElasticChaos, AWorkerKilledForGoodLeavesThreeRanksWithExactResultsAndItsRet
       << "the survivors did not go on as a ring of three\n" << job->Diagnostics();
   ExpectBackToFour(*job, {2});
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, *bound);
   bool told = false;
   for (const CallOutcome& call : SurvivorFailures(*job, 2)) told = told || call.membership_changed;
   EXPECT_TRUE(told) << "no survivor was told the membership changed";
@@ -142,8 +145,8 @@ TEST(ElasticChaos, AWorkerKilledForGoodLeavesThreeRanksWithExactResultsAndItsRet
 
 TEST(ElasticChaos, ASecondWorkerKilledDuringTheReFormLeavesTwoRanksThenBothReturn) {
   REQUIRE_ELASTIC_BUILD();
-  absl::Time started;
-  auto job = StartTrainingElastic(2, &started);
+  std::optional<SteadyDeadline> bound;
+  auto job = StartTrainingElastic(2, bound);
   ASSERT_NE(job, nullptr);
   const int64_t killed = NowMicros();
   job->cluster().worker(2).Signal(SIGKILL);
@@ -153,14 +156,14 @@ TEST(ElasticChaos, ASecondWorkerKilledDuringTheReFormLeavesTwoRanksThenBothRetur
       << "the two survivors did not go on as a ring of two\n" << job->Diagnostics();
   ExpectBackToFour(*job, {2, 3});
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, *bound);
   ExpectMembershipCounted(*job, 2, 2);
 }
 
 TEST(ElasticChaos, TheCoordinatorKilledDuringTheReFormComesBackAndTheSurvivorsGoOn) {
   REQUIRE_ELASTIC_BUILD();
-  absl::Time started;
-  auto job = StartTrainingElastic(3, &started);
+  std::optional<SteadyDeadline> bound;
+  auto job = StartTrainingElastic(3, bound);
   ASSERT_NE(job, nullptr);
   const int64_t killed = NowMicros();
   job->cluster().worker(2).Signal(SIGKILL);
@@ -172,14 +175,14 @@ TEST(ElasticChaos, TheCoordinatorKilledDuringTheReFormComesBackAndTheSurvivorsGo
       << "no ring of three after the coordinator came back\n" << job->Diagnostics();
   ExpectBackToFour(*job, {2});
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, *bound);
 }
 
 TEST(ElasticChaos, AWorkerAddedMidRunIsAdmittedAtACollectiveBoundary) {
   REQUIRE_ELASTIC_BUILD();
   auto job = StartElasticJob(3, /*started_workers=*/3);
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(job->StartTrainer(i).ok());
   ASSERT_TRUE(AwaitStepsInRing(*job, {0, 1, 2}, 0, 3, 10, kWarmUp)) << job->Diagnostics();
   const int64_t added = NowMicros();
@@ -188,7 +191,7 @@ TEST(ElasticChaos, AWorkerAddedMidRunIsAdmittedAtACollectiveBoundary) {
   EXPECT_TRUE(AwaitStepsInRing(*job, {0, 1, 2, 3}, added, 4, 5, absl::Seconds(20)))
       << "the fourth worker was not admitted\n" << job->Diagnostics();
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, bound);
   ExpectMembershipCounted(*job, 0, 2);
 }
 

@@ -70,27 +70,27 @@ absl::Status ChaosJob::StartTrainers() {
 }
 
 bool ChaosJob::AwaitOkSteps(int i, int n, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const SteadyDeadline deadline(timeout);
   while (Log(i).ok_steps < n) {
-    if (absl::Now() > deadline) return false;
+    if (deadline.Passed()) return false;
     absl::SleepFor(absl::Milliseconds(10));
   }
   return true;
 }
 
 bool ChaosJob::AwaitOkStepsEverywhere(int n, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const SteadyDeadline deadline(timeout);
   for (const auto& trainer : trainers_) {
-    if (!AwaitOkSteps(trainer->slot, n, deadline - absl::Now())) return false;
+    if (!AwaitOkSteps(trainer->slot, n, deadline.Left())) return false;
   }
   return true;
 }
 
-std::vector<int> ChaosJob::AwaitTrainers(absl::Time deadline) {
+std::vector<int> ChaosJob::AwaitTrainers(const SteadyDeadline& deadline) {
   std::vector<int> codes;
   for (const auto& trainer : trainers_) {
     ChildProcess& process = *trainer->process;
-    absl::StatusOr<int> code = process.Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    absl::StatusOr<int> code = process.Wait(deadline.Left());
     if (!code.ok()) process.Stop(absl::ZeroDuration());
     codes.push_back(code.ok() ? *code : -1);
   }

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "tests/chaos/outcome_log.h"
 #include "tools/cluster/local_cluster.h"
 
@@ -48,7 +49,7 @@ class ChaosJob {
   bool AwaitOkStepsEverywhere(int n, absl::Duration timeout);
   // Waits for every trainer to exit by `deadline`; their exit codes. A trainer still
   // running then is killed and reported as -1 (a hang).
-  std::vector<int> AwaitTrainers(absl::Time deadline);
+  std::vector<int> AwaitTrainers(const SteadyDeadline& deadline);
   // What the trainers logged so far (read incrementally: cheap to call often).
   std::vector<TrainerLog> Logs();
   const TrainerLog& Log(int i);

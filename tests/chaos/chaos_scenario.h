@@ -50,8 +50,9 @@ inline bool StartTraining(ChaosJob& job) {
 }
 
 // The checks every scenario ends with; returns the verdict for more.
-inline Verdict ExpectSafeAndLive(ChaosJob& job, absl::Time started) {
-  const std::vector<int> codes = job.AwaitTrainers(started + kBound);
+// `bound`: kBound from when the trainers started.
+inline Verdict ExpectSafeAndLive(ChaosJob& job, const SteadyDeadline& bound) {
+  const std::vector<int> codes = job.AwaitTrainers(bound);
   for (size_t i = 0; i < codes.size(); ++i) {
     EXPECT_EQ(codes[i], 0) << "trainer " << i << " did not finish every step within "
                            << kBound << " (-1: still running, a hang)\n"

@@ -21,13 +21,13 @@ namespace {
 TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJobGoesOn) {
   auto job = StartJob();
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
   job->cluster().worker(2).Signal(SIGKILL);
   absl::SleepFor(absl::Milliseconds(300));
   ASSERT_TRUE(job->cluster().RestartWorker(2).ok()) << job->Diagnostics();
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, bound);
   const std::vector<CallOutcome> failures = SurvivorFailures(*job, 2);
   ASSERT_FALSE(failures.empty()) << "the kill failed no collective on the survivors";
   EXPECT_TRUE(NamesWorker(failures.front(), *job, 2))
@@ -39,13 +39,13 @@ TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJ
 TEST(Chaos, AWorkerFrozenBelowItsLeaseIsWaitedForAndNoResultIsPartial) {
   auto job = StartJob({"--heartbeat_timeout=3s"});
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
   job->cluster().worker(1).Signal(SIGSTOP);
   absl::SleepFor(absl::Milliseconds(500));
   job->cluster().worker(1).Signal(SIGCONT);
 
-  const Verdict verdict = ExpectSafeAndLive(*job, started);
+  const Verdict verdict = ExpectSafeAndLive(*job, bound);
   EXPECT_EQ(verdict.failed, 0) << "a freeze below the lease and the deadline fails nothing";
 }
 
@@ -54,13 +54,13 @@ TEST(Chaos, AWorkerFrozenBelowItsLeaseIsWaitedForAndNoResultIsPartial) {
 TEST(Chaos, AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed) {
   auto job = StartJob();
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
   job->cluster().worker(1).Signal(SIGSTOP);
   absl::SleepFor(absl::Milliseconds(2500));  // the lease (heartbeat timeout) is 1 s
   job->cluster().worker(1).Signal(SIGCONT);
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, bound);
   const std::vector<CallOutcome> failures = SurvivorFailures(*job, 1);
   ASSERT_FALSE(failures.empty()) << "a worker frozen past its lease failed no collective";
   EXPECT_TRUE(NamesWorker(failures.front(), *job, 1))
@@ -70,7 +70,7 @@ TEST(Chaos, AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed)
 TEST(Chaos, TheRingKeepsTrainingWhileTheCoordinatorIsDeadAndAfterItRestarts) {
   auto job = StartJob({}, {"--pause=30ms"});  // still training when it is back
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
   job->cluster().coordinator().Signal(SIGKILL);
   // The coordinator is not on the data path: every trainer goes on while it is dead.
@@ -79,7 +79,7 @@ TEST(Chaos, TheRingKeepsTrainingWhileTheCoordinatorIsDeadAndAfterItRestarts) {
   ASSERT_TRUE(job->cluster().RestartCoordinator().ok()) << job->Diagnostics();
 
   // The restarted coordinator adopts the ring its workers report: nothing fails.
-  const Verdict verdict = ExpectSafeAndLive(*job, started);
+  const Verdict verdict = ExpectSafeAndLive(*job, bound);
   EXPECT_EQ(verdict.failed, 0) << "the coordinator's restart disturbed the ring";
 }
 
@@ -87,11 +87,11 @@ TEST(Chaos, AStragglerPastTheDeadlineFailsThatStepOnEveryRankNamingItAndCatchesU
   // Trainer 3 sleeps 2 s before step 12; each collective may take 1 s.
   auto job = StartJob({}, {"--timeout=1s"});
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(job->StartTrainer(i).ok());
   ASSERT_TRUE(job->StartTrainer(3, {"--stall_at_step=12", "--stall=2s"}).ok());
 
-  ExpectSafeAndLive(*job, started);
+  ExpectSafeAndLive(*job, bound);
   const std::vector<CallOutcome> failures = SurvivorFailures(*job, 3);
   ASSERT_FALSE(failures.empty()) << "nobody waited for the straggler";
   EXPECT_EQ(failures.front().name, "step/12");
@@ -103,7 +103,7 @@ TEST(Chaos, AStragglerPastTheDeadlineFailsThatStepOnEveryRankNamingItAndCatchesU
 TEST(Chaos, ASecondProcessWithALiveWorkersIdIsRefusedAndTheRingIsUndisturbed) {
   auto job = StartJob({}, {"--pause=20ms"});  // 60 steps take over a second
   ASSERT_NE(job, nullptr);
-  const absl::Time started = absl::Now();
+  const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
   // A second w1 (a new incarnation) while w1 is alive and heard from.
   absl::StatusOr<ChildProcess*> twin = job->cluster().SpawnWorkerTwin(1);
@@ -114,7 +114,7 @@ TEST(Chaos, ASecondProcessWithALiveWorkersIdIsRefusedAndTheRingIsUndisturbed) {
   EXPECT_TRUE(absl::StrContains(job->cluster().Log("w1-twin"), "already live"))
       << job->cluster().Log("w1-twin");
 
-  const Verdict verdict = ExpectSafeAndLive(*job, started);
+  const Verdict verdict = ExpectSafeAndLive(*job, bound);
   EXPECT_EQ(verdict.failed, 0) << "the twin disturbed the ring";
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "ringsync/elastic_state.h"
 #include "ringsync/outcome.h"
@@ -105,7 +106,7 @@ void ExpectExactSumOver(std::vector<Trainer*> trainers, const std::string& name)
 // every failure leaves the buffer as it was.
 absl::Status AwaitMembershipChange(Trainer& t) {
   absl::Status last;
-  for (const absl::Time until = absl::Now() + kBound; absl::Now() < until;) {
+  for (const SteadyDeadline until(kBound); !until.Passed();) {
     std::vector<double> grad(kCount, 1.0);
     last = t.client->AllReduce("grad", absl::MakeSpan(grad), ReduceOp::kSum);
     if (last.ok()) continue;  // not yet noticed: the ring ran it

@@ -13,6 +13,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -122,8 +123,8 @@ TEST(Faults, RanksDisagreeingOnDtypeAllFail) {
 
 bool AwaitLogLine(LocalCluster& cluster, const std::string& name, const std::string& text,
                   absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  const SteadyDeadline deadline(timeout);
+  while (!deadline.Passed()) {
     if (absl::StrContains(cluster.Log(name), text)) return true;
     absl::SleepFor(absl::Milliseconds(10));
   }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -65,8 +66,8 @@ class ElasticClusterTest : public ::testing::Test {
   // Polls GetClusterStatus until `settled` holds (returns that status) or kSettleBound.
   std::optional<v1::ClusterStatus> AwaitStatus(
       const std::function<bool(const v1::ClusterStatus&)>& settled) {
-    const absl::Time deadline = absl::Now() + kSettleBound;
-    while (absl::Now() < deadline) {
+    const SteadyDeadline deadline(kSettleBound);
+    while (!deadline.Passed()) {
       v1::ClusterStatus status = Status();
       if (settled(status)) return status;
       absl::SleepFor(absl::Milliseconds(20));

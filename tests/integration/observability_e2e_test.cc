@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "httplib.h"
 #include "tests/integration/cluster_fixture.h"
@@ -135,8 +136,8 @@ class PrometheusServer {
   }
 
   bool AwaitReady(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
+    const SteadyDeadline deadline(timeout);
+    while (!deadline.Passed()) {
       if (HttpGet(address_, "/-/ready").status == 200) return true;
       if (!process_.running()) return false;
       absl::SleepFor(absl::Milliseconds(100));
@@ -164,9 +165,9 @@ class PrometheusServer {
   std::optional<double> AwaitValue(const std::string& promql,
                                    const std::function<bool(double)>& accept,
                                    absl::Duration timeout = absl::Seconds(15)) {
-    const absl::Time deadline = absl::Now() + timeout;
+    const SteadyDeadline deadline(timeout);
     std::optional<double> value;
-    while (absl::Now() < deadline) {
+    while (!deadline.Passed()) {
       value = Query(promql);
       if (value.has_value() && accept(*value)) return value;
       absl::SleepFor(absl::Milliseconds(200));
@@ -296,9 +297,9 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
   // (d) The table: one row per worker in rank order, 3 collectives done and 1 failed once
   // heartbeats carried them.
   CommandResult status;
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const SteadyDeadline deadline(absl::Seconds(10));
   bool all_done = false;
-  while (!all_done && absl::Now() < deadline) {
+  while (!all_done && !deadline.Passed()) {
     status = RunShell(absl::StrCat(ctl, " status --coordinator=", coordinator));
     all_done = status.exit_code == 0;
     for (int i = 0; i < kWorld && all_done; ++i) {
@@ -338,8 +339,8 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
   ASSERT_EQ(HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token()).status, 200);
   cluster->worker(3).Signal(SIGKILL);
   HttpReply readyz;
-  const absl::Time flip_deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < flip_deadline) {
+  const SteadyDeadline flip_deadline(absl::Seconds(10));
+  while (!flip_deadline.Passed()) {
     readyz = HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token());
     if (readyz.status == 503) break;
     absl::SleepFor(absl::Milliseconds(50));

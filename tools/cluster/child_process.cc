@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_deadline.h"
 
 namespace ringsync {
 
@@ -71,7 +72,7 @@ void ChildProcess::Signal(int signal_number) {
 absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
   if (exit_code_.has_value()) return *exit_code_;
   if (pid_ <= 0) return absl::FailedPreconditionError("no process");
-  const absl::Time deadline = absl::Now() + timeout;
+  const SteadyDeadline deadline(timeout);
   while (true) {
     int status = 0;
     const pid_t done = ::waitpid(pid_, &status, WNOHANG);
@@ -82,7 +83,7 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
     if (done < 0 && errno != EINTR) {
       return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
     }
-    if (absl::Now() >= deadline) {
+    if (deadline.Passed()) {
       return absl::DeadlineExceededError(absl::StrCat("process ", pid_, " still running"));
     }
     absl::SleepFor(absl::Milliseconds(10));

@@ -25,8 +25,9 @@ namespace {
 
 // Waits for a port file a daemon writes once it serves; returns its line.
 absl::StatusOr<std::string> AwaitPortFile(const std::string& path, ChildProcess& process,
-                                          absl::Time deadline, const std::string& what) {
-  while (absl::Now() < deadline) {
+                                          const SteadyDeadline& deadline,
+                                          const std::string& what) {
+  while (!deadline.Passed()) {
     std::ifstream in(path);
     std::string line;
     if (in && std::getline(in, line) && !line.empty()) return line;
@@ -134,7 +135,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   cluster->directory_ = pattern;
   cluster->workers_.resize(options.world_size);  // worker_id() needs the world size
   if (absl::Status s = cluster->MakeSecrets(); !s.ok()) return s;
-  const absl::Time deadline = absl::Now() + options.startup_timeout;
+  const SteadyDeadline deadline(options.startup_timeout);
 
   if (absl::Status s = cluster->StartCoordinator("127.0.0.1:0", deadline); !s.ok()) return s;
 
@@ -152,7 +153,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   return cluster;
 }
 
-absl::Status LocalCluster::StartCoordinator(const std::string& listen, absl::Time deadline) {
+absl::Status LocalCluster::StartCoordinator(const std::string& listen,
+                                            const SteadyDeadline& deadline) {
   const std::string port_file = directory_ + "/coordinator.port";
   ::unlink(port_file.c_str());
   std::vector<std::string> argv = {options_.ringsyncd, "coordinator", "--listen=" + listen,
@@ -194,7 +196,7 @@ absl::Status LocalCluster::RestartCoordinator() {
   coordinator_.Stop();
   ::unlink((directory_ + "/coordinator.http").c_str());
   // The same address, which every worker keeps reconnecting to.
-  return StartCoordinator(coordinator_address_, absl::Now() + options_.startup_timeout);
+  return StartCoordinator(coordinator_address_, SteadyDeadline(options_.startup_timeout));
 }
 
 std::vector<std::string> LocalCluster::HttpFlags(const std::string& name) const {
@@ -202,7 +204,7 @@ std::vector<std::string> LocalCluster::HttpFlags(const std::string& name) const 
   return {"--http_listen=127.0.0.1:0", "--http_port_file=" + directory_ + "/" + name + ".http"};
 }
 
-absl::Status LocalCluster::AwaitWorker(int i, absl::Time deadline) {
+absl::Status LocalCluster::AwaitWorker(int i, const SteadyDeadline& deadline) {
   const std::string id = worker_id(i);
   absl::StatusOr<std::string> peer =
       AwaitPortFile(directory_ + "/" + id + ".port", workers_[i], deadline, absl::StrCat("worker ", id));
@@ -266,7 +268,7 @@ bool LocalCluster::CoordinatorIsElastic(const std::string& ringsyncd) {
 absl::Status LocalCluster::RestartWorker(int i) {
   workers_[i].Stop();
   if (absl::Status s = StartWorker(i); !s.ok()) return s;
-  return AwaitWorker(i, absl::Now() + options_.startup_timeout);
+  return AwaitWorker(i, SteadyDeadline(options_.startup_timeout));
 }
 
 LocalCluster::~LocalCluster() {

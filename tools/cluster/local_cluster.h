@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "tools/cluster/child_process.h"
 
 namespace ringsync {
@@ -105,9 +106,9 @@ class LocalCluster {
   // A worker's command line: id of worker i, files named `name` (its id, or a twin's).
   std::vector<std::string> WorkerArgv(int i, const std::string& name) const;
   // Starts the coordinator on `listen` and waits for its port files.
-  absl::Status StartCoordinator(const std::string& listen, absl::Time deadline);
+  absl::Status StartCoordinator(const std::string& listen, const SteadyDeadline& deadline);
   // Waits for worker i's port files (and HTTP port file) after StartWorker.
-  absl::Status AwaitWorker(int i, absl::Time deadline);
+  absl::Status AwaitWorker(int i, const SteadyDeadline& deadline);
   // The flags that make a daemon serve HTTP and write its port to DIRECTORY/NAME.http.
   std::vector<std::string> HttpFlags(const std::string& name) const;
   // Writes the token and makes the certificates options_.security asks for.

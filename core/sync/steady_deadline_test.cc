@@ -1,0 +1,47 @@
+// Specification of SteadyDeadline: a deadline that only the time that passed moves.
+#include "core/sync/steady_deadline.h"
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+TEST(SteadyDeadline, PassesOnceItsTimeoutHasGoneByAndNotBefore) {
+  const SteadyDeadline deadline(absl::Milliseconds(50));
+  EXPECT_FALSE(deadline.Passed());
+  EXPECT_GT(deadline.Left(), absl::ZeroDuration());
+  EXPECT_LE(deadline.Left(), absl::Milliseconds(50));
+  absl::SleepFor(absl::Milliseconds(60));
+  EXPECT_TRUE(deadline.Passed());
+  EXPECT_EQ(deadline.Left(), absl::ZeroDuration());
+}
+
+TEST(SteadyDeadline, WhatIsLeftShrinksAsTimeGoesBy) {
+  const SteadyDeadline deadline(absl::Seconds(10));
+  const absl::Duration first = deadline.Left();
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_LE(deadline.Left(), first - absl::Milliseconds(20));
+}
+
+TEST(SteadyDeadline, AZeroOrNegativeTimeoutHasAlreadyPassed) {
+  EXPECT_TRUE(SteadyDeadline(absl::ZeroDuration()).Passed());
+  EXPECT_TRUE(SteadyDeadline(-absl::Seconds(1)).Passed());
+  EXPECT_TRUE(SteadyDeadline(-absl::InfiniteDuration()).Passed());
+  EXPECT_EQ(SteadyDeadline(-absl::Seconds(1)).Left(), absl::ZeroDuration());
+}
+
+TEST(SteadyDeadline, AnInfiniteTimeoutNeverPasses) {
+  const SteadyDeadline never(absl::InfiniteDuration());
+  EXPECT_FALSE(never.Passed());
+  EXPECT_EQ(never.Left(), absl::InfiniteDuration());
+}
+
+TEST(SteadyDeadline, AVeryLongTimeoutIsFarAwayNotAnOverflow) {
+  const SteadyDeadline far(absl::Hours(24 * 365 * 1000));
+  EXPECT_FALSE(far.Passed());
+  EXPECT_GE(far.Left(), absl::Hours(24 * 364));
+}
+
+}  // namespace
+}  // namespace ringsync
