@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/test/fake_worker.h"
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ringsync/client.h"
@@ -31,7 +33,7 @@ using ::testing::StartsWith;
 // Polls `condition` for up to 5 s.
 template <typename F>
 bool Eventually(F condition) {
-  for (absl::Time until = absl::Now() + absl::Seconds(5); absl::Now() < until;) {
+  for (const SteadyDeadline until(absl::Seconds(5)); !until.Passed();) {
     if (condition()) return true;
     absl::SleepFor(absl::Milliseconds(5));
   }
@@ -115,11 +117,11 @@ TEST_F(ClientTest, ConnectWaitsForAFormedRing) {
     formed.set_generation(2);
     worker_.SetInfo(formed);
   });
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   std::unique_ptr<Client> client = Connect();
   former.join();
   ASSERT_NE(client, nullptr);
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  EXPECT_GE(start.Elapsed(), absl::Milliseconds(250));
   EXPECT_EQ(client->rank(), 1);
   EXPECT_EQ(client->generation(), 2u);
 }
@@ -611,14 +613,14 @@ TEST_F(ClientTest, DestroyingTheClientCancelsWhatIsInFlight) {
   CollectiveHandle a = client->AllReduceAsync("stuck", absl::MakeSpan(small), ReduceOp::kSum);
   CollectiveHandle b = client->AllReduceAsync("stuck", absl::MakeSpan(large), ReduceOp::kSum);
   ASSERT_TRUE(Eventually([&] { return worker_.seen().size() == 2; }));
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   client.reset();
   for (CollectiveHandle* handle : {&a, &b}) {
     absl::Status status = handle->Wait();
     EXPECT_TRUE(absl::IsCancelled(status)) << status;
     EXPECT_THAT(std::string(status.message()), HasSubstr("Client was destroyed"));
   }
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(start.Elapsed(), absl::Seconds(5));
   EXPECT_EQ(small, Iota(3));
   EXPECT_EQ(large, Iota(kOneMiBOfFloats));
   EXPECT_FALSE(std::filesystem::exists(worker_.seen()[1].request.shared().path()));

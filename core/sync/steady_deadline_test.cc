@@ -1,5 +1,6 @@
-// Specification of SteadyDeadline: a deadline that only the time that passed moves.
+// Specification of SteadyDeadline and SteadyStopwatch: only the time that passed moves them.
 #include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -41,6 +42,14 @@ TEST(SteadyDeadline, AVeryLongTimeoutIsFarAwayNotAnOverflow) {
   const SteadyDeadline far(absl::Hours(24 * 365 * 1000));
   EXPECT_FALSE(far.Passed());
   EXPECT_GE(far.Left(), absl::Hours(24 * 364));
+}
+
+TEST(SteadyStopwatch, CountsTheTimeThatPassedSinceItStarted) {
+  const SteadyStopwatch stopwatch;
+  EXPECT_GE(stopwatch.Elapsed(), absl::ZeroDuration());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_GE(stopwatch.Elapsed(), absl::Milliseconds(30));
+  EXPECT_LT(stopwatch.Elapsed(), absl::Seconds(30));
 }
 
 }  // namespace

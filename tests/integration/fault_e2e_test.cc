@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -58,12 +59,12 @@ TEST(Faults, RanksDisagreeingOnSizeAllFailWithinTheDeadline) {
   auto cluster = StartCluster(4, kWorkerFlags);
   ASSERT_NE(cluster, nullptr);
   auto clients = ConnectAll(*cluster);
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   std::vector<absl::Status> statuses = OnEveryRank(clients, [&](int r, Client& c) {
     std::vector<float> grad(r == 1 ? 1000 : 1024, 1.0f);
     return c.AllReduce("grad/fc1", absl::MakeSpan(grad), ReduceOp::kSum);
   });
-  EXPECT_LT(absl::Now() - start, kDeadline);
+  EXPECT_LT(start.Elapsed(), kDeadline);
   for (const absl::Status& s : statuses) {
     EXPECT_THAT(std::string(s.message()), HasSubstr("1000 x float32")) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("1024 x float32")) << s;
@@ -209,7 +210,7 @@ TEST(Faults, AKilledIdleTrainerFailsTheOthersNextCollectiveAtOnceNamingItsWorker
       << cluster->Log("victim");
   (*victim)->Signal(SIGKILL);  // no goodbye
   absl::SleepFor(absl::Milliseconds(1500));  // past the worker's 1 s re-attach grace
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   for (const absl::Status& s : OnEveryRank(clients, [](int, Client& c) {
          std::vector<float> v(100, 1.0f);
          AllReduceOptions options;
@@ -222,7 +223,7 @@ TEST(Faults, AKilledIdleTrainerFailsTheOthersNextCollectiveAtOnceNamingItsWorker
         << s;
   }
   std::printf("time to error after a killed trainer: %s\n",
-              absl::FormatDuration(absl::Now() - start).c_str());
+              absl::FormatDuration(start.Elapsed()).c_str());
 }
 
 TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
@@ -234,7 +235,7 @@ TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
   // worker dies (filling 64 MiB can take longer than the 200 ms under load).
   std::vector<std::vector<float>> tensors(4, std::vector<float>(count, 1.0f));
   std::vector<absl::Status> statuses;
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   {
     std::jthread killer([&] {
       absl::SleepFor(absl::Milliseconds(200));
@@ -250,7 +251,7 @@ TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
   }
   // A rank whose collective had not reached the ring yet waits for a new ring until its
   // deadline; allow for the time it took to fill its tensor and the abort notice.
-  EXPECT_LT(absl::Now() - start, kDeadline + kSlack) << "no rank may wait past its deadline";
+  EXPECT_LT(start.Elapsed(), kDeadline + kSlack) << "no rank may wait past its deadline";
   for (int r : {0, 1, 3}) {
     EXPECT_FALSE(statuses[r].ok()) << "rank " << r;
     EXPECT_THAT(std::string(statuses[r].message()), AnyOf(HasSubstr("rank 2"), HasSubstr("w2")))

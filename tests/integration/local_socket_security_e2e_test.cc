@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_stopwatch.h"
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/raw_worker_client.h"
@@ -204,7 +205,7 @@ TEST(LocalSocket, QueueBoundsAndAMissingSequenceNumberDoNotPinTheWorker) {
                   "--client_sequence_gap_timeout=1s"});
   ASSERT_NE(ring.sdk, nullptr);
   grpc::Status behind_gap_3, behind_gap_5;
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   {
     // #1 and #2 never come (yet): #3 and #5 wait behind the gap.
     std::jthread third([&] { behind_gap_3 = ring.raw->AllReduce(InlineSum("q", 3, {1})); });
@@ -217,7 +218,7 @@ TEST(LocalSocket, QueueBoundsAndAMissingSequenceNumberDoNotPinTheWorker) {
   EXPECT_EQ(behind_gap_3.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_THAT(behind_gap_3.error_message(), HasSubstr("which this client never sent"));
   EXPECT_EQ(behind_gap_5.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "released long before their deadline";
+  EXPECT_LT(start.Elapsed(), absl::Seconds(10)) << "released long before their deadline";
 
   grpc::Status too_big = ring.raw->AllReduce(InlineSum("q", 7, std::vector<float>(2048, 1)));
   EXPECT_EQ(too_big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
