@@ -40,6 +40,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "ringsync/client.h"
 #include "ringsync/outcome.h"
 #include "tests/chaos/chaos_layout.h"
@@ -90,11 +92,11 @@ class Trainer {
   Trainer() : index_(absl::GetFlag(FLAGS_index)), sizes_(ParseSizes(absl::GetFlag(FLAGS_sizes))) {}
 
   int Run() {
-    const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_deadline);
+    const SteadyDeadline deadline(absl::GetFlag(FLAGS_deadline));
     if (!Connect(absl::GetFlag(FLAGS_connect_timeout))) return 1;
     bool synced = false;
     while (step_ < absl::GetFlag(FLAGS_steps)) {
-      if (absl::Now() > deadline) {
+      if (deadline.Passed()) {
         Print(absl::StrCat("deadline step=", step_, " calls=", calls_));
         return 2;
       }
@@ -104,12 +106,12 @@ class Trainer {
         if (!s.ok()) absl::SleepFor(absl::GetFlag(FLAGS_retry_pause));
         continue;
       }
-      const absl::Time lost = absl::Now();
+      const SteadyStopwatch lost;
       client_.reset();
       Print(absl::StrCat("lost_worker t_us=", NowMicros(), " closing_ms=",
-                         absl::ToInt64Milliseconds(absl::Now() - lost)));
+                         absl::ToInt64Milliseconds(lost.Elapsed())));
       const absl::Duration reconnect = absl::GetFlag(FLAGS_reconnect_timeout);
-      if (reconnect <= absl::ZeroDuration() || !Connect(std::min(reconnect, deadline - absl::Now()))) {
+      if (reconnect <= absl::ZeroDuration() || !Connect(std::min(reconnect, deadline.Left()))) {
         Print(absl::StrCat("gave_up step=", step_, " calls=", calls_));
         return 3;
       }
@@ -120,14 +122,14 @@ class Trainer {
 
  private:
   bool Connect(absl::Duration timeout) {
-    const absl::Time start = absl::Now();
-    const absl::Time until = start + timeout;
+    const SteadyStopwatch start;
+    const SteadyDeadline until(timeout);
     absl::Status last;
     int attempts = 0;
-    while (absl::Now() < until) {
+    while (!until.Passed()) {
       ++attempts;
       ClientOptions options;
-      options.connect_timeout = until - absl::Now();
+      options.connect_timeout = until.Left();
       options.client_name = absl::StrCat("chaos trainer ", index_);
       absl::StatusOr<std::unique_ptr<Client>> client =
           Client::Connect(absl::GetFlag(FLAGS_worker), options);
@@ -136,7 +138,7 @@ class Trainer {
         // When and after what: a reconnect that took long says why (its last refusal).
         Print(absl::StrCat("connected rank=", client_->rank(), " world=", client_->world_size(),
                            " generation=", client_->generation(), " t_us=", NowMicros(),
-                           " waited_ms=", absl::ToInt64Milliseconds(absl::Now() - start),
+                           " waited_ms=", absl::ToInt64Milliseconds(start.Elapsed()),
                            " attempts=", attempts,
                            last.ok() ? "" : " last_refusal=" + OneLine(std::string(last.message()))));
         return true;
@@ -162,12 +164,12 @@ class Trainer {
     AllReduceOptions options;
     options.timeout = absl::GetFlag(FLAGS_timeout);
     const int rank = client_->rank(), world = client_->world_size();
-    const absl::Time start = absl::Now();
+    const SteadyStopwatch start;
     absl::Status s = client_->AllReduce(name, absl::MakeSpan(tensor), ReduceOp::kSum, options);
     const std::string common =
         absl::StrCat("call k=", k, " name=", name, " status=", s.ok() ? "ok" : "failed");
     const std::string where = absl::StrCat(" rank=", rank, " world=", world, " ms=",
-                                           absl::ToDoubleMilliseconds(absl::Now() - start),
+                                           absl::ToDoubleMilliseconds(start.Elapsed()),
                                            " t_us=", NowMicros());
     if (s.ok()) {
       std::vector<std::string> slots;
