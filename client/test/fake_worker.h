@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/outcome.h"
+#include "core/sync/steady_deadline.h"
 #include "ringsync/dtype.h"
 #include "wire/grpc_options.h"
 #include "grpcpp/grpcpp.h"
@@ -451,7 +452,7 @@ class FakeWorker final : public v1::Worker::Service {
       // As the worker does: the refusal only takes its turn, and fails.
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, request->refused_by_client());
     }
-    for (absl::Time until = absl::Now() + delay; absl::Now() < until;) {
+    for (const SteadyDeadline until(delay); !until.Passed();) {
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
       absl::SleepFor(absl::Milliseconds(2));
     }

@@ -22,6 +22,7 @@
 #include "core/ring/allreduce_algorithm.h"
 #include "core/ring/relay_allreduce.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/sync/steady_stopwatch.h"
 #include "core/testing/dtype_op_params.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
@@ -93,9 +94,9 @@ Outcome RunRanks(int n, const CollectiveSpec& spec, const RankCall& call) {
   run.took.resize(n);
   run.statuses = SpawnRanks(n, [&](int r) {
     CpuReducer reducer;
-    const absl::Time start = absl::Now();
+    const SteadyStopwatch start;
     absl::Status s = call(r, reducer, absl::MakeSpan(run.buffers[r]), &run.stats[r]);
-    run.took[r] = absl::Now() - start;
+    run.took[r] = start.Elapsed();
     return s;
   });
   return run;

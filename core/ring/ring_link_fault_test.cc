@@ -11,6 +11,7 @@
 #include "core/link/memory_link.h"
 #include "core/reduce/cpu_reducer.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/sync/steady_stopwatch.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "gmock/gmock.h"
@@ -50,14 +51,14 @@ Outcome RunWith(int faulty_rank, const std::vector<std::pair<uint64_t, LinkFault
   for (int r = 0; r < kRanks; ++r) {
     outcome.buffers.push_back(testing::ExactInput(DType::kFloat32, ReduceOp::kSum, kCount, r, 9));
   }
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   outcome.statuses = SpawnRanks(kRanks, [&](int r) {
     CpuReducer reducer;
     Link& link = r == faulty_rank ? static_cast<Link&>(faulty) : ring.link(r);
     return RingAllReduce(RingMember{r, kRanks, 3}, link, reducer, spec,
                          absl::MakeSpan(outcome.buffers[static_cast<size_t>(r)]), options);
   });
-  outcome.elapsed = absl::Now() - start;
+  outcome.elapsed = start.Elapsed();
   return outcome;
 }
 

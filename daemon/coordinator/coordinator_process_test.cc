@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "wire/grpc_options.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -66,8 +68,8 @@ class CoordinatorProcess {
 
   // The exit code, or nullopt if the process is still running after `timeout`.
   std::optional<int> WaitForExit(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (!exit_code_ && absl::Now() < deadline) {
+    const SteadyDeadline deadline(timeout);
+    while (!exit_code_ && !deadline.Passed()) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -107,8 +109,8 @@ class ScopedFile {
 
 // Polls for the port file; returns its address without the newline, or "".
 std::string WaitForPortFile(const std::string& path, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  const SteadyDeadline deadline(timeout);
+  while (!deadline.Passed()) {
     const std::string text = ReadFile(path);
     if (!text.empty()) {
       EXPECT_EQ(text.back(), '\n');
@@ -175,7 +177,7 @@ TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
   ASSERT_TRUE(watch->Read(&view));
   EXPECT_EQ(view.generation(), 1u);
 
-  const absl::Time signalled = absl::Now();
+  const SteadyStopwatch signalled;
   process.Signal(SIGTERM);
   while (watch->Read(&view)) {
   }
@@ -184,7 +186,7 @@ TEST(CoordinatorProcess, ServesOnTheAddressInItsPortFileAndExitsZeroOnSigterm) {
   // Exit waits at most the 1s shutdown grace: gRPC keeps the process until idle client
   // connections close, and an idle client in another process only notices the server's
   // GOAWAY when it next polls.
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(3));
+  EXPECT_LT(signalled.Elapsed(), absl::Seconds(3));
   const std::string log = process.Stderr();
   EXPECT_THAT(log, HasSubstr("[coordinator] coordinator serving on " + address));
   EXPECT_THAT(log, HasSubstr("worker solo joined"));

@@ -2,6 +2,7 @@
 // CoordinatorServer on 127.0.0.1:0, real stubs, real streams.
 #include "daemon/coordinator/coordinator_server.h"
 
+#include "core/sync/steady_stopwatch.h"
 #include "daemon/metrics/refusals.h"
 #include "prometheus/registry.h"
 
@@ -273,7 +274,7 @@ TEST_F(CoordinatorServerTest, WatchRingSendsTheCurrentViewAtOnceThenTheFormedVie
 TEST_F(CoordinatorServerTest, ACancelledWatchIsDeathAndTheOthersSeeADissolvedViewNamingIt) {
   Start(4, /*heartbeat_timeout=*/absl::Seconds(30));
   std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
-  const absl::Time cancelled_at = absl::Now();
+  const SteadyStopwatch cancelled_at;
   watches[2]->Cancel();  // w2's process "dies": its stream breaks
   for (int i : {0, 1, 3}) {
     std::optional<v1::RingView> dissolved = watches[i]->Next();
@@ -283,7 +284,7 @@ TEST_F(CoordinatorServerTest, ACancelledWatchIsDeathAndTheOthersSeeADissolvedVie
     EXPECT_THAT(dissolved->dissolved_reason(),
                 AllOf(HasSubstr("worker w2 (rank 2)"), HasSubstr("WatchRing")));
   }
-  EXPECT_LT(absl::Now() - cancelled_at, absl::Seconds(5)) << "not the 30s heartbeat timeout";
+  EXPECT_LT(cancelled_at.Elapsed(), absl::Seconds(5)) << "not the 30s heartbeat timeout";
   const grpc::Status heartbeat = Heartbeat("w2");
   EXPECT_EQ(heartbeat.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(heartbeat.error_message(), HasSubstr("rejoin"));
@@ -432,9 +433,9 @@ TEST_F(CoordinatorServerTest, ShutdownEndsOpenWatchesPromptlyWithUnavailable) {
     watches.push_back(WatchAs(id));
     ASSERT_TRUE(watches.back()->Next().has_value());
   }
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   server_->Shutdown(absl::Seconds(5));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "open watches must not hold shutdown";
+  EXPECT_LT(start.Elapsed(), absl::Seconds(2)) << "open watches must not hold shutdown";
   for (auto& watch : watches) {
     const grpc::Status status = watch->Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -446,9 +447,9 @@ TEST_F(CoordinatorServerTest, ShutdownDoesNotWaitForAClientThatStoppedReading) {
   Start(1);
   ASSERT_TRUE(Join("solo").ok());
   std::unique_ptr<Watch> idle = WatchAs("solo");  // never read
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   server_->Shutdown(absl::Milliseconds(500));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_LT(start.Elapsed(), absl::Seconds(3));
 }
 
 // --- Elastic membership over the wire (the rules: elastic_membership_test.cc) ----------

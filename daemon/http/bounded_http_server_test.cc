@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "daemon/http/http_endpoint.h"
 #include "daemon/metrics/refusals.h"
 #include "gmock/gmock.h"
@@ -110,9 +112,9 @@ TEST_F(BoundedHttpServerTest, AClientTooSlowToSendItsRequestIsDisconnectedAndCou
   ASSERT_TRUE(slow.connected());
   // A byte every 50 ms never waits long enough for a per-read timeout to fire.
   const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  const SteadyDeadline give_up(absl::Seconds(10));
   bool disconnected = false;
-  for (size_t i = 0; i < request.size() && !disconnected && absl::Now() < give_up; ++i) {
+  for (size_t i = 0; i < request.size() && !disconnected && !give_up.Passed(); ++i) {
     disconnected = !slow.Send(request.substr(i, 1));
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -131,18 +133,18 @@ TEST_F(BoundedHttpServerTest, ConnectionsOverTheLimitAreRefusedAtOnceAndCounted)
 
   RawClient surplus(port_);
   ASSERT_TRUE(surplus.connected());
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   const std::string answer = surplus.ReadAll();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // refused, not queued
+  EXPECT_LT(start.Elapsed(), absl::Seconds(5));  // refused, not queued
   EXPECT_THAT(answer, StartsWith("HTTP/1.1 503"));
   EXPECT_THAT(answer, HasSubstr("--http_max_connections"));
   EXPECT_EQ(refusals_.Count("http_connection_limit"), 1u);
 
   first.reset();  // their threads are free again once the server sees them go
   second.reset();
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  const SteadyDeadline give_up(absl::Seconds(10));
   int status = -1;
-  while ((status = Scrape("/healthz")) != 200 && absl::Now() < give_up) {
+  while ((status = Scrape("/healthz")) != 200 && !give_up.Passed()) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(status, 200);

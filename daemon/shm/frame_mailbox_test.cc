@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "daemon/shm/slot_ring.h"
 #include "daemon/shm/testing/shm_test_bytes.h"
 #include "gmock/gmock.h"
@@ -115,8 +117,8 @@ TEST(FrameMailbox, TheWriterWaitsForRoomAndGivesUpAtItsLimit) {
   // A reader on another thread makes room: the writer goes on, and every record arrives.
   std::thread taker([&reader] {
     int taken = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (taken < 4 + 50 && absl::Now() < deadline) {  // 3 records, the notice, 50 more
+    const SteadyDeadline deadline(absl::Seconds(20));
+    while (taken < 4 + 50 && !deadline.Passed()) {  // 3 records, the notice, 50 more
       absl::StatusOr<std::optional<std::vector<std::byte>>> got = reader.TryTake();
       ASSERT_TRUE(got.ok());
       if (got->has_value()) {
@@ -145,11 +147,11 @@ TEST(FrameMailbox, ASleepingReaderIsWokenByAPutAndByRing) {
         ASSERT_TRUE(PutOne(writer, Pattern(8, 0)).ok());
       }
     });
-    const absl::Time start = absl::Now();
-    while (reader.doorbell() == seen && absl::Now() - start < absl::Seconds(30)) {
+    const SteadyStopwatch start;
+    while (reader.doorbell() == seen && start.Elapsed() < absl::Seconds(30)) {
       reader.Wait(seen, absl::Seconds(30));
     }
-    EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << (by_ring ? "Ring" : "Put")
+    EXPECT_LT(start.Elapsed(), absl::Seconds(20)) << (by_ring ? "Ring" : "Put")
                                                       << " did not wake the reader";
     waker.join();
   }

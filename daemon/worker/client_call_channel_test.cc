@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "daemon/worker/registered_buffers.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -58,8 +60,8 @@ class Client {
   }
   // The next answer, waiting up to 10 s.
   std::optional<v1::CallAnswer> Answer() {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
+    const SteadyDeadline deadline(absl::Seconds(10));
+    while (!deadline.Passed()) {
       const uint32_t seen = answers_->doorbell();
       auto record = answers_->TryTake();
       EXPECT_TRUE(record.ok());
@@ -131,13 +133,13 @@ TEST(ClientCallChannel, AnswersThatDoNotFitWaitForTheClientInsteadOfBlockingTheW
     ASSERT_EQ(held.size(), static_cast<size_t>(kCalls));
   }
   // Forty answers of 1 KiB do not fit 16 KiB: posting them all must not block.
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   for (auto& answer : held) {
     v1::CallAnswer reply;
     reply.set_message(std::string(1024, 'x'));
     answer(reply);
   }
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(start.Elapsed(), absl::Seconds(5));
   std::set<uint64_t> answered;
   for (int i = 0; i < kCalls; ++i) {
     std::optional<v1::CallAnswer> answer = client.Answer();

@@ -13,6 +13,7 @@
 #include "core/link/memory_link.h"
 #include "core/outcome.h"
 #include "core/reduce/cpu_reducer.h"
+#include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -244,8 +245,8 @@ TEST(CollectiveExecutor, ARankWhoseClientLeftFailsTheRingsNextCollectiveEverywhe
         << job->status;
   }
   // Rank 1 counts its failure after telling the ring, so possibly after the others finished.
-  for (const absl::Time until = absl::Now() + absl::Seconds(5);
-       ring.executor(1).counters().failed == 0 && absl::Now() < until;) {
+  for (const SteadyDeadline until(absl::Seconds(5));
+       ring.executor(1).counters().failed == 0 && !until.Passed();) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_EQ(ring.executor(1).counters().failed, 1u);

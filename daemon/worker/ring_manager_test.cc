@@ -9,6 +9,8 @@
 
 #include "core/link/faulty_link.h"
 #include "core/link/memory_link.h"
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "daemon/transport/grpc/testing/peer_test_server.h"
 #include "daemon/worker/grpc_link_factory.h"
 #include "gmock/gmock.h"
@@ -36,9 +38,9 @@ class RingManagerTest : public ::testing::Test {
 
   // Waits until the status reports `ready`; returns the last status.
   RingStatus AwaitReadiness(bool ready) {
-    const absl::Time deadline = absl::Now() + kWait;
+    const SteadyDeadline deadline(kWait);
     RingStatus status = ring_.Status();
-    while (status.ready != ready && absl::Now() < deadline) {
+    while (status.ready != ready && !deadline.Passed()) {
       status = ring_.AwaitChange(status.version, absl::Milliseconds(100));
     }
     return status;
@@ -128,9 +130,9 @@ TEST_F(RingManagerTest, ACollectiveWaitingForADissolvedRingFailsAtOnceNamingTheL
   EXPECT_THAT(waited.status().message(), HasSubstr("worker w2 (rank 2)"));
 
   // A collective issued while the ring stays dissolved fails as promptly.
-  const absl::Time issued = absl::Now();
+  const SteadyStopwatch issued;
   waited = ring_.AwaitReady(long_limit);
-  EXPECT_LT(absl::Now() - issued, absl::Seconds(1));
+  EXPECT_LT(issued.Elapsed(), absl::Seconds(1));
   EXPECT_THAT(waited.status().message(), HasSubstr("worker w2 (rank 2)"));
 
   // The next formed ring runs collectives again.

@@ -10,6 +10,7 @@
 #include "core/link/memory_link.h"
 #include "core/ring/relay_allreduce.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/sync/steady_stopwatch.h"
 #include "core/testing/ring_test_data.h"
 #include "wire/grpc_options.h"
 #include "daemon/transport/grpc/grpc_link.h"
@@ -158,14 +159,14 @@ TEST_P(GrpcRing, ALostPeerFailsItsNeighboursWithAClearError) {
   ring.DropLink(2);
   RingOptions options;
   options.timeout = absl::Seconds(5);
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   std::vector<absl::Status> statuses = SpawnRanks(2, [&](int r) {
     CpuReducer reducer;
     Bytes buffer(4096 * 4);
     return RingAllReduce(ring.member(r), ring.link(r), reducer, FloatSum(4096),
                          absl::MakeSpan(buffer), options);
   });
-  EXPECT_LT(absl::Now() - start, options.timeout + absl::Seconds(3));
+  EXPECT_LT(start.Elapsed(), options.timeout + absl::Seconds(3));
   for (const absl::Status& s : statuses) EXPECT_FALSE(s.ok());
   // Rank 0 receives from rank 2: its stream ended.
   EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("rank 2")) << statuses[0];
@@ -186,7 +187,7 @@ TEST_P(GrpcRing, APeerLostMidCollectiveFailsItsNeighboursAtOnceNotAtTheDeadline)
     ring.server(2).Stop();
     ring.DropLink(2);
   });
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   std::vector<absl::Status> statuses = SpawnRanks(2, [&](int r) {
     CpuReducer reducer;
     Bytes buffer(4096 * 4);
@@ -194,7 +195,7 @@ TEST_P(GrpcRing, APeerLostMidCollectiveFailsItsNeighboursAtOnceNotAtTheDeadline)
                          absl::MakeSpan(buffer), options);
   });
   // Neither the deadline nor an abort-notice wait: the broken stream itself is the news.
-  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_LT(start.Elapsed(), absl::Seconds(15));
   // Rank 0 was waiting for rank 2's frames when its stream broke.
   EXPECT_TRUE(absl::IsUnavailable(statuses[0])) << statuses[0];
   EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("from rank 2")) << statuses[0];
@@ -217,13 +218,13 @@ TEST_P(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
   abort.abort_reason = "test";
   // The stream to rank 1 is gone; a notice that waited for rank 1 to listen again would
   // take the whole limit.
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   absl::Status sent;
   for (int attempt = 0; attempt < 2 && sent.ok(); ++attempt) {
     sent = ring.link(0).Send(abort, {}, {absl::Now() + absl::Seconds(30)});
   }
   EXPECT_FALSE(sent.ok());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << sent;
+  EXPECT_LT(start.Elapsed(), absl::Seconds(15)) << sent;
 }
 
 // A rank whose left neighbour connects late fails its attempt to form the ring but keeps

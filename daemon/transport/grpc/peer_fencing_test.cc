@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_deadline.h"
 #include "daemon/transport/grpc/outbound_stream.h"
 #include "daemon/transport/grpc/testing/peer_test_server.h"
 #include "wire/grpc_options.h"
@@ -33,7 +34,7 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OpenAs(GrpcTestRing& ring, int t
 
 // Waits until the receiving side has ended `stream` (its next write fails).
 bool EndedByPeer(OutboundStream& stream) {
-  for (const absl::Time until = absl::Now() + absl::Seconds(10); absl::Now() < until;) {
+  for (const SteadyDeadline until(absl::Seconds(10)); !until.Passed();) {
     if (stream.broken()) return true;
     absl::SleepFor(absl::Milliseconds(10));
   }

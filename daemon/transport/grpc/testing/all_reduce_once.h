@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "core/reduce/cpu_reducer.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/sync/steady_stopwatch.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "daemon/transport/grpc/testing/grpc_test_ring.h"
@@ -48,7 +49,7 @@ inline void AllReduceOnce(GrpcTestRing& ring, size_t count, uint64_t sequence, u
       cancellations[static_cast<size_t>(cancel_rank)].Cancel(absl::CancelledError("test cancels"));
     });
   }
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch start;
   std::vector<absl::Duration> took(static_cast<size_t>(n));
   std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
     CpuReducer reducer;
@@ -57,7 +58,7 @@ inline void AllReduceOnce(GrpcTestRing& ring, size_t count, uint64_t sequence, u
     absl::Status status = RingAllReduce(ring.member(r), ring.link(r), reducer,
                                         FloatSum(count, sequence),
                                         absl::MakeSpan(buffers[static_cast<size_t>(r)]), mine);
-    took[static_cast<size_t>(r)] = absl::Now() - start;
+    took[static_cast<size_t>(r)] = start.Elapsed();
     return status;
   });
   // Nothing waits out its deadline: cancellation and aborts end every rank promptly.
@@ -66,7 +67,7 @@ inline void AllReduceOnce(GrpcTestRing& ring, size_t count, uint64_t sequence, u
     absl::StrAppend(&outcomes, "\n  rank ", r, " after ", absl::FormatDuration(took[r]), ": ",
                     statuses[static_cast<size_t>(r)].ToString());
   }
-  EXPECT_LT(absl::Now() - start, options.timeout / 2)
+  EXPECT_LT(start.Elapsed(), options.timeout / 2)
       << "cancelled rank " << cancel_rank << " after " << absl::FormatDuration(cancel_after)
       << outcomes;
   if (cancel_rank >= 0) {
