@@ -240,8 +240,9 @@ absl::StatusOr<T> AcrossRanks(Client& client, const std::string& name, T value, 
 }
 
 struct Row {
-  double seconds;  // per collective, max over ranks
-  int64_t wrong;   // summed over ranks
+  double seconds;       // per collective, max over ranks
+  int64_t wrong;        // summed over ranks
+  int64_t collectives;  // of this size, by each rank: warm-ups, timed, the check
 };
 
 absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, std::byte* buffer, size_t count) {
@@ -274,7 +275,7 @@ absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, std::byte* buff
   }
   absl::StatusOr<int64_t> total = AcrossRanks(client, name + "/wrong", wrong, ReduceOp::kSum);
   if (!total.ok()) return total.status();
-  return Row{*slowest, *total};
+  return Row{*slowest, *total, warmups + iters + (c.check ? 1 : 0)};
 }
 
 int Run() {
@@ -337,7 +338,7 @@ int Run() {
                 "busbw = algbw * 2(N-1)/N = algbw * %.3f\n#\n", bus_factor);
     bench::PrintColumnHeads();
   }
-  int64_t total_wrong = 0, last_count = -1, largest = 0;
+  int64_t total_wrong = 0, last_count = -1, largest = 0, collectives = 0;
   double busbw_sum = 0;
   int rows = 0;
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.step_factor) {
@@ -352,6 +353,7 @@ int Run() {
     const int64_t size = count * static_cast<int64_t>(element);
     const double algbw = static_cast<double>(size) / row->seconds / 1e9;
     total_wrong += row->wrong;
+    collectives += row->collectives;
     busbw_sum += algbw * bus_factor;
     ++rows;
     largest = size;
@@ -377,6 +379,11 @@ int Run() {
     std::printf("# Ring bytes sent per rank at %lld B: %.0f (2(N-1)/N * size from the schedule; "
                 "the SDK does not report the worker's count)\n",
                 (long long)largest, bus_factor * static_cast<double>(largest));
+    // What ran, for whoever divides a measure of the whole run (bench/worker_cpu.sh):
+    // the sizes' iterations are capped per batch (IterationsFor).
+    std::printf("# Collectives per rank: %lld of the swept sizes (warm-ups, timed%s), %d small "
+                "(per size a start barrier, the time and #wrong reductions; the RSS gather)\n",
+                (long long)collectives, c.check ? ", checks" : "", 3 * rows + 1);
     std::printf("# Client (bench process) peak RSS per rank, MiB:");
     for (int64_t kib : rss) std::printf(" %.1f", static_cast<double>(kib) / 1024);
     std::printf("\n");

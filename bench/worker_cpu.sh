@@ -57,15 +57,14 @@ BENCH_PIDS=()
 threads >"$WORK/after"
 
 grep -v '^#' "$WORK/bench.0" | grep . || true
-# How many collectives ran: ringsync-bench caps large sizes at 1 GiB per batch
-# (IterationsFor in bench_table.h): iters = max(2, min(ITERS, 1 GiB / size)), warm-ups
-# min(WARMUP_ITERS, max(1, 1 GiB / size)).
-BYTES=$(numfmt --from=iec "$SIZE")
-BUDGET=$(((1 << 30) / BYTES > 1 ? (1 << 30) / BYTES : 1))
-RUN_ITERS=$((ITERS < BUDGET ? ITERS : BUDGET))
-RUN_ITERS=$((RUN_ITERS > 2 ? RUN_ITERS : 2))
-RUN_WARMUPS=$((WARMUP_ITERS < BUDGET ? WARMUP_ITERS : BUDGET))
-/usr/bin/env python3 - "$WORK/before" "$WORK/after" "$((RUN_ITERS + RUN_WARMUPS))" \
+# How many collectives of SIZE ran (ringsync-bench caps large sizes at 1 GiB per batch).
+COLLECTIVES=$(sed -n 's/^# Collectives per rank: \([0-9]*\) of the swept sizes.*/\1/p' "$WORK/bench.0")
+if [[ -z $COLLECTIVES ]]; then
+  echo "worker_cpu: ringsync-bench did not say how many collectives it ran:" >&2
+  cat "$WORK/bench.0" >&2
+  exit 1
+fi
+/usr/bin/env python3 - "$WORK/before" "$WORK/after" "$COLLECTIVES" \
   "$(getconf CLK_TCK)" "${WORKER_PIDS[1]:-${WORKER_PIDS[0]}}" "${PER_THREAD:-0}" <<'PY'
 import collections, sys
 before_path, after_path, count, ticks, shown_pid, per_thread = sys.argv[1:]
