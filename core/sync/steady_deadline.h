@@ -8,36 +8,24 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/time/time.h"
+#include "core/sync/monotonic_clock.h"
 
 namespace ringsync {
 
 class SteadyDeadline {
  public:
-  // `timeout` from now; absl::InfiniteDuration() never passes, a negative one has passed
-  // (one longer than a year counts as a year: the clock's range is not a test's concern).
-  explicit SteadyDeadline(absl::Duration timeout)
-      : never_(timeout == absl::InfiniteDuration()),
-        at_(never_ ? Clock::time_point::max()
-                   : Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        absl::ToChronoNanoseconds(std::clamp(
-                                            timeout, -kLongest, kLongest)))) {}
+  // `timeout` from now; absl::InfiniteDuration() never passes, a negative one has passed.
+  explicit SteadyDeadline(absl::Duration timeout) : at_(MonotonicNow() + timeout) {}
 
-  bool Passed() const { return !never_ && Clock::now() >= at_; }
+  bool Passed() const { return MonotonicNow() >= at_; }
 
   // What is left: zero once passed, absl::InfiniteDuration() for a deadline that never passes.
-  absl::Duration Left() const {
-    if (never_) return absl::InfiniteDuration();
-    return std::max(absl::FromChrono(at_ - Clock::now()), absl::ZeroDuration());
-  }
+  absl::Duration Left() const { return std::max(at_ - MonotonicNow(), absl::ZeroDuration()); }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  static constexpr absl::Duration kLongest = absl::Hours(24 * 365);
-  bool never_;
-  Clock::time_point at_;
+  absl::Time at_;  // on MonotonicNow's clock
 };
 
 }  // namespace ringsync

@@ -1,12 +1,12 @@
 #include "daemon/coordinator/coordinator_service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <deque>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/monotonic_clock.h"
 #include "wire/grpc_options.h"
 #include "wire/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
@@ -38,10 +38,6 @@ grpc::Status ShuttingDown() {
 }
 
 }  // namespace
-
-absl::Time MonotonicNow() {
-  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
-}
 
 absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options) {
   if (options.max_world_size < 1 || options.max_world_size > Membership::kMaxWorldSize) {

@@ -114,8 +114,4 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   std::thread expiry_thread_;
 };
 
-// A monotonic clock as absl::Time: differences are real durations, wall-clock jumps
-// never expire a worker. (The epoch is arbitrary; never print these as dates.)
-absl::Time MonotonicNow();
-
 }  // namespace ringsync
