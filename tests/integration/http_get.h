@@ -2,8 +2,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "httplib.h"
 
 namespace ringsync::testing {
@@ -26,6 +30,22 @@ inline HttpReply HttpGet(const std::string& address, const std::string& path,
   httplib::Result result = client.Get(path, headers);
   if (!result) return {};
   return {result->status, result->body};
+}
+
+// GETs ADDRESS/PATH every 50 ms until `accept` takes the reply or `timeout` passes; returns
+// the last reply. For what the daemons learn each on their own (a new ring view reaches
+// every worker at its own moment), so a check of one daemon after another's change waits.
+inline HttpReply AwaitHttpGet(const std::string& address, const std::string& path,
+                              const std::string& token,
+                              const std::function<bool(const HttpReply&)>& accept,
+                              absl::Duration timeout = absl::Seconds(10)) {
+  const SteadyDeadline deadline(timeout);
+  HttpReply reply = HttpGet(address, path, token);
+  while (!accept(reply) && !deadline.Passed()) {
+    absl::SleepFor(absl::Milliseconds(50));
+    reply = HttpGet(address, path, token);
+  }
+  return reply;
 }
 
 }  // namespace ringsync::testing

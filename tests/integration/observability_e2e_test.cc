@@ -32,6 +32,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::ConnectAll;
+using testing::AwaitHttpGet;
 using testing::HttpGet;
 using testing::HttpReply;
 using testing::ExpectAllOk;
@@ -338,18 +339,19 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
   // (c) Kill rank 3: its neighbours' /readyz turn 503 naming it, and the table says so.
   ASSERT_EQ(HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token()).status, 200);
   cluster->worker(3).Signal(SIGKILL);
-  HttpReply readyz;
-  const SteadyDeadline flip_deadline(absl::Seconds(10));
-  while (!flip_deadline.Passed()) {
-    readyz = HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token());
-    if (readyz.status == 503) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  const HttpReply readyz =
+      AwaitHttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token(),
+                   [](const HttpReply& reply) { return reply.status == 503; });
   EXPECT_EQ(readyz.status, 503);
   EXPECT_THAT(readyz.body, HasSubstr("not ready: generation 2"));
   EXPECT_THAT(readyz.body, HasSubstr("w3"));
   EXPECT_EQ(HttpGet(cluster->worker_http_address(0), "/healthz", cluster->http_token()).status, 200);
-  EXPECT_THAT(HttpGet(cluster->worker_http_address(2), "/metrics", cluster->http_token()).body,
+  // Rank 2 learns of generation 2 at its own moment, not rank 0's.
+  EXPECT_THAT(AwaitHttpGet(cluster->worker_http_address(2), "/metrics", cluster->http_token(),
+                           [](const HttpReply& reply) {
+                             return absl::StrContains(reply.body, "ringsync_ring_ready 0\n");
+                           })
+                  .body,
               HasSubstr("ringsync_ring_ready 0\n"));
   EXPECT_THAT(HttpGet(cluster->coordinator_http_address(), "/metrics", cluster->http_token()).body,
               HasSubstr("ringsync_coordinator_ring_formed 0\n"));
