@@ -26,14 +26,14 @@ namespace {
 constexpr size_t kMaxRefusalBytes = 8192;
 
 void CheckAccepted(CollectiveKind rpc_kind, const CollectiveJob& job,
-                   const JobRequestLimits& limits, absl::Time now) {
+                   const JobRequestLimits& limits) {
   FUZZ_CHECK(ValidateSpec(job.spec).ok());
   FUZZ_CHECK(job.spec.kind == rpc_kind);
   FUZZ_CHECK(job.client_sequence != 0);
   FUZZ_CHECK(!job.is_shared);  // nothing is mapped before the caller maps it
   FUZZ_CHECK(job.inline_data.empty() ||
              job.inline_data.size() == job.spec.count * DTypeSize(job.spec.dtype));
-  FUZZ_CHECK(job.deadline > now && job.deadline <= now + limits.max_timeout);
+  FUZZ_CHECK(job.timeout > absl::ZeroDuration() && job.timeout <= limits.max_timeout);
   v1::CollectiveRequest rewritten;
   SetRequestSpec(job.spec, &rewritten);
   absl::StatusOr<CollectiveSpec> again = SpecOfRequest(rpc_kind, rewritten);
@@ -43,17 +43,17 @@ void CheckAccepted(CollectiveKind rpc_kind, const CollectiveJob& job,
 }
 
 void CheckRefused(CollectiveKind rpc_kind, const v1::CollectiveRequest& request,
-                  const absl::Status& why, const JobRequestLimits& limits, absl::Time now) {
+                  const absl::Status& why, const JobRequestLimits& limits) {
   FUZZ_CHECK(why.code() == absl::StatusCode::kInvalidArgument);
   FUZZ_CHECK(why.message().size() <= kMaxRefusalBytes);
-  std::shared_ptr<CollectiveJob> stand_in = RefusedJob(rpc_kind, request, why, limits, now);
+  std::shared_ptr<CollectiveJob> stand_in = RefusedJob(rpc_kind, request, why, limits);
   if (request.client_sequence() == 0) {
     FUZZ_CHECK(stand_in == nullptr);
     return;
   }
   FUZZ_CHECK(stand_in != nullptr && !stand_in->refusal.ok());
   FUZZ_CHECK(stand_in->spec.name.size() <= kMaxCollectiveNameBytes);
-  FUZZ_CHECK(stand_in->deadline > now && stand_in->deadline <= now + limits.max_timeout);
+  FUZZ_CHECK(stand_in->timeout > absl::ZeroDuration() && stand_in->timeout <= limits.max_timeout);
   FUZZ_CHECK(stand_in->bytes().empty());
 }
 
@@ -67,13 +67,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::CollectiveRequest request;
   if (!request.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
   const JobRequestLimits limits;
-  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
-      CheckedJobFromRequest(rpc_kind, request, limits, now);
+      CheckedJobFromRequest(rpc_kind, request, limits);
   if (job.ok()) {
-    CheckAccepted(rpc_kind, **job, limits, now);
+    CheckAccepted(rpc_kind, **job, limits);
   } else {
-    CheckRefused(rpc_kind, request, job.status(), limits, now);
+    CheckRefused(rpc_kind, request, job.status(), limits);
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
+#include "core/sync/steady_deadline.h"
 #include "client/src/fused_call.h"
 
 namespace ringsync {
@@ -42,7 +43,7 @@ uint64_t Client::generation() const { return core_->info().generation(); }
 bool Client::ready() const { return core_->ready(); }
 
 absl::Status Client::AwaitRing(absl::Duration timeout) {
-  absl::Status ready = core_->AwaitReady(absl::Now() + timeout, timeout,
+  absl::Status ready = core_->AwaitReady(SteadyDeadline(timeout), timeout,
                                          "the timeout given to Client::AwaitRing");
   if (!ready.ok() && !core_->attached()) {
     // No ring will ever come to this Client: not a wait to repeat.

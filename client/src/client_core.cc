@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
                                                    absl::FormatDuration(options.connect_timeout),
                                                    "; it must be positive"));
   }
-  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  const SteadyDeadline deadline(options.connect_timeout);
   KeepGrpcInitializedForTheProcess();
   TransportSecurityOptions security_options;
   security_options.tls_ca = options.tls_ca;
@@ -99,7 +99,7 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
   std::shared_ptr<grpc::Channel> channel =
       security->CreateChannel(parsed->grpc_target, ControlChannelArguments());
   std::unique_ptr<ClientCore> core(new ClientCore(*std::move(parsed), options, std::move(channel)));
-  if (!core->channel_->WaitForConnected(absl::ToChronoTime(deadline))) {
+  if (!core->channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + deadline.Left()))) {
     return absl::UnavailableError(absl::StrCat(
         "could not reach the ringsync worker at ", core->target_.grpc_target, " within ",
         absl::FormatDuration(options.connect_timeout), ": is ", core->target_.WorkerHint(), "?",
@@ -175,10 +175,12 @@ bool ClientCore::ReadyOrDetached() const { return detached_.has_value() || Ready
 
 bool ClientCore::NothingInFlight() const { return in_flight_.empty(); }
 
-absl::Status ClientCore::AwaitReady(absl::Time deadline, absl::Duration wait,
+absl::Status ClientCore::AwaitReady(SteadyDeadline deadline, absl::Duration wait,
                                     absl::string_view knob) {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithDeadline(absl::Condition(this, &ClientCore::ReadyOrDetached), deadline);
+  // What it ended on is read below.
+  AwaitWithLimit(mu_, absl::Condition(this, &ClientCore::ReadyOrDetached), WaitLimit{deadline}, "")
+      .IgnoreError();
   if (detached_.has_value()) {
     const absl::Status& why = *detached_;
     if (absl::IsFailedPrecondition(why)) {
@@ -517,7 +519,7 @@ bool ClientCore::SendThroughChannel(const std::shared_ptr<PendingCollective>& pe
   }
   const absl::Status sent =
       call_channel_->Send(id, pending->call().spec.kind, *pending->request(),
-                          WaitLimit{absl::Now() + kChannelSendTimeout, nullptr});
+                          WaitLimit{SteadyDeadline(kChannelSendTimeout), nullptr});
   if (sent.ok()) return true;
   // Not sent: the RPC carries it instead, as if the channel did not exist.
   absl::MutexLock lock(&mu_);

@@ -28,6 +28,7 @@
 #include "client/src/staging_buffers.h"
 #include "client/src/worker_status.h"
 #include "client/src/worker_target.h"
+#include "core/sync/steady_deadline.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "ringsync/client.h"
@@ -52,7 +53,7 @@ class ClientCore {
 
   // Waits until `deadline` for the worker to report a formed ring; the error says what
   // was missing, and that `knob` sets the wait (of `wait`).
-  absl::Status AwaitReady(absl::Time deadline, absl::Duration wait, absl::string_view knob);
+  absl::Status AwaitReady(SteadyDeadline deadline, absl::Duration wait, absl::string_view knob);
 
   // Validates `call`, numbers it, and starts its RPC — with fusion on, once the fusion
   // queue sends it (fusion_queue.h). Failures before the RPC come back as an

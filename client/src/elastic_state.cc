@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_deadline.h"
 #include "ringsync/outcome.h"
 
 namespace ringsync {
@@ -47,15 +48,15 @@ void ElasticState::Restore() {
 }
 
 absl::Status ElasticState::Sync() {
-  const absl::Time give_up = absl::Now() + options_.sync_timeout;
+  const SteadyDeadline give_up(options_.sync_timeout);
   absl::Duration backoff = options_.retry_backoff;
   for (int attempt = 1;; ++attempt) {
-    absl::Status status = client_.AwaitRing(std::max(absl::ZeroDuration(), give_up - absl::Now()));
+    absl::Status status = client_.AwaitRing(give_up.Left());
     if (status.ok()) status = SyncOnce();
     if (status.ok()) return status;
     Restore();  // a broadcast that completed before the failure is undone
     if (!RingMoved(status) && !absl::IsDeadlineExceeded(status)) return status;
-    if (absl::Now() + backoff >= give_up) {
+    if (give_up.Left() <= backoff) {
       return absl::Status(status.code(),
                           absl::StrCat("ElasticState::Sync gave up after ", attempt,
                                        " attempts within ",

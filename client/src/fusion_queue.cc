@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/fused_call.h"
 #include "core/collective.h"
+#include "core/sync/monotonic_clock.h"
 
 namespace ringsync::internal {
 namespace {
@@ -49,7 +50,7 @@ CollectiveHandle FusionQueue::Submit(CollectiveCall call) {
   if (entry.fusible) entry.bytes = call.spec.count * DTypeSize(call.spec.dtype);
   // A tensor as large as a batch goes alone, as the plain all-reduce it is.
   if (entry.bytes >= options_.threshold_bytes) entry.fusible = false;
-  entry.queued_at = absl::Now();
+  entry.queued_at = MonotonicNow();
   entry.state = std::make_shared<PendingCollective>(call, CallBytes{});
   entry.state->SetHooks(nullptr, [this] { OnWait(); });
   entry.call = std::move(call);
@@ -186,12 +187,15 @@ void FusionQueue::RunTimer() {
     if (!in_flight_ && ReadyBatch(/*speculative=*/true) > 0) {
       due = queue_.front().queued_at + options_.cycle_time;
     }
-    if (absl::Now() >= due) {
+    const absl::Duration left = due - MonotonicNow();
+    if (left <= absl::ZeroDuration()) {
       Pump(/*speculative=*/true);
       continue;
     }
     changed_ = false;
-    mu_.AwaitWithDeadline(absl::Condition(&changed_), due);
+    // A step of the system clock may end this wait early (Abseil's timed waits run on
+    // it); the loop then looks again.
+    mu_.AwaitWithTimeout(absl::Condition(&changed_), left);
   }
 }
 

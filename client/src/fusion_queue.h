@@ -71,7 +71,7 @@ class FusionQueue {
     bool fusible = false;
     uint64_t run = 0;      // entries the program has not separated share a run
     bool retried = false;  // went out in a batch that a mismatch put back
-    absl::Time queued_at;
+    absl::Time queued_at;  // on MonotonicNow's clock
     size_t bytes = 0;
   };
   using Batch = std::vector<Entry>;

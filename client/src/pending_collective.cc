@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/wait_limit.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync::internal {
@@ -194,7 +195,7 @@ absl::Status PendingCollective::Wait() {
 absl::Status PendingCollective::Wait(absl::Duration timeout) {
   if (on_wait_) Ready();  // runs the hook when not complete
   absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+  if (!AwaitWithLimit(mu_, absl::Condition(&done_), WaitLimit{SteadyDeadline(timeout)}, "").ok()) {
     return absl::DeadlineExceededError(absl::StrCat(
         DescribeCall(call_), " is still in flight after ", absl::FormatDuration(timeout),
         "; it continues: call Wait() again before touching its buffer"));

@@ -47,8 +47,8 @@ absl::Status FaultyLink::Send(const Frame& frame, absl::Span<const std::byte> pa
     case LinkFault::Kind::kDrop:
       return absl::OkStatus();
     case LinkFault::Kind::kDelay: {
-      const absl::Time until = absl::Now() + fault->delay;
-      if (until >= limit.deadline || limit.IsCancelled()) return WaitOut(limit, "delayed send");
+      const SteadyDeadline until(fault->delay);
+      if (!(until < limit.deadline) || limit.IsCancelled()) return WaitOut(limit, "delayed send");
       if (absl::Status s = WaitOut({until, limit.cancellation}, "delayed send"); absl::IsCancelled(s)) {
         return s;
       }

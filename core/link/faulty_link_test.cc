@@ -15,7 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d), nullptr}; }
 
 Frame Step(uint32_t step) {
   Frame f;
@@ -78,7 +78,7 @@ TEST_F(FaultyLinkTest, AStalledSendEndsAtItsDeadlineOrSoonAfterCancellation) {
     cancellation.Cancel(absl::CancelledError("test"));
   });
   const absl::Status s =
-      faulty_.Send(Step(1), {}, WaitLimit{absl::Now() + absl::Seconds(30), &cancellation});
+      faulty_.Send(Step(1), {}, WaitLimit{SteadyDeadline(absl::Seconds(30)), &cancellation});
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
 }
 

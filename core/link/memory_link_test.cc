@@ -16,7 +16,7 @@ absl::Span<const std::byte> AsBytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d), nullptr}; }
 
 class MemoryPair final : public testing::LinkPair {
  public:

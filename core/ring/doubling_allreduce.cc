@@ -46,7 +46,7 @@ class DoublingRank {
         options_(options),
         cancellation_(options.cancellation),
         abort_(me, spec_) {
-    limit_.deadline = absl::Now() + options.timeout;
+    limit_.deadline = SteadyDeadline(options.timeout);
     limit_.cancellation = &cancellation_;
   }
   ~DoublingRank() {
@@ -94,7 +94,7 @@ class DoublingRank {
                           int chunk) const;
   // Aborted when an abort notice of this collective waits on a link other than
   // `waiting_on`, or arrives there by `until`.
-  absl::Status WatchOtherLinks(const Link* waiting_on, absl::Time until);
+  absl::Status WatchOtherLinks(const Link* waiting_on, SteadyDeadline until);
   // After this rank's own deadline: an abort notice of this collective that arrives on
   // any link within abort_notice_timeout (Aborted), else OK. A rank that was making
   // progress is more likely stuck behind the rank that caused the stall than the cause,
@@ -276,9 +276,9 @@ absl::StatusOr<ReceivedFrame> DoublingRank::Receive(Link& link, int from, FrameK
   const bool ring_link = step == 0;
   while (true) {
     WaitLimit slice = limit_;
-    slice.deadline = std::min(limit_.deadline, absl::Now() + kAbortWatchInterval);
+    slice.deadline = std::min(limit_.deadline, SteadyDeadline(kAbortWatchInterval));
     absl::StatusOr<ReceivedFrame> received = link.Receive(slice);
-    if (absl::IsDeadlineExceeded(received.status()) && absl::Now() < limit_.deadline) {
+    if (absl::IsDeadlineExceeded(received.status()) && !limit_.deadline.Passed()) {
       if (absl::Status s = WatchOtherLinks(&link, limit_.deadline); !s.ok()) return s;
       continue;
     }
@@ -350,10 +350,10 @@ absl::Status DoublingRank::CheckFrame(const Frame& f, int from, FrameKind kind, 
 }
 
 absl::Status DoublingRank::AwaitLateNotice(Link& link) {
-  const absl::Time until = absl::Now() + options_.abort_notice_timeout;
-  while (absl::Now() < until) {
+  const SteadyDeadline until(options_.abort_notice_timeout);
+  while (!until.Passed()) {
     WaitLimit slice;
-    slice.deadline = std::min(until, absl::Now() + kAbortWatchInterval);
+    slice.deadline = std::min(until, SteadyDeadline(kAbortWatchInterval));
     absl::StatusOr<ReceivedFrame> late = link.Receive(slice);
     if (late.ok() && late->frame.kind == FrameKind::kAbort &&
         late->frame.sequence == spec_.sequence) {
@@ -365,13 +365,13 @@ absl::Status DoublingRank::AwaitLateNotice(Link& link) {
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on, absl::Time until) {
+absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on, SteadyDeadline until) {
   for (Link* link : links_.Connected()) {
     if (link == waiting_on || link->newest_aborted_sequence() != spec_.sequence) continue;
     // The notice may wait behind frames of this collective: this rank fails anyway, so
     // take them.
     WaitLimit take;
-    take.deadline = std::min(until, absl::Now() + options_.abort_notice_timeout);
+    take.deadline = std::min(until, SteadyDeadline(options_.abort_notice_timeout));
     while (true) {
       absl::StatusOr<ReceivedFrame> next = link->Receive(take);
       if (!next.ok()) break;
@@ -391,7 +391,7 @@ void DoublingRank::NotifyAbort(const absl::Status& cause) {
   for (Link* link : links_.Connected()) {
     // A fresh limit: the collective's own may be cancelled or spent already.
     WaitLimit limit;
-    limit.deadline = absl::Now() + options_.abort_notice_timeout;
+    limit.deadline = SteadyDeadline(options_.abort_notice_timeout);
     link->Send(*notice, {}, limit).IgnoreError();  // best effort: the peer may be gone
   }
 }

@@ -51,7 +51,11 @@ absl::Status PipelineProgress::AwaitSent(size_t count, const WaitLimit& outer) {
 bool PipelineProgress::AwaitAllFinished(absl::Duration wait) {
   auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return finished_ == posted_; };
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&done), wait);
+  // Through AwaitWithLimit, so that `wait` is measured on the monotonic clock: Close's grace
+  // is a promise of time given, and Abseil's own timed wait may end a little short of it.
+  return AwaitWithLimit(mu_, absl::Condition(&done), WaitLimit{SteadyDeadline(wait)},
+                        "waiting for the posted sends to finish")
+      .ok();
 }
 
 }  // namespace ringsync

@@ -7,6 +7,7 @@
 #include "core/ring/ring_exchange.h"
 #include "core/ring/ring_pipeline.h"
 #include "core/ring/schedule.h"
+#include "core/sync/steady_stopwatch.h"
 
 namespace ringsync {
 
@@ -45,7 +46,7 @@ PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
                         const Payload& payload, size_t elements) -> absl::Status {
     if (step.wire_step > last_reduce_step) return CopySegment(dst, payload);
     ReduceStats rstats;
-    const absl::Time start = absl::Now();
+    const SteadyStopwatch reducing;
     // Straight from the received pieces: combining is element-wise, so the bits do not
     // depend on where the pieces are cut.
     absl::Status s = payload.ForEachElementRun(
@@ -56,7 +57,7 @@ PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
     if (s.ok() && step.wire_step == last_reduce_step) {
       s = reducer.Finalize(rspec, dst.data(), elements, &rstats);
     }
-    stats.reduce_time += absl::Now() - start;
+    stats.reduce_time += reducing.Elapsed();
     stats.overflows += rstats.overflows;
     return s;
   };

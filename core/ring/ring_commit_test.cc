@@ -188,14 +188,14 @@ TEST(RingCommitOutcome, ACommitSendToARankThatStoppedReadingEndsWithTheRingsAbor
   const CollectiveSpec spec = Spec(CollectiveKind::kBarrier);
   const RingMember rank0{0, 2, 3};
   Frame unread = StampedFrame(FrameKind::kSegment, rank0, spec.sequence, 0, 0, 0);
-  ASSERT_TRUE(ring.link(0).Send(unread, {}, WaitLimit{absl::Now() + absl::Seconds(1)}).ok());
+  ASSERT_TRUE(ring.link(0).Send(unread, {}, WaitLimit{SteadyDeadline(absl::Seconds(1))}).ok());
   std::jthread rank1([&] {
     absl::SleepFor(absl::Milliseconds(100));  // rank 0 is waiting to send by then
     Frame abort = StampedFrame(FrameKind::kAbort, RingMember{1, 2, 3}, spec.sequence, 0, 0, 0);
     abort.abort_origin = 1;
     abort.abort_reason = "the trainer went away";
     abort.abort_before_commit = true;
-    EXPECT_TRUE(ring.link(1).Send(abort, {}, WaitLimit{absl::Now() + absl::Seconds(1)}).ok());
+    EXPECT_TRUE(ring.link(1).Send(abort, {}, WaitLimit{SteadyDeadline(absl::Seconds(1))}).ok());
   });
   RingOptions options;
   options.timeout = absl::Seconds(20);

@@ -35,7 +35,7 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
       element_size_(DTypeSize(spec.dtype)),
       cancellation_(options.cancellation),
       abort_(me, spec_) {
-  limit_.deadline = absl::Now() + options.timeout;
+  limit_.deadline = SteadyDeadline(options.timeout);
   limit_.cancellation = &cancellation_;
 }
 
@@ -247,7 +247,7 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::st
       // rank that caused the stall than the cause: give its abort notice, which names
       // that rank, a moment to arrive.
       WaitLimit grace = limit_;
-      grace.deadline = absl::Now() + options_.abort_notice_timeout;
+      grace.deadline = SteadyDeadline(options_.abort_notice_timeout);
       absl::StatusOr<ReceivedFrame> late = link_.Receive(grace);
       if (late.ok() && late->frame.kind == FrameKind::kAbort &&
           late->frame.sequence == spec_.sequence) {
@@ -371,7 +371,7 @@ absl::Status RingExchange::CheckSegment(const ReceivedFrame& received, int step,
 
 absl::Status RingExchange::WatchForAbort(absl::Duration wait) {
   WaitLimit slice = limit_;
-  slice.deadline = std::min(limit_.deadline, absl::Now() + wait);
+  slice.deadline = std::min(limit_.deadline, SteadyDeadline(wait));
   while (true) {
     absl::StatusOr<Frame> next = link_.Peek(slice);
     if (!next.ok()) return absl::OkStatus();  // nothing came, or the stream ended: not ours
@@ -399,7 +399,7 @@ void RingExchange::NotifyAbort(const absl::Status& cause) {
   if (!notice.has_value()) return;
   // A fresh limit: the collective's own may be cancelled or spent already.
   WaitLimit limit;
-  limit.deadline = absl::Now() + options_.abort_notice_timeout;
+  limit.deadline = SteadyDeadline(options_.abort_notice_timeout);
   link_.Send(*notice, {}, limit).IgnoreError();  // best effort: the peer may be gone
 }
 

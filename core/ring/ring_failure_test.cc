@@ -197,7 +197,7 @@ TEST(RingFailure, AnAbortFrameNamingARankOutsideTheRingFailsTheCollectiveAndGoes
   forged.sequence = 17;
   forged.abort_origin = 7;
   forged.abort_reason = "blame someone";
-  ASSERT_TRUE(ring.link(0).Send(forged, {}, WaitLimit{absl::Now() + kTimeout}).ok());
+  ASSERT_TRUE(ring.link(0).Send(forged, {}, WaitLimit{SteadyDeadline(kTimeout)}).ok());
 
   CpuReducer reducer;
   Bytes buffer = testing::RandomInput(DType::kFloat32, 64, 1, 1);
@@ -212,7 +212,7 @@ TEST(RingFailure, AnAbortFrameNamingARankOutsideTheRingFailsTheCollectiveAndGoes
   // the forged one is not forwarded.
   absl::StatusOr<ReceivedFrame> next;
   do {
-    next = ring.link(2).Receive(WaitLimit{absl::Now() + kTimeout});
+    next = ring.link(2).Receive(WaitLimit{SteadyDeadline(kTimeout)});
     ASSERT_TRUE(next.ok()) << next.status();
   } while (next->frame.kind != FrameKind::kAbort);
   EXPECT_EQ(next->frame.abort_origin, 1);

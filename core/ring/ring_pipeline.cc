@@ -149,7 +149,7 @@ absl::Status AwaitLastSends(RingExchange& exchange, SendQueue& sends) {
     if (limit.IsCancelled()) {
       return absl::CancelledError("cancelled while the last segments were going out");
     }
-    if (absl::Now() >= limit.deadline) {
+    if (limit.deadline.Passed()) {
       const int next = exchange.member().next();
       return absl::DeadlineExceededError(absl::StrCat(
           "sending to rank ", next, " timed out: rank ", next,

@@ -91,7 +91,7 @@ SegmentSend Segment(int segment, absl::Span<const std::byte> payload) {
 
 class SendQueueOverAPostingLink : public ::testing::Test {
  protected:
-  WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+  WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d), nullptr}; }
 
   PostingLink link_;
   RingExchange exchange_{RingMember{0, 2, 1}, link_, Spec(), RingOptions{}};
@@ -107,7 +107,7 @@ TEST_F(SendQueueOverAPostingLink, PostsInOrderAndCountsASendOutOnlyWithAllBefore
   link_.Complete(1, absl::OkStatus());  // out of order: segment 0 is still out
   Cancellation now;  // a wait that only looks
   now.Cancel(absl::CancelledError("just looking"));
-  EXPECT_TRUE(absl::IsCancelled(progress_.AwaitSent(1, WaitLimit{absl::InfiniteFuture(), &now})));
+  EXPECT_TRUE(absl::IsCancelled(progress_.AwaitSent(1, WaitLimit{SteadyDeadline::Never(), &now})));
   EXPECT_FALSE(sends.AwaitFinished(absl::ZeroDuration()));
   link_.Complete(0, absl::OkStatus());
   EXPECT_TRUE(progress_.AwaitSent(2, In(absl::Seconds(5))).ok());
@@ -154,13 +154,13 @@ TEST(SendQueueOverAWaitingLink, ItsOwnThreadSendsInPostOrderAndTheReceiverGetsTh
   for (int j = 0; j < 4; ++j) sends.Post(Segment(j, payloads[j]));
   for (int j = 0; j < 4; ++j) {
     absl::StatusOr<ReceivedFrame> got =
-        ring.link(1).Receive(WaitLimit{absl::Now() + absl::Seconds(10), nullptr});
+        ring.link(1).Receive(WaitLimit{SteadyDeadline(absl::Seconds(10)), nullptr});
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->frame.segment, static_cast<uint32_t>(j));
     EXPECT_EQ(got->payload.ToVector(), payloads[j]);
   }
   EXPECT_TRUE(sends.AwaitFinished(absl::Seconds(10)));
-  EXPECT_TRUE(progress.AwaitSent(4, WaitLimit{absl::Now() + absl::Seconds(1), nullptr}).ok());
+  EXPECT_TRUE(progress.AwaitSent(4, WaitLimit{SteadyDeadline(absl::Seconds(1)), nullptr}).ok());
   sends.Close(absl::Seconds(1));
 }
 

@@ -68,7 +68,7 @@ TEST(AwaitWithLimit, AWaitEndsSoonAfterAConditionNobodySignalsComesTrue) {
   const SteadyStopwatch start;
   absl::MutexLock lock(&mu);
   const absl::Status waited =
-      AwaitWithLimit(mu, absl::Condition(&never), {absl::Now() + absl::Seconds(20), &stop}, "waiting");
+      AwaitWithLimit(mu, absl::Condition(&never), {SteadyDeadline(absl::Seconds(20)), &stop}, "waiting");
   EXPECT_TRUE(absl::IsCancelled(waited)) << waited;
   EXPECT_LT(start.Elapsed(), absl::Seconds(5));
 }
@@ -78,9 +78,24 @@ TEST(AwaitWithLimit, EndsAtTheDeadlineWhenNothingHappens) {
   bool never = false;
   absl::MutexLock lock(&mu);
   const absl::Status waited = AwaitWithLimit(
-      mu, absl::Condition(&never), {absl::Now() + absl::Milliseconds(20), nullptr}, "waiting");
+      mu, absl::Condition(&never), {SteadyDeadline(absl::Milliseconds(20)), nullptr}, "waiting");
   EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
   EXPECT_EQ(waited.message(), "waiting: timed out");
+}
+
+TEST(AwaitWithLimit, NeverGivesUpBeforeItsDeadlineHasPassedOnTheMonotonicClock) {
+  // Abseil times its own waits against the wall clock, which may run a little apart from
+  // the monotonic one; the deadline is the monotonic clock's, to the microsecond.
+  absl::Mutex mu;
+  bool never = false;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const SteadyStopwatch start;
+    absl::MutexLock lock(&mu);
+    const absl::Status waited = AwaitWithLimit(
+        mu, absl::Condition(&never), {SteadyDeadline(absl::Milliseconds(7)), nullptr}, "waiting");
+    EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
+    EXPECT_GE(start.Elapsed(), absl::Milliseconds(7));
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 #include "core/sync/steady_deadline.h"
 #include "core/sync/steady_stopwatch.h"
 
+#include <algorithm>
+
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -42,6 +44,31 @@ TEST(SteadyDeadline, AVeryLongTimeoutIsFarAwayNotAnOverflow) {
   const SteadyDeadline far(absl::Hours(24 * 365 * 1000));
   EXPECT_FALSE(far.Passed());
   EXPECT_GE(far.Left(), absl::Hours(24 * 364));
+}
+
+TEST(SteadyDeadline, ADefaultDeadlineIsNeverAndNeverPasses) {
+  EXPECT_EQ(SteadyDeadline(), SteadyDeadline::Never());
+  EXPECT_FALSE(SteadyDeadline::Never().Passed());
+  EXPECT_EQ(SteadyDeadline::Never().Left(), absl::InfiniteDuration());
+  EXPECT_EQ(SteadyDeadline::Never() + absl::Seconds(5), SteadyDeadline::Never());
+}
+
+TEST(SteadyDeadline, MovedLaterItLeavesThatMuchMoreTime) {
+  const SteadyDeadline passed(absl::ZeroDuration());
+  const SteadyDeadline later = passed + absl::Seconds(10);
+  EXPECT_TRUE(passed.Passed());
+  EXPECT_FALSE(later.Passed());
+  EXPECT_GT(later.Left(), absl::Seconds(9));
+  EXPECT_LE(later.Left(), absl::Seconds(10));
+}
+
+TEST(SteadyDeadline, TheSoonerOfTwoIsTheSmaller) {
+  const SteadyDeadline soon(absl::Seconds(1));
+  const SteadyDeadline late = soon + absl::Seconds(1);
+  EXPECT_LT(soon, late);
+  EXPECT_FALSE(late < soon);
+  EXPECT_EQ(std::min(late, soon), soon);
+  EXPECT_EQ(std::min(SteadyDeadline::Never(), soon), soon);
 }
 
 TEST(SteadyStopwatch, CountsTheTimeThatPassedSinceItStarted) {

@@ -11,9 +11,11 @@ absl::Status AwaitWithLimit(absl::Mutex& mu, const absl::Condition& ready, const
   while (true) {
     if (ready.Eval()) return absl::OkStatus();
     if (limit.IsCancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
-    const absl::Time now = absl::Now();
-    if (now >= limit.deadline) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
-    mu.AwaitWithDeadline(ready, std::min(limit.deadline, now + kCancelPollInterval));
+    const absl::Duration left = limit.deadline.Left();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+    }
+    mu.AwaitWithTimeout(ready, std::min(left, kCancelPollInterval));
   }
 }
 

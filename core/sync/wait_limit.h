@@ -8,18 +8,20 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/sync/cancellation.h"
+#include "core/sync/steady_deadline.h"
 
 namespace ringsync {
 
 struct WaitLimit {
-  absl::Time deadline = absl::InfiniteFuture();
+  SteadyDeadline deadline;  // on the monotonic clock: a step of the system clock moves no limit
   const Cancellation* cancellation = nullptr;
 
   bool IsCancelled() const { return cancellation != nullptr && cancellation->IsCancelled(); }
 };
 
-// How often a blocked call looks at WaitLimit::cancellation: the canceller does not hold
-// the waiter's mutex and so cannot wake it.
+// How often a blocked call looks at WaitLimit::cancellation and its deadline: the canceller
+// does not hold the waiter's mutex and so cannot wake it, and Abseil's timed waits run on
+// the wall clock (a forward step ends a slice early; it is then taken again).
 inline constexpr absl::Duration kCancelPollInterval = absl::Milliseconds(5);
 
 // Waits on `mu` (held) until `ready` holds (OK, even past the deadline), the limit's

@@ -61,7 +61,7 @@ bool BoundedHttpServer::process_and_close_socket(int sock) {
   if (refusing_on_.load() == std::this_thread::get_id()) {
     RefuseConnection(sock);
   } else {
-    DeadlineStream stream(sock, absl::Now() + limits_.read_timeout, limits_.write_timeout);
+    DeadlineStream stream(sock, SteadyDeadline(limits_.read_timeout), limits_.write_timeout);
     bool closed = false;
     served = process_request(stream, /*close_connection=*/true, closed, nullptr);
     if (stream.read_timed_out()) {

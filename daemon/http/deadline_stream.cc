@@ -8,16 +8,16 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/time/clock.h"
 
 namespace ringsync {
 
-DeadlineStream::DeadlineStream(int sock, absl::Time read_deadline, absl::Duration write_timeout)
+DeadlineStream::DeadlineStream(int sock, SteadyDeadline read_deadline,
+                               absl::Duration write_timeout)
     : sock_(sock), read_deadline_(read_deadline), write_timeout_(write_timeout) {}
 
-bool DeadlineStream::WaitFor(short events, absl::Time deadline) const {
+bool DeadlineStream::WaitFor(short events, SteadyDeadline deadline) const {
   for (;;) {
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration left = deadline.Left();
     if (left <= absl::ZeroDuration()) return false;
     pollfd poll_fd{sock_, events, 0};
     const int64_t left_ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
@@ -35,7 +35,7 @@ bool DeadlineStream::is_readable() const {
 }
 
 bool DeadlineStream::is_writable() const {
-  return WaitFor(POLLOUT, std::min(write_deadline_, absl::Now() + write_timeout_));
+  return WaitFor(POLLOUT, std::min(write_deadline_, SteadyDeadline(write_timeout_)));
 }
 
 ssize_t DeadlineStream::read(char* ptr, size_t size) {
@@ -59,7 +59,7 @@ ssize_t DeadlineStream::read(char* ptr, size_t size) {
 }
 
 ssize_t DeadlineStream::write(const char* ptr, size_t size) {
-  if (write_deadline_ == absl::InfiniteFuture()) write_deadline_ = absl::Now() + write_timeout_;
+  if (write_deadline_ == SteadyDeadline::Never()) write_deadline_ = SteadyDeadline(write_timeout_);
   if (!WaitFor(POLLOUT, write_deadline_)) return -1;
   ssize_t sent;
   do {

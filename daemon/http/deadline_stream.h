@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "httplib.h"
 
 namespace ringsync {
@@ -22,7 +23,7 @@ class DeadlineStream final : public httplib::Stream {
  public:
   // Does not own `sock`. Reading must be done by `read_deadline`; writing, once begun,
   // within `write_timeout`.
-  DeadlineStream(int sock, absl::Time read_deadline, absl::Duration write_timeout);
+  DeadlineStream(int sock, SteadyDeadline read_deadline, absl::Duration write_timeout);
 
   // Whether a read failed because the read deadline passed.
   bool read_timed_out() const { return read_timed_out_; }
@@ -37,12 +38,12 @@ class DeadlineStream final : public httplib::Stream {
 
  private:
   // Waits until `events` (POLLIN or POLLOUT) are possible or `deadline` passes.
-  bool WaitFor(short events, absl::Time deadline) const;
+  bool WaitFor(short events, SteadyDeadline deadline) const;
 
   const int sock_;
-  const absl::Time read_deadline_;
+  const SteadyDeadline read_deadline_;
   const absl::Duration write_timeout_;
-  absl::Time write_deadline_ = absl::InfiniteFuture();  // set by the first write
+  SteadyDeadline write_deadline_;  // never until the first write sets it
   bool read_timed_out_ = false;
   // httplib reads a request line and headers a byte at a time: one recv fills this.
   std::array<char, 4096> buffer_;

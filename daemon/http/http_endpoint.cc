@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "daemon/http/bounded_http_server.h"
 #include "daemon/metrics/refusals.h"
 #include "httplib.h"
@@ -129,15 +130,15 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOp
                                                            : absl::StrCat(host, ":", port);
   endpoint->thread_ = std::thread([self] { self->server_->listen_after_bind(); });
   // Stop() only works on a running server: wait until the thread got there.
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (!server.is_running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  const SteadyDeadline deadline(absl::Seconds(5));
+  while (!server.is_running() && !deadline.Passed()) absl::SleepFor(absl::Milliseconds(1));
   return endpoint;
 }
 
 void HttpEndpoint::Stop() {
   if (!thread_.joinable()) return;
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (!server_->is_running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  const SteadyDeadline deadline(absl::Seconds(5));
+  while (!server_->is_running() && !deadline.Passed()) absl::SleepFor(absl::Milliseconds(1));
   server_->stop();
   thread_.join();
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/sync/steady_deadline.h"
 #include "daemon/shm/shared_futex.h"
 
 namespace ringsync {
@@ -77,14 +78,14 @@ absl::Status FrameMailboxWriter::Put(absl::Span<const absl::Span<const std::byte
       stop = absl::CancelledError("waiting for room in the frame mailbox");
     } else if (gone()) {
       stop = absl::UnavailableError("the receiver's stream ended");
-    } else if (absl::Now() >= limit.deadline) {
+    } else if (limit.deadline.Passed()) {
       stop = absl::DeadlineExceededError("waiting for the receiver to take its frames");
     }
     if (!stop.ok()) {
       sleeping->store(0, std::memory_order_relaxed);
       return stop;
     }
-    const absl::Duration left = limit.deadline - absl::Now();
+    const absl::Duration left = limit.deadline.Left();
     SharedFutexWait(space_bell, bell, std::min(left, kWaitSlice));
   }
   std::byte* data = base_ + FrameMailboxLayout::kControlBytes;
@@ -162,8 +163,8 @@ uint32_t FrameMailboxReader::doorbell() const {
 void FrameMailboxReader::Wait(uint32_t seen, absl::Duration max_wait, absl::Duration spin) {
   std::atomic<uint32_t>* doorbell = Word(base_, kDoorbellOffset);
   if (spin > absl::ZeroDuration()) {
-    const absl::Time until = absl::Now() + std::min(max_wait, spin);
-    while (doorbell->load(std::memory_order_acquire) == seen && absl::Now() < until) {
+    const SteadyDeadline until(std::min(max_wait, spin));
+    while (doorbell->load(std::memory_order_acquire) == seen && !until.Passed()) {
       sched_yield();
     }
     if (doorbell->load(std::memory_order_acquire) != seen) return;

@@ -162,7 +162,7 @@ absl::StatusOr<uint32_t> SlotRingWriter::Put(absl::Span<const std::byte> payload
     if (now == kFree) break;
     if (limit.IsCancelled()) return absl::CancelledError("waiting for a free shared-memory slot");
     if (gone()) return absl::UnavailableError("the receiver's stream ended");
-    const absl::Duration left = limit.deadline - absl::Now();
+    const absl::Duration left = limit.deadline.Left();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError("waiting for the receiver to free a shared-memory slot");
     }

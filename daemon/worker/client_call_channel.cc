@@ -61,7 +61,7 @@ class ClientCallChannel::Answers {
     const absl::Span<const std::byte> pieces[] = {piece};
     // No wait: the client's reader drains answers as they come; a client that is frozen
     // must not hold the executor.
-    return writer_.Put(pieces, WaitLimit{absl::Now(), nullptr}, [] { return false; }).ok();
+    return writer_.Put(pieces, WaitLimit{SteadyDeadline(absl::ZeroDuration()), nullptr}, [] { return false; }).ok();
   }
 
   absl::Mutex mu_;

@@ -47,7 +47,7 @@ class Client {
   void PutRecord(const std::string& bytes) {
     const absl::Span<const std::byte> pieces[] = {
         {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}};
-    ASSERT_TRUE(requests_->Put(pieces, {absl::Now() + absl::Seconds(10), nullptr},
+    ASSERT_TRUE(requests_->Put(pieces, {SteadyDeadline(absl::Seconds(10)), nullptr},
                                [] { return false; })
                     .ok());
   }

@@ -91,7 +91,7 @@ bool CollectiveExecutor::Attach() {
   absl::MutexLock lock(&mu_);
   if (attached_) return false;
   attached_ = true;
-  detached_at_.reset();
+  detached_.reset();
   clean_detach_ = false;
   next_client_sequence_ = 1;
   aborted_before_attach_ = epoch != nullptr ? epoch->link->newest_aborted_sequence() : 0;
@@ -108,7 +108,7 @@ void CollectiveExecutor::Detach(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     attached_ = false;
-    if (!clean_detach_) detached_at_ = absl::Now();
+    if (!clean_detach_) detached_.emplace();
     clean_detach_ = false;
     dropped.swap(queued_);
     queued_bytes_ = 0;
@@ -179,8 +179,8 @@ void CollectiveExecutor::Loop(std::stop_token stop) {
 
 std::optional<absl::Duration> CollectiveExecutor::ClientGoneFor() const {
   absl::MutexLock lock(&mu_);
-  if (attached_ || !detached_at_.has_value()) return std::nullopt;
-  return absl::Now() - *detached_at_;
+  if (attached_ || !detached_.has_value()) return std::nullopt;
+  return detached_->Elapsed();
 }
 
 void CollectiveExecutor::FailForAbsentClient(RingEpoch& epoch, const Frame& first,
@@ -220,11 +220,10 @@ std::shared_ptr<CollectiveJob> CollectiveExecutor::NextJob(absl::Duration wait) 
 void CollectiveExecutor::DropStalledJobs() {
   if (queued_.empty() || queued_.begin()->first == next_client_sequence_) return;
   // Every queued job waits behind next_client_sequence_, which the client has not sent.
-  const absl::Time now = absl::Now();
   for (auto it = queued_.begin(); it != queued_.end();) {
     CollectiveJob& job = *it->second;
-    const absl::Duration waited = now - job.queued_at;
-    if (job.deadline > now && waited < options_.sequence_gap_timeout) {
+    const absl::Duration waited = job.queued.Elapsed();
+    if (!job.deadline.Passed() && waited < options_.sequence_gap_timeout) {
       ++it;
       continue;
     }
@@ -241,9 +240,9 @@ void CollectiveExecutor::DropStalledJobs() {
 }
 
 void CollectiveExecutor::Run(CollectiveJob& job) {
-  const absl::Time start = absl::Now();
+  const SteadyStopwatch running;
   if (absl::Status gone = FailIfMembershipMoved(job); !gone.ok()) {
-    job.elapsed = absl::Now() - start;
+    job.elapsed = running.Elapsed();
     Record(job.spec, nullptr, job.stats, job.elapsed, gone, job.data_path());
     job.Finish(gone);
     return;
@@ -274,7 +273,7 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
     job.membership_now = now.id;
     result = MarkIfMembershipChanged(std::move(result), *job.membership, now);
   }
-  job.elapsed = absl::Now() - start;
+  job.elapsed = running.Elapsed();
   Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result,
          job.data_path());
   if (result.ok()) {
@@ -336,7 +335,7 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   // The ring gives up early enough that its abort notices (and a rank's wait for the
   // notice naming the cause) still end by the client's deadline: a rank past its deadline
   // helps no one, and its client would be told only that the call timed out.
-  const absl::Duration remaining = std::max(absl::ZeroDuration(), job.deadline - absl::Now());
+  const absl::Duration remaining = job.deadline.Left();
   options.timeout = remaining - std::min(options_.abort_notice_timeout, remaining / 4);
   options.cancellation = &cancel;
   options.abort_notice_timeout = std::min(options_.abort_notice_timeout, remaining / 4);
@@ -406,7 +405,7 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
 
 std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_t skip_through) {
   Link& link = *epoch.link;
-  const WaitLimit now{absl::Now(), &epoch.over};
+  const WaitLimit now{SteadyDeadline(absl::ZeroDuration()), &epoch.over};
   while (true) {
     absl::StatusOr<Frame> next = link.Peek(now);
     if (!next.ok()) return std::nullopt;
@@ -429,7 +428,7 @@ std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_
       // rank running it would forward it, so that every rank skips it alike.
       Frame forward = *next;
       forward.sender_rank = epoch.me.rank;
-      link.Send(forward, {}, WaitLimit{absl::Now() + options_.abort_notice_timeout, &epoch.over})
+      link.Send(forward, {}, WaitLimit{SteadyDeadline(options_.abort_notice_timeout), &epoch.over})
           .IgnoreError();  // best effort, as for any abort notice
     }
     link.Receive(now).IgnoreError();

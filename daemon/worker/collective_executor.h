@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/reduce/reducer.h"
 #include "core/ring/allreduce_algorithm.h"
+#include "core/sync/steady_stopwatch.h"
 #include "daemon/worker/collective_job.h"
 #include "daemon/worker/ring_epoch.h"
 #include "daemon/worker/worker_metrics.h"
@@ -139,7 +140,7 @@ class CollectiveExecutor {
   uint64_t next_client_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t aborted_before_attach_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<absl::Time> detached_at_ ABSL_GUARDED_BY(mu_);  // set when a client vanished
+  std::optional<SteadyStopwatch> detached_ ABSL_GUARDED_BY(mu_);  // started when a client vanished
   bool clean_detach_ ABSL_GUARDED_BY(mu_) = false;
   ExecutorCounters counters_ ABSL_GUARDED_BY(mu_);
 

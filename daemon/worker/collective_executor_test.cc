@@ -96,7 +96,7 @@ std::shared_ptr<CollectiveJob> Job(CollectiveKind kind, const std::string& name,
   job->spec.count = data.size();
   job->spec.op = ReduceOp::kSum;
   job->client_sequence = client_sequence;
-  job->deadline = absl::Now() + kWait;
+  job->deadline = SteadyDeadline(kWait);
   job->inline_data.resize(data.size() * sizeof(float));
   // memcpy from an empty vector's null data() is UB even for 0 bytes (UBSan says so).
   if (!data.empty()) std::memcpy(job->inline_data.data(), data.data(), job->inline_data.size());
@@ -202,7 +202,7 @@ TEST(CollectiveExecutor, ARefusedRequestFailsItsCollectiveOnEveryRankAtOnceAndTh
   std::vector<std::shared_ptr<CollectiveJob>> refused, next;
   for (int r = 0; r < 3; ++r) {
     refused.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
-    refused.back()->deadline = absl::Now() + absl::Seconds(60);  // far: failing must not wait
+    refused.back()->deadline = SteadyDeadline(absl::Seconds(60));  // far: failing must not wait
     next.push_back(Job(CollectiveKind::kAllReduce, "grad2", 2, {1, 2}));
   }
   refused[1]->refusal = absl::InvalidArgumentError(
@@ -234,7 +234,7 @@ TEST(CollectiveExecutor, ARankWhoseClientLeftFailsTheRingsNextCollectiveEverywhe
   std::vector<std::shared_ptr<CollectiveJob>> jobs;
   for (int r : {0, 2}) {
     jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1}));
-    jobs.back()->deadline = absl::Now() + absl::Seconds(60);  // far: failing must not wait
+    jobs.back()->deadline = SteadyDeadline(absl::Seconds(60));  // far: failing must not wait
     ring.executor(r).Submit(jobs.back());
   }
   AwaitAll(jobs);
@@ -292,7 +292,7 @@ TEST(CollectiveExecutor, ANewJobRunsAfterOneRankOfThePreviousIssuedACollectiveTh
   AwaitAll(jobs);
   // Rank 2's trainer issues one collective more, alone; it times out.
   auto extra = Job(CollectiveKind::kAllReduce, "extra", 2, {1});
-  extra->deadline = absl::Now() + absl::Milliseconds(300);
+  extra->deadline = SteadyDeadline(absl::Milliseconds(300));
   ring.executor(2).Submit(extra);
   AwaitAll({extra});
   EXPECT_FALSE(extra->status.ok());
@@ -323,7 +323,7 @@ TEST(CollectiveExecutor, ALostFrameFailsTheCollectiveAtItsDeadlineNotLater) {
   std::vector<std::shared_ptr<CollectiveJob>> jobs;
   for (int r = 0; r < 2; ++r) {
     jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
-    jobs.back()->deadline = absl::Now() + absl::Seconds(1);
+    jobs.back()->deadline = SteadyDeadline(absl::Seconds(1));
     ring.executor(r).Submit(jobs.back());
   }
   AwaitAll(jobs);
@@ -367,7 +367,7 @@ TEST(CollectiveExecutor, AMembershipChangeFailsTheCollectivesInFlightAndQueuedOn
     // runs there, waiting for rank 2.
     for (uint64_t sequence : {2, 3}) {
       queued.push_back(Job(CollectiveKind::kAllReduce, absl::StrCat("step", sequence), sequence, {1}));
-      queued.back()->queued_at = absl::Now();
+      queued.back()->queued = SteadyStopwatch();
       ring.executor(r).Submit(queued.back());
     }
     in_flight.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));

@@ -13,6 +13,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/sync/cancellation.h"
+#include "core/sync/steady_deadline.h"
+#include "core/sync/steady_stopwatch.h"
 #include "core/collective.h"
 #include "core/ring/ring_member.h"
 #include "daemon/worker/registered_buffers.h"
@@ -24,8 +26,10 @@ struct CollectiveJob {
   // What to run. spec.sequence is assigned by the executor.
   CollectiveSpec spec;
   uint64_t client_sequence = 0;
-  absl::Time deadline;
-  absl::Time queued_at;  // when the worker accepted the request
+  // The request's timeout, or the worker's default: from acceptance to the result.
+  absl::Duration timeout = absl::InfiniteDuration();
+  SteadyDeadline deadline;  // acceptance + timeout
+  SteadyStopwatch queued;   // started when the worker accepted the request
   // The ring membership (ring_membership.h) the client issued it for: the request's
   // membership, or the worker's when the request says none. Set by Submit at the latest.
   std::optional<uint64_t> membership;

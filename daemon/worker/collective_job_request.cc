@@ -21,13 +21,20 @@ std::optional<absl::Duration> RequestedTimeout(const v1::CollectiveRequest& requ
   return timeout;
 }
 
-// When the job must be over: its requested timeout from `now`, or the worker's default
-// for 0 (or for a timeout out of bounds, which only a refused request may carry).
-absl::Time DeadlineOf(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
-                      absl::Time now) {
+// How long the job may take: its requested timeout, or the worker's default for 0 (or for
+// a timeout out of bounds, which only a refused request may carry).
+absl::Duration TimeoutOf(const v1::CollectiveRequest& request, const JobRequestLimits& limits) {
   const absl::Duration timeout =
       RequestedTimeout(request, limits).value_or(absl::ZeroDuration());
-  return now + (timeout > absl::ZeroDuration() ? timeout : limits.default_timeout);
+  return timeout > absl::ZeroDuration() ? timeout : limits.default_timeout;
+}
+
+// The job's deadline starts now, when the worker accepts the request.
+void StartClock(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
+                CollectiveJob& job) {
+  job.timeout = TimeoutOf(request, limits);
+  job.deadline = SteadyDeadline(job.timeout);
+  job.queued = SteadyStopwatch();
 }
 
 // The data the request carries for `spec`: inline bytes copied into the job, or a shared
@@ -103,8 +110,7 @@ absl::Status OpenShared(const v1::SharedTensor& shared, const JobRequestLimits& 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
-    CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits,
-    absl::Time now) {
+    CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits) {
   if (!request.refused_by_client().empty()) {
     constexpr size_t kMaxReason = 4096;
     return absl::InvalidArgumentError(absl::StrCat(
@@ -125,18 +131,16 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   job->spec = *std::move(spec);
   job->client_sequence = request.client_sequence();
   if (request.has_membership()) job->membership = request.membership();
-  job->deadline = DeadlineOf(request, limits, now);
-  job->queued_at = now;
+  StartClock(request, limits, *job);
   if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
   return job;
 }
 
 absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
                                                               const v1::CollectiveRequest& request,
-                                                              const JobRequestLimits& limits,
-                                                              absl::Time now) {
+                                                              const JobRequestLimits& limits) {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
-      CheckedJobFromRequest(rpc_kind, request, limits, now);
+      CheckedJobFromRequest(rpc_kind, request, limits);
   if (job.ok() && request.has_registered()) {
     if (limits.registered == nullptr) {
       return Invalid("registered", "this client has no registered buffers");
@@ -155,8 +159,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
 
 std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
                                           const v1::CollectiveRequest& request,
-                                          const absl::Status& why, const JobRequestLimits& limits,
-                                          absl::Time now) {
+                                          const absl::Status& why, const JobRequestLimits& limits) {
   if (request.client_sequence() == 0) return nullptr;
   auto job = std::make_shared<CollectiveJob>();
   job->refusal = why;
@@ -168,8 +171,7 @@ std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
   job->spec.dtype = DType::kUInt8;
   job->client_sequence = request.client_sequence();
   if (request.has_membership()) job->membership = request.membership();
-  job->deadline = DeadlineOf(request, limits, now);
-  job->queued_at = now;
+  StartClock(request, limits, *job);
   return job;
 }
 

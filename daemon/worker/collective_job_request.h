@@ -32,18 +32,16 @@ struct JobRequestLimits {
 
 // InvalidArgument ("invalid <field>: why") for a bad request, or one the client marked
 // refused_by_client or shared without a shared_owner; SharedTensor::Open's error for a
-// file that cannot be used. The deadline counts from `now`.
+// file that cannot be used. The job's deadline counts from this call.
 absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc_kind,
                                                               const v1::CollectiveRequest& request,
-                                                              const JobRequestLimits& limits,
-                                                              absl::Time now);
+                                                              const JobRequestLimits& limits);
 
 // Every check of JobFromRequest that touches no file: the job with its inline data copied,
 // or with its shared region's size checked but not opened (is_shared false). The seam the
 // request fuzzer (fuzz/) runs, so that it never opens a file a fuzzed request names.
 absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
-    CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits,
-    absl::Time now);
+    CollectiveKind rpc_kind, const v1::CollectiveRequest& request, const JobRequestLimits& limits);
 
 // The job that stands for a request JobFromRequest refused (`why`), so that the refusal
 // takes the request's turn: it consumes the client's sequence number and the ring's,
@@ -52,7 +50,6 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
 // request has no usable client_sequence (then the RPC alone can be refused).
 std::shared_ptr<CollectiveJob> RefusedJob(CollectiveKind rpc_kind,
                                           const v1::CollectiveRequest& request,
-                                          const absl::Status& why, const JobRequestLimits& limits,
-                                          absl::Time now);
+                                          const absl::Status& why, const JobRequestLimits& limits);
 
 }  // namespace ringsync

@@ -19,8 +19,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
-
 CollectiveSpec Floats(CollectiveKind kind, uint64_t count) {
   CollectiveSpec spec;
   spec.kind = kind;
@@ -40,7 +38,7 @@ v1::CollectiveRequest Request(const CollectiveSpec& spec) {
 
 // Why the request is refused ("" when it is not).
 std::string Refusal(CollectiveKind kind, const v1::CollectiveRequest& request) {
-  return std::string(JobFromRequest(kind, request, JobRequestLimits{}, kNow).status().message());
+  return std::string(JobFromRequest(kind, request, JobRequestLimits{}).status().message());
 }
 
 TEST(JobFromRequest, TakesTheSpecDataSequenceAndDeadline) {
@@ -48,26 +46,28 @@ TEST(JobFromRequest, TakesTheSpecDataSequenceAndDeadline) {
   request.set_client_sequence(7);
   request.set_timeout_ms(1500);
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
-      JobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow);
+      JobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{});
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ((*job)->spec, Floats(CollectiveKind::kAllReduce, 4));
   EXPECT_EQ((*job)->client_sequence, 7u);
-  EXPECT_EQ((*job)->deadline, kNow + absl::Milliseconds(1500));
+  EXPECT_EQ((*job)->timeout, absl::Milliseconds(1500));
+  EXPECT_FALSE((*job)->deadline.Passed());
+  EXPECT_LE((*job)->deadline.Left(), absl::Milliseconds(1500)) << "counted from acceptance";
   EXPECT_EQ((*job)->inline_data.size(), 16u);
   EXPECT_FALSE((*job)->is_shared);
 
   request.set_timeout_ms(0);
   JobRequestLimits limits;
   limits.default_timeout = absl::Seconds(9);
-  job = JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow);
+  job = JobFromRequest(CollectiveKind::kAllReduce, request, limits);
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ((*job)->deadline, kNow + absl::Seconds(9)) << "0: the worker's default";
+  EXPECT_EQ((*job)->timeout, absl::Seconds(9)) << "0: the worker's default";
 }
 
 TEST(JobFromRequest, AnAllGathersInlineBufferGrowsToTheRingWithItsInputFirst) {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job = JobFromRequest(
       CollectiveKind::kAllGather, Request(Floats(CollectiveKind::kAllGather, 2)),
-      JobRequestLimits{}, kNow);
+      JobRequestLimits{});
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ((*job)->ResultBuffer(3).size(), 24u) << "3 ranks x 2 float32";
   EXPECT_EQ((*job)->inline_data[0], std::byte{1});
@@ -127,15 +127,15 @@ TEST(RefusedJob, HoldsTheRequestsTurnAndItsReason) {
   JobRequestLimits limits;
   limits.default_timeout = absl::Seconds(7);
   std::shared_ptr<CollectiveJob> job =
-      RefusedJob(CollectiveKind::kAllReduce, request, why, limits, kNow);
+      RefusedJob(CollectiveKind::kAllReduce, request, why, limits);
   ASSERT_NE(job, nullptr);
   EXPECT_EQ(job->refusal, why);
   EXPECT_EQ(job->client_sequence, 9u);
-  EXPECT_EQ(job->deadline, kNow + absl::Seconds(7));
+  EXPECT_EQ(job->timeout, absl::Seconds(7));
   EXPECT_EQ(job->spec.name, std::string(64, 'n') + "...") << "shown cut in messages";
 
   request.set_client_sequence(0);
-  EXPECT_EQ(RefusedJob(CollectiveKind::kAllReduce, request, why, limits, kNow), nullptr)
+  EXPECT_EQ(RefusedJob(CollectiveKind::kAllReduce, request, why, limits), nullptr)
       << "without a turn to take, only the RPC is refused";
 }
 
@@ -153,7 +153,7 @@ TEST(JobFromRequest, OpensASharedRegionOnlyFromTheAllowedFolderForAClientOnTheSo
   request.mutable_shared()->set_path(path);
   request.mutable_shared()->set_size_bytes(64);
   EXPECT_THAT(std::string(
-                  JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).status().message()),
+                  JobFromRequest(CollectiveKind::kAllGather, request, limits).status().message()),
               StartsWith("invalid shared: shared-memory tensors are accepted only from a client "
                          "on the worker's unix socket"))
       << "no shared_owner: the client is on TCP";
@@ -161,19 +161,19 @@ TEST(JobFromRequest, OpensASharedRegionOnlyFromTheAllowedFolderForAClientOnTheSo
 
   limits.shared_owner = PeerCredentials{.pid = 1, .uid = getuid(), .gid = getgid()};
   request.mutable_shared()->set_size_bytes(8);
-  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).status().message(),
+  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllGather, request, limits).status().message(),
             "invalid shared.size_bytes: 8 bytes for 4 x float32");
 
   request.mutable_shared()->set_size_bytes(64);  // an all-gather's region holds every slot
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
-      JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow);
+      JobFromRequest(CollectiveKind::kAllGather, request, limits);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE((*job)->is_shared);
   EXPECT_EQ((*job)->data_bytes(), 64u);
   EXPECT_TRUE((*job)->bytes().empty()) << "read only when the collective starts";
 
   limits.shm_dir = "/tmp";
-  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllGather, request, limits, kNow).ok())
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllGather, request, limits).ok())
       << "a file outside the allowed folder is never opened";
   std::filesystem::remove_all(dir);
 }
@@ -183,15 +183,15 @@ TEST(CheckedJobFromRequest, ChecksASharedRequestWithoutOpeningItsFile) {
   request.mutable_shared()->set_path("/dev/shm/ringsync-no-such-file-for-this-test");
   request.mutable_shared()->set_size_bytes(16);
   absl::StatusOr<std::shared_ptr<CollectiveJob>> checked =
-      CheckedJobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow);
+      CheckedJobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{});
   ASSERT_TRUE(checked.ok()) << checked.status();
   EXPECT_FALSE((*checked)->is_shared);
   EXPECT_TRUE((*checked)->bytes().empty());
-  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow).ok())
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}).ok())
       << "mapping is JobFromRequest's step";
 
   request.mutable_shared()->set_size_bytes(8);
-  EXPECT_EQ(CheckedJobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{}, kNow)
+  EXPECT_EQ(CheckedJobFromRequest(CollectiveKind::kAllReduce, request, JobRequestLimits{})
                 .status()
                 .message(),
             "invalid shared.size_bytes: 8 bytes for 4 x float32");
@@ -215,7 +215,7 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
 
   limits.registered = &buffers;
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
-      JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow);
+      JobFromRequest(CollectiveKind::kAllReduce, request, limits);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE((*job)->is_registered());
   EXPECT_EQ((*job)->data_bytes(), 0u) << "the worker holds no copy";
@@ -223,22 +223,22 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   EXPECT_EQ((*job)->ResultBuffer(3).data(), (*job)->bytes().data());
 
   request.mutable_registered()->set_offset(49);
-  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow)
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllReduce, request, limits)
                               .status()
                               .message()),
               HasSubstr("exceeds its 64 bytes"));
   request.mutable_registered()->set_offset(0);
   request.mutable_registered()->set_size_bytes(12);
-  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow).status().message(),
+  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllReduce, request, limits).status().message(),
             "invalid registered.size_bytes: 12 bytes for 4 x float32");
   request.mutable_registered()->set_size_bytes(16);
   request.mutable_registered()->set_buffer_id(id + 7);
-  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits, kNow).ok());
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits).ok());
 
   v1::CollectiveRequest gather = Request(Floats(CollectiveKind::kAllGather, 4));
   *gather.mutable_registered() = request.registered();
   gather.mutable_registered()->set_buffer_id(id);
-  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllGather, gather, limits, kNow)
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllGather, gather, limits)
                               .status()
                               .message()),
               HasSubstr("all-reduce and broadcast only"));

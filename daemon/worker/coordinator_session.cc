@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/sync/monotonic_clock.h"
 #include "wire/grpc_options.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "daemon/worker/ring_watch_reader.h"
@@ -26,8 +27,8 @@ uint64_t RandomIncarnation() {
 }
 
 void SleepUnless(std::stop_token& stop, absl::Duration d) {
-  const absl::Time until = absl::Now() + d;
-  while (!stop.stop_requested() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+  const SteadyDeadline until(d);
+  while (!stop.stop_requested() && !until.Passed()) absl::SleepFor(absl::Milliseconds(20));
 }
 
 }  // namespace
@@ -46,9 +47,9 @@ CoordinatorSession::CoordinatorSession(CoordinatorSessionOptions options, ViewCa
 
 CoordinatorSession::~CoordinatorSession() { Stop(); }
 
-absl::Status CoordinatorSession::Join(absl::Time deadline) {
+absl::Status CoordinatorSession::Join(SteadyDeadline deadline) {
   absl::Status last = absl::DeadlineExceededError("no attempt");
-  while (absl::Now() < deadline) {
+  while (!deadline.Passed()) {
     v1::JoinRequest request;
     request.set_protocol_version(kProtocolVersion);
     request.set_worker_id(options_.worker_id);
@@ -62,10 +63,10 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
     }
     v1::JoinResponse response;
     grpc::ClientContext context;
-    const absl::Time sent_at = absl::Now();
+    const absl::Time sent_at = MonotonicNow();
     // Not wait-for-ready: a coordinator that is not up yet is retried below all the same,
     // and a failed TLS handshake then says so instead of ending as a bare deadline.
-    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + kRpcTimeout)));
+    context.set_deadline(absl::ToChronoTime(absl::Now() + std::min(deadline.Left(), kRpcTimeout)));
     const grpc::Status status = stub_->Join(&context, request, &response);
     if (status.ok()) {
       absl::MutexLock lock(&mu_);
@@ -102,14 +103,14 @@ absl::Status CoordinatorSession::Join(absl::Time deadline) {
 }
 
 absl::Status CoordinatorSession::Start() {
-  if (absl::Status s = Join(absl::Now() + options_.join_timeout); !s.ok()) return s;
+  if (absl::Status s = Join(SteadyDeadline(options_.join_timeout)); !s.ok()) return s;
   watch_thread_ = std::jthread([this](std::stop_token stop) { WatchLoop(stop); });
   heartbeat_thread_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
   lease_thread_ = std::jthread([this](std::stop_token stop) { LeaseLoop(stop); });
   return absl::OkStatus();
 }
 
-void CoordinatorSession::Renewed(absl::Time sent_at) {
+void CoordinatorSession::Renewed(absl::Time sent_at) {  // on MonotonicNow's clock
   absl::Duration lease;
   {
     absl::MutexLock lock(&mu_);
@@ -159,7 +160,7 @@ void CoordinatorSession::WatchLoop(std::stop_token stop) {
     SleepUnless(stop, kRetryPause);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
       // The coordinator forgot this worker (it restarted, or declared it dead): rejoin.
-      Rejoin(request.session_token(), status.error_message(), absl::Now() + options_.join_timeout);
+      Rejoin(request.session_token(), status.error_message(), SteadyDeadline(options_.join_timeout));
     }
   }
 }
@@ -169,7 +170,8 @@ void CoordinatorSession::Remember(const v1::RingView& view) {
   if (view.generation() > newest_view_.generation()) newest_view_ = view;
 }
 
-void CoordinatorSession::Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline) {
+void CoordinatorSession::Rejoin(uint64_t lost_token, absl::string_view why,
+                                SteadyDeadline deadline) {
   // Both loops notice a lost session; the first rejoins, the second finds the token
   // replaced and goes on with the new session (a second Join would be refused).
   absl::MutexLock rejoining(&rejoin_mu_);
@@ -194,21 +196,21 @@ void CoordinatorSession::HeartbeatLoop(std::stop_token stop) {
     report_(&request);
     v1::HeartbeatResponse response;
     grpc::ClientContext context;
-    const absl::Time sent_at = absl::Now();
+    const absl::Time sent_at = MonotonicNow();
     // A heartbeat lost in a cut link must not hold up the next one: each may take one
     // interval, so fresh ones keep going out and the first after the link heals renews
     // the lease (one waiting out 5 s let a 3.3 s cut lose the lease after the link was
     // back).
     context.set_deadline(absl::ToChronoTime(
-        sent_at + std::clamp(interval, absl::Milliseconds(100), kRpcTimeout)));
+        absl::Now() + std::clamp(interval, absl::Milliseconds(100), kRpcTimeout)));
     const grpc::Status status = stub_->Heartbeat(&context, request, &response);
     if (status.ok()) Renewed(sent_at);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND && !stop.stop_requested()) {
       spdlog::warn("coordinator does not know this worker ({}); rejoining", status.error_message());
-      Rejoin(request.session_token(), status.error_message(), absl::Now() + kRpcTimeout);
+      Rejoin(request.session_token(), status.error_message(), SteadyDeadline(kRpcTimeout));
       continue;
     }
-    SleepUnless(stop, interval - (absl::Now() - sent_at));  // one heartbeat per interval
+    SleepUnless(stop, interval - (MonotonicNow() - sent_at));  // one heartbeat per interval
   }
 }
 

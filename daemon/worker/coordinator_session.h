@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
 
 namespace ringsync {
@@ -43,6 +44,7 @@ struct CoordinatorSessionOptions {
   // its generation, after each Join and heartbeat the coordinator accepted — the time the
   // request was sent plus the lease the coordinator granted (JoinResponse.lease_ms), so
   // a reply that arrives late renews nothing. Not called when the coordinator grants none.
+  // `until` is on MonotonicNow's clock.
   std::function<void(absl::Time until)> on_lease_renewed;
   // Called every lease/10 (at most every 100 ms) to publish a lapsed lease.
   std::function<void()> check_lease;
@@ -69,9 +71,9 @@ class CoordinatorSession {
   uint64_t incarnation() const { return incarnation_; }
 
  private:
-  absl::Status Join(absl::Time deadline);
+  absl::Status Join(SteadyDeadline deadline);
   // Joins again unless the session `lost_token` was already replaced.
-  void Rejoin(uint64_t lost_token, absl::string_view why, absl::Time deadline);
+  void Rejoin(uint64_t lost_token, absl::string_view why, SteadyDeadline deadline);
   void WatchLoop(std::stop_token stop);
   // Keeps `view` as the one to report when rejoining if it is the newest seen.
   void Remember(const v1::RingView& view) ABSL_LOCKS_EXCLUDED(mu_);

@@ -108,7 +108,7 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
   absl::Duration backoff = retry_.first;
   while (true) {
     absl::StatusOr<std::unique_ptr<Link>> link =
-        links_.Connect(*epoch, WaitLimit{absl::Now() + connect_timeout_, &epoch->over});
+        links_.Connect(*epoch, WaitLimit{SteadyDeadline(connect_timeout_), &epoch->over});
     {
       absl::MutexLock lock(&mu_);
       if (epoch_ != epoch || epoch->over.IsCancelled()) return;  // a newer view, or shutdown
@@ -129,9 +129,9 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
                                    link.status().message());
       SetStatus(status);
     }
-    for (const absl::Time until = absl::Now() + backoff; absl::Now() < until;) {
+    for (const SteadyDeadline until(backoff); !until.Passed();) {
       if (epoch->over.IsCancelled()) return;
-      absl::SleepFor(std::min(kConnectRetrySlice, until - absl::Now()));
+      absl::SleepFor(std::min(kConnectRetrySlice, until.Left()));
     }
     backoff = std::min(backoff * 2, retry_.max);
   }
@@ -145,9 +145,9 @@ bool RingManager::IsReady() const {
 std::string RingManager::FencedDetail() const {
   return absl::StrCat(
       "generation ", generation_, " is fenced: this worker's lease with the coordinator ran out ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - lease_until_, absl::Milliseconds(1))),
+      absl::FormatDuration(absl::Trunc(MonotonicNow() - lease_until_, absl::Milliseconds(1))),
       " ago (renewed last ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - lease_renewed_at_, absl::Milliseconds(1))),
+      absl::FormatDuration(absl::Trunc(MonotonicNow() - lease_renewed_at_, absl::Milliseconds(1))),
       " ago: was the worker frozen or cut off?); it may have been replaced, so no collective "
       "starts here until the coordinator answers again");
 }
@@ -163,7 +163,7 @@ void RingManager::RenewLease(absl::Time until) {
   absl::MutexLock lock(&mu_);
   if (lease_until_ != absl::InfiniteFuture() && until <= lease_until_) return;
   lease_until_ = until;
-  lease_renewed_at_ = absl::Now();
+  lease_renewed_at_ = MonotonicNow();
   if (!fenced_ || LeaseLapsed()) return;
   fenced_ = false;
   spdlog::warn("generation {}: the coordinator renewed this worker's lease; it takes "

@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/sync/monotonic_clock.h"
 #include "core/sync/wait_limit.h"
 #include "daemon/worker/ring_epoch.h"
 #include "ringsync/v1/common.pb.h"
@@ -66,7 +67,9 @@ class RingManager final : public EpochSource {
   // itself: no collective starts on its epoch and it reports not ready, until a renewal
   // (a heartbeat the coordinator accepted, sent before the new `until` minus the lease)
   // or a view says the generation is still current. Without a renewal the lease never
-  // lapses (a coordinator that grants none).
+  // lapses (a coordinator that grants none). `until` is on MonotonicNow's clock
+  // (core/sync/monotonic_clock.h): a step of the system clock neither lapses the lease
+  // early nor stretches it.
   void RenewLease(absl::Time until);
   // Publishes a lapse (not ready, with why) if the lease ran out; the session calls it
   // often. Readiness itself never waits for this: a lapsed lease fences at once.
@@ -102,7 +105,9 @@ class RingManager final : public EpochSource {
   // The current epoch is connected, not suspended, and the lease held: collectives may
   // start on it.
   bool IsReady() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  bool LeaseLapsed() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return absl::Now() >= lease_until_; }
+  bool LeaseLapsed() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return MonotonicNow() >= lease_until_;
+  }
   // Why this worker is fenced, for the status and the log.
   std::string FencedDetail() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Status: ready, no detail; or fenced when the lease lapsed.
@@ -119,6 +124,7 @@ class RingManager final : public EpochSource {
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   bool left_out_ ABSL_GUARDED_BY(mu_) = false;  // the newest view has no place for this worker
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // On MonotonicNow's clock.
   absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Time lease_renewed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // last RenewLease
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;  // a lapse was published (CheckLease)

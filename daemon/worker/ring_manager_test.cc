@@ -73,7 +73,7 @@ TEST_F(RingManagerTest, ALostSessionHoldsNewCollectivesUntilANewerGenerationRepl
   EXPECT_EQ(ring_.Ready(), nullptr);
   Cancellation never;
   absl::StatusOr<std::shared_ptr<RingEpoch>> waited =
-      ring_.AwaitReady(WaitLimit{absl::Now() + absl::Milliseconds(200), &never});
+      ring_.AwaitReady(WaitLimit{SteadyDeadline(absl::Milliseconds(200)), &never});
   EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
   EXPECT_THAT(waited.status().message(), HasSubstr("suspended"));
   // Collectives in flight are not cancelled by the suspension itself...
@@ -108,7 +108,7 @@ TEST_F(RingManagerTest, ACollectiveWaitingForADissolvedRingFailsAtOnceNamingTheL
   ASSERT_TRUE(AwaitReadiness(true).ready);
   ring_.Suspend("worker w0 missed heartbeats for 5s");  // nothing may start: a waiter blocks
   Cancellation never;
-  const WaitLimit long_limit{absl::Now() + absl::Seconds(60), &never};
+  const WaitLimit long_limit{SteadyDeadline(absl::Seconds(60)), &never};
   absl::StatusOr<std::shared_ptr<RingEpoch>> waited;
   absl::Time returned;
   std::thread waiter([&] {
@@ -146,7 +146,7 @@ TEST_F(RingManagerTest, AWorkerWhoseLeaseRanOutFencesItselfUntilTheCoordinatorRe
   ring_.OnView(View(1));
   ASSERT_TRUE(AwaitReadiness(true).ready);
   const uint64_t before = ring_.Status().version;
-  ring_.RenewLease(absl::Now() + absl::Milliseconds(100));
+  ring_.RenewLease(MonotonicNow() + absl::Milliseconds(100));
   ASSERT_NE(ring_.Ready(), nullptr) << "the lease is held";
 
   // No renewal for the lease period (the worker was frozen, or cut off): from then on
@@ -159,7 +159,7 @@ TEST_F(RingManagerTest, AWorkerWhoseLeaseRanOutFencesItselfUntilTheCoordinatorRe
   EXPECT_THAT(status.detail, HasSubstr("lease"));
   Cancellation never;
   absl::StatusOr<std::shared_ptr<RingEpoch>> waited =
-      ring_.AwaitReady(WaitLimit{absl::Now() + absl::Milliseconds(100), &never});
+      ring_.AwaitReady(WaitLimit{SteadyDeadline(absl::Milliseconds(100)), &never});
   EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
   EXPECT_THAT(waited.status().message(), HasSubstr("fenced"));
 
@@ -169,11 +169,11 @@ TEST_F(RingManagerTest, AWorkerWhoseLeaseRanOutFencesItselfUntilTheCoordinatorRe
   EXPECT_GT(status.version, before);
   EXPECT_FALSE(status.ready);
   // ...and a renewal that was itself too late changes nothing.
-  ring_.RenewLease(absl::Now() - absl::Milliseconds(1));
+  ring_.RenewLease(MonotonicNow() - absl::Milliseconds(1));
   EXPECT_EQ(ring_.Ready(), nullptr);
 
   // A heartbeat the coordinator accepted in time: the generation is still current.
-  ring_.RenewLease(absl::Now() + absl::Seconds(60));
+  ring_.RenewLease(MonotonicNow() + absl::Seconds(60));
   status = ring_.Status();
   EXPECT_TRUE(status.ready) << status.detail;
   EXPECT_NE(ring_.Ready(), nullptr);
@@ -182,12 +182,12 @@ TEST_F(RingManagerTest, AWorkerWhoseLeaseRanOutFencesItselfUntilTheCoordinatorRe
 TEST_F(RingManagerTest, AFencedWorkerWhoseSessionWasLostWaitsForANewView) {
   ring_.OnView(View(1));
   ASSERT_TRUE(AwaitReadiness(true).ready);
-  ring_.RenewLease(absl::Now() + absl::Milliseconds(50));
+  ring_.RenewLease(MonotonicNow() + absl::Milliseconds(50));
   absl::SleepFor(absl::Milliseconds(80));
   ring_.CheckLease();
   // The coordinator evicted it: its heartbeat is refused, it rejoins (a new lease)...
   ring_.Suspend("worker w0 missed heartbeats");
-  ring_.RenewLease(absl::Now() + absl::Seconds(60));
+  ring_.RenewLease(MonotonicNow() + absl::Seconds(60));
   EXPECT_FALSE(ring_.Status().ready) << "the old generation stays suspended";
   EXPECT_EQ(ring_.Ready(), nullptr);
   // ...and only the view the coordinator then publishes makes it ready.
@@ -233,7 +233,7 @@ TEST(RingManagerRetry, AConnectionThatFailsIsTriedAgainUntilTheRingForms) {
   me->set_peer_address("127.0.0.1:1");
   ring.OnView(view);
   absl::StatusOr<std::shared_ptr<RingEpoch>> epoch =
-      ring.AwaitReady(WaitLimit{absl::Now() + kWait, nullptr});
+      ring.AwaitReady(WaitLimit{SteadyDeadline(kWait), nullptr});
   ASSERT_TRUE(epoch.ok()) << epoch.status();
   EXPECT_EQ(links.attempts(), 3);
   EXPECT_TRUE(ring.Status().ready);

@@ -254,8 +254,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::TakeIn(
     Refuse("client_queue_full", room.message());
     return room;
   }
-  const absl::Time now = absl::Now();
-  absl::StatusOr<std::shared_ptr<CollectiveJob>> made = JobFromRequest(kind, request, limits, now);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> made = JobFromRequest(kind, request, limits);
   std::shared_ptr<CollectiveJob> job;
   if (made.ok()) {
     job = *std::move(made);
@@ -271,7 +270,7 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> WorkerService::TakeIn(
     const absl::Status why(made.status().code(),
                            absl::StrCat("worker ", options_.worker_id,
                                         " refused its client's request: ", made.status().message()));
-    job = RefusedJob(kind, request, why, limits, now);
+    job = RefusedJob(kind, request, why, limits);
     if (job == nullptr) return made.status();  // no turn to take: only this call fails
   }
   return job;
@@ -390,9 +389,9 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
       peers_ != nullptr ? peers_->Find(context->peer()) : std::nullopt;
   // A restarted training process may reconnect before the worker has noticed that its
   // previous incarnation is gone: give that a moment before refusing.
-  const absl::Time give_up = absl::Now() + kReattachGrace;
+  const SteadyDeadline give_up(kReattachGrace);
   bool attached = executor_.Attach();
-  while (!attached && absl::Now() < give_up && !context->IsCancelled()) {
+  while (!attached && !give_up.Passed() && !context->IsCancelled()) {
     absl::SleepFor(kClientPoll);
     attached = executor_.Attach();
   }

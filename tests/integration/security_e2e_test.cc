@@ -137,7 +137,7 @@ TEST(Security, ARoguePeerHelloClaimingAnotherRankIsRefusedAndTheRingStaysCorrect
     options.tls_key = cluster->tls_file(name + ".key");
     return TransportSecurity::Create(options).value();
   };
-  const WaitLimit limit{absl::Now() + absl::Seconds(10), nullptr};
+  const WaitLimit limit{SteadyDeadline(absl::Seconds(10)), nullptr};
   const std::string target(absl::StripSuffix(w1_peer, "\n"));
 
   // Class 1: a valid certificate for w9 claims to be rank 0 (w0), w1's left neighbour.

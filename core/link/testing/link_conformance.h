@@ -39,7 +39,7 @@ class LinkConformance : public ::testing::TestWithParam<LinkPairFactory> {
  protected:
   void SetUp() override { pair_ = GetParam()(); }
 
-  static WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+  static WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d), nullptr}; }
   static std::vector<std::byte> Pattern(size_t size, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<std::byte> bytes(size);
@@ -213,7 +213,7 @@ TEST_P(LinkConformance, ReceiveEndsSoonAfterCancellation) {
   });
   const SteadyStopwatch start;
   absl::StatusOr<ReceivedFrame> got =
-      pair_->receiver().Receive(WaitLimit{absl::Now() + absl::Seconds(30), &cancellation});
+      pair_->receiver().Receive(WaitLimit{SteadyDeadline(absl::Seconds(30)), &cancellation});
   EXPECT_TRUE(absl::IsCancelled(got.status())) << got.status();
   EXPECT_LT(start.Elapsed(), absl::Seconds(5));
 }

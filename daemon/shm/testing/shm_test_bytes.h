@@ -17,7 +17,7 @@ inline std::vector<std::byte> Pattern(size_t size, int seed) {
   return bytes;
 }
 
-inline WaitLimit Within(absl::Duration d) { return WaitLimit{absl::Now() + d, nullptr}; }
+inline WaitLimit Within(absl::Duration d) { return WaitLimit{SteadyDeadline(d), nullptr}; }
 
 // The `gone` of a peer that stays.
 inline const std::function<bool()> kAlive = [] { return false; };

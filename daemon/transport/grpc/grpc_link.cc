@@ -56,13 +56,13 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
       stalled = 0;
     }
     WaitLimit attempt = limit;
-    attempt.deadline = std::min(limit.deadline, absl::Now() + neighbours.open_attempt);
+    attempt.deadline = std::min(limit.deadline, SteadyDeadline(neighbours.open_attempt));
     absl::StatusOr<OutboundEdge> edge =
         OpenOutboundEdge(me, neighbours, channel, attempt, /*wait_for_ready=*/true);
     ++attempts;
     // Only an attempt that got no answer is worth making again; a refusal says why.
     if (edge.ok() || !absl::IsDeadlineExceeded(edge.status())) return edge;
-    if (absl::Now() >= limit.deadline ||
+    if (limit.deadline.Passed() ||
         (limit.cancellation != nullptr && limit.cancellation->IsCancelled())) {
       // Where the last attempt stood says whether the name, the connection or the peer
       // was missing.

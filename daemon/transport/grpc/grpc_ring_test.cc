@@ -221,7 +221,7 @@ TEST_P(GrpcRing, AnAbortNoticeToADeadPeerFailsAtOnce) {
   const SteadyStopwatch start;
   absl::Status sent;
   for (int attempt = 0; attempt < 2 && sent.ok(); ++attempt) {
-    sent = ring.link(0).Send(abort, {}, {absl::Now() + absl::Seconds(30)});
+    sent = ring.link(0).Send(abort, {}, {SteadyDeadline(absl::Seconds(30))});
   }
   EXPECT_FALSE(sent.ok());
   EXPECT_LT(start.Elapsed(), absl::Seconds(15)) << sent;
@@ -244,20 +244,20 @@ TEST_P(GrpcRing, AnAttemptThatWaitedInVainForTheLeftNeighbourKeepsTheStreamToThe
 
   OutboundEdge opened;
   absl::StatusOr<std::unique_ptr<GrpcLink>> first = ConnectRingLink(
-      rank0, ring.neighbours(0), *inbox0, {absl::Now() + absl::Milliseconds(300)}, &opened);
+      rank0, ring.neighbours(0), *inbox0, {SteadyDeadline(absl::Milliseconds(300))}, &opened);
   ASSERT_TRUE(absl::IsDeadlineExceeded(first.status())) << first.status();
   EXPECT_THAT(std::string(first.status().message()), HasSubstr("stays open"));
   ASSERT_NE(opened.stream, nullptr);
 
   // Rank 1 forms its side (rank 0's stream is its inbound) and waits for a frame.
   absl::StatusOr<std::unique_ptr<GrpcLink>> link1 =
-      ConnectRingLink(rank1, ring.neighbours(1), *inbox1, {absl::Now() + absl::Seconds(10)});
+      ConnectRingLink(rank1, ring.neighbours(1), *inbox1, {SteadyDeadline(absl::Seconds(10))});
   ASSERT_TRUE(link1.ok()) << link1.status();
   absl::StatusOr<ReceivedFrame> received;
-  std::thread receiver([&] { received = (*link1)->Receive({absl::Now() + absl::Seconds(10)}); });
+  std::thread receiver([&] { received = (*link1)->Receive({SteadyDeadline(absl::Seconds(10))}); });
 
   absl::StatusOr<std::unique_ptr<GrpcLink>> link0 = ConnectRingLink(
-      rank0, ring.neighbours(0), *inbox0, {absl::Now() + absl::Seconds(10)}, &opened);
+      rank0, ring.neighbours(0), *inbox0, {SteadyDeadline(absl::Seconds(10))}, &opened);
   ASSERT_TRUE(link0.ok()) << link0.status();
   EXPECT_EQ(opened.stream, nullptr);  // the kept stream went into the link
   Frame frame;
@@ -266,7 +266,7 @@ TEST_P(GrpcRing, AnAttemptThatWaitedInVainForTheLeftNeighbourKeepsTheStreamToThe
   frame.sequence = 1;
   frame.abort_origin = 0;
   frame.abort_reason = "sent on the kept stream";
-  EXPECT_TRUE((*link0)->Send(frame, {}, {absl::Now() + absl::Seconds(10)}).ok());
+  EXPECT_TRUE((*link0)->Send(frame, {}, {SteadyDeadline(absl::Seconds(10))}).ok());
   receiver.join();
   ASSERT_TRUE(received.ok()) << received.status();
   EXPECT_EQ(received->frame.abort_reason, "sent on the kept stream");
@@ -276,7 +276,7 @@ TEST(GrpcRingStreams, AStreamOfARetiredGenerationIsRefused) {
   RankServer server;
   server.registry.RetireBefore(5, absl::FailedPreconditionError("generation over"));
   absl::StatusOr<std::unique_ptr<OutboundStream>> stream = OutboundStream::Open(
-      server.address, PeerHello{0, 4, "w0"}, "rank 1", {absl::Now() + absl::Seconds(5)});
+      server.address, PeerHello{0, 4, "w0"}, "rank 1", {SteadyDeadline(absl::Seconds(5))});
   ASSERT_FALSE(stream.ok());
   EXPECT_THAT(std::string(stream.status().message()), HasSubstr("generation 4 is over"));
 }

@@ -75,7 +75,7 @@ TEST(GrpcStreamStress, StreamsReplacedAndRetiredWhileBeingAcceptedEndCleanly) {
         contenders.emplace_back([&, c] {
           streams[static_cast<size_t>(c)] =
               OutboundStream::Open(server.address, PeerHello{0, generation, "w0"}, "rank 1",
-                                   {absl::Now() + absl::Seconds(10)});
+                                   {SteadyDeadline(absl::Seconds(10))});
         });
       }
       if (generation % 2 == 1) {
@@ -98,7 +98,7 @@ TEST(GrpcStreamStress, StreamsReplacedAndRetiredWhileBeingAcceptedEndCleanly) {
   EXPECT_GE(accepted, kRounds / 2);
   // The server is unharmed: a stream of the next generation is accepted.
   absl::StatusOr<std::unique_ptr<OutboundStream>> next = OutboundStream::Open(
-      server.address, PeerHello{0, kRounds + 1, "w0"}, "rank 1", {absl::Now() + absl::Seconds(10)});
+      server.address, PeerHello{0, kRounds + 1, "w0"}, "rank 1", {SteadyDeadline(absl::Seconds(10))});
   EXPECT_TRUE(next.ok()) << next.status();
 }
 
@@ -134,7 +134,7 @@ TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
   std::jthread receiver([&] {
     while (sending.load() || ring.link(1).inbound().queued() > 0) {
       absl::StatusOr<ReceivedFrame> got =
-          ring.link(1).Receive({absl::Now() + absl::Milliseconds(50)});
+          ring.link(1).Receive({SteadyDeadline(absl::Milliseconds(50))});
       if (got.ok()) received[got->frame.sequence].push_back(got->frame.segment);
     }
   });
@@ -148,7 +148,7 @@ TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
       frame.sequence = sequence;
       frame.segment = segment;
       frame.count = payload.size() / 4;
-      const absl::Status s = ring.link(0).Send(frame, payload, {absl::Now() + absl::Seconds(10)});
+      const absl::Status s = ring.link(0).Send(frame, payload, {SteadyDeadline(absl::Seconds(10))});
       if (segment == 0) {
         // The last round's takeover may still be reaching this rank's stream, failing this
         // first frame; then the stream is known broken, and the next round reopens it.
@@ -158,7 +158,7 @@ TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
         stranger = std::jthread([&] {
           absl::StatusOr<std::unique_ptr<OutboundStream>> stream =
               OutboundStream::Open(ring.server(1).address, PeerHello{0, 1, "w0"}, "rank 1",
-                                   {absl::Now() + absl::Seconds(10)});
+                                   {SteadyDeadline(absl::Seconds(10))});
         });
       }
       if (failed) EXPECT_FALSE(s.ok()) << "round " << sequence << " sent past a failure";

@@ -23,7 +23,7 @@ constexpr size_t kQueuedPayloadBytes = 64 << 10;
 constexpr size_t kMaxQueuedFrames = 64;
 
 // Waits on `mu` for `cond` until `deadline` (or the limit's cancellation); true if it holds.
-bool WaitUntil(absl::Mutex& mu, const absl::Condition& cond, absl::Time deadline,
+bool WaitUntil(absl::Mutex& mu, const absl::Condition& cond, SteadyDeadline deadline,
                const WaitLimit* limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   const WaitLimit bounded{deadline, limit != nullptr ? limit->cancellation : nullptr};
   return AwaitWithLimit(mu, cond, bounded, "ring stream").ok();
@@ -98,7 +98,7 @@ void OutboundStream::ReleaseHoldLocked() {
 absl::Status OutboundStream::Broken() {
   // Once the hold is released the call ends as soon as its operations have: wait (briefly)
   // for OnDone, which carries the peer's reason.
-  if (!holding_) WaitUntil(mu_, absl::Condition(&done_), absl::Now() + absl::Seconds(1), nullptr);
+  if (!holding_) WaitUntil(mu_, absl::Condition(&done_), SteadyDeadline(absl::Seconds(1)), nullptr);
   if (!done_) return absl::UnavailableError(absl::StrCat("the ring stream to ", peer_, " failed"));
   return absl::UnavailableError(absl::StrCat("the ring stream to ", peer_, " ended: ",
                                              final_status_.error_message().empty()
@@ -206,7 +206,7 @@ absl::Status OutboundStream::WriteFrame(const Frame& frame, absl::Span<const std
                                       "(slow or stalled itself, or waiting for a rank "
                                       "behind it)"));
       // gRPC still holds the payload: give the write a moment, then give up the stream.
-      if (!WaitUntil(mu_, absl::Condition(&idle), absl::Now() + grace, nullptr)) {
+      if (!WaitUntil(mu_, absl::Condition(&idle), SteadyDeadline(grace), nullptr)) {
         context_.TryCancel();
         mu_.Await(absl::Condition(&idle));
       }
@@ -254,7 +254,7 @@ OutboundStream::Release OutboundStream::AwaitRelease(ReleaseLatch& latch, const 
     absl::MutexLock lock(&mu_);
     // The call is over: nothing reads the payload any more.
     if (done_) return given_up ? Release::kGivenUp : Release::kStreamEnded;
-    if (!given_up && (limit.IsCancelled() || absl::Now() >= limit.deadline)) {
+    if (!given_up && (limit.IsCancelled() || limit.deadline.Passed())) {
       context_.TryCancel();
       given_up = true;
     }

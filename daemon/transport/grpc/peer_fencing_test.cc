@@ -24,7 +24,7 @@ using ::ringsync::testing::AllReduceOnce;
 using ::ringsync::testing::GrpcTestRing;
 using ::testing::HasSubstr;
 
-WaitLimit In(absl::Duration d) { return WaitLimit{absl::Now() + d}; }
+WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d)}; }
 
 absl::StatusOr<std::unique_ptr<OutboundStream>> OpenAs(GrpcTestRing& ring, int to_rank,
                                                        const PeerHello& hello) {

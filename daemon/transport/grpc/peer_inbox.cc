@@ -290,12 +290,12 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
     // Frames come through the mailbox: sleep on its doorbell, which the sender rings
     // after each frame and this process after anything else this wait looks at.
     if (limit.IsCancelled()) return Explain(absl::CancelledError(absl::StrCat(what, ": cancelled")));
-    const absl::Time now = absl::Now();
-    if (now >= limit.deadline) {
+    const absl::Duration left = limit.deadline.Left();
+    if (left <= absl::ZeroDuration()) {
       return Explain(absl::DeadlineExceededError(absl::StrCat(what, ": timed out")));
     }
     mu_.Unlock();
-    slots->mailbox()->Wait(seen, std::min(limit.deadline - now, kCancelPollInterval), spin);
+    slots->mailbox()->Wait(seen, std::min(left, kCancelPollInterval), spin);
     spin = absl::ZeroDuration();
     mu_.Lock();
   }

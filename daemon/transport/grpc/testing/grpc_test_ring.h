@@ -63,7 +63,7 @@ class GrpcTestRing {
               generation, ExpectedSender{prev, absl::StrCat("w", prev)});
       if (!inbox.ok()) return inbox.status();
       absl::StatusOr<std::unique_ptr<GrpcLink>> link =
-          ConnectRingLink(member(r), neighbours(r), *inbox, {absl::Now() + timeout});
+          ConnectRingLink(member(r), neighbours(r), *inbox, {SteadyDeadline(timeout)});
       if (!link.ok()) return link.status();
       links_[static_cast<size_t>(r)] = *std::move(link);
       return absl::OkStatus();
