@@ -70,6 +70,9 @@ ABSL_FLAG(std::string, shared_memory_threshold, "",
           "shared_memory_threshold_bytes; K, M suffixes); empty: the SDK's default");
 ABSL_FLAG(int, check, 1, "1: check one result per size against exact expected values");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(60), "wait for the worker and a formed ring");
+ABSL_FLAG(absl::Duration, linger, absl::ZeroDuration(),
+          "after the results, stay attached this long before exiting, so that the worker's "
+          "threads that serve this client can still be read (bench/worker_cpu.sh)");
 ABSL_FLAG(std::string, tls_ca, "", "with a host:port --worker: PEM CA for mutual TLS");
 ABSL_FLAG(std::string, tls_cert, "", "with a host:port --worker: PEM client certificate");
 ABSL_FLAG(std::string, tls_key, "", "with a host:port --worker: PEM key of --tls_cert");
@@ -388,6 +391,8 @@ int Run() {
     for (int64_t kib : rss) std::printf(" %.1f", static_cast<double>(kib) / 1024);
     std::printf("\n");
   }
+  std::fflush(stdout);
+  absl::SleepFor(absl::GetFlag(FLAGS_linger));
   return total_wrong > 0 ? 1 : 0;
 }
 

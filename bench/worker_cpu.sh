@@ -49,12 +49,23 @@ for r in "${!TARGETS[@]}"; do
   # shellcheck disable=SC2086
   "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" --min_bytes="$SIZE" --max_bytes="$SIZE" \
     --iters="$ITERS" --warmup_iters="$WARMUP_ITERS" --check=0 ${BENCH_FLAGS---registered} \
-    >"$WORK/bench.$r" 2>&1 &
+    --linger=10s >"$WORK/bench.$r" 2>&1 &
   BENCH_PIDS+=($!)
 done
-for p in "${BENCH_PIDS[@]}"; do wait "$p" || true; done
-BENCH_PIDS=()
+# Read while the clients are still attached (they linger once rank 0 printed its last
+# line): the thread that serves a client's call channel, which also runs its collectives
+# when the worker is idle, ends with the client.
+while ! grep -q '^# Client (bench process) peak RSS' "$WORK/bench.0"; do
+  kill -0 "${BENCH_PIDS[0]}" 2>/dev/null || break
+  sleep 0.05
+done
 threads >"$WORK/after"
+for p in "${BENCH_PIDS[@]}"; do
+  kill "$p" 2>/dev/null || true
+  wait "$p" || true
+  rm -f /dev/shm/ringsync-"$p"-*
+done
+BENCH_PIDS=()
 
 grep -v '^#' "$WORK/bench.0" | grep . || true
 # How many collectives of SIZE ran (ringsync-bench caps large sizes at 1 GiB per batch).

@@ -2,7 +2,9 @@
 // (worker.proto, OpenCallChannel). The client's collectives arrive as CallRequest records
 // in a frame mailbox inside one of its registered buffers; a thread of this channel
 // sleeps on that mailbox's doorbell, hands each request to the same intake as the RPC
-// (`submit`), and the answer goes back as a CallAnswer record in the second mailbox.
+// (`submit`, which may run the collective on this thread when the worker is idle:
+// CollectiveExecutor::SubmitAndRunIfIdle), and the answer goes back as a CallAnswer
+// record in the second mailbox.
 //
 // Why: a collective RPC over the unix socket cost the worker and the client together
 // about 14 thread switches (gRPC's pollers handing the call around); through the channel

@@ -61,6 +61,14 @@ absl::Status CollectiveExecutor::CheckRoomLocked(uint64_t bytes) const {
 }
 
 absl::Status CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
+  return Accept(std::move(job), /*run_here_if_idle=*/false);
+}
+
+absl::Status CollectiveExecutor::SubmitAndRunIfIdle(std::shared_ptr<CollectiveJob> job) {
+  return Accept(std::move(job), /*run_here_if_idle=*/true);
+}
+
+absl::Status CollectiveExecutor::Accept(std::shared_ptr<CollectiveJob> job, bool run_here_if_idle) {
   if (!job->membership.has_value()) job->membership = ring_.Membership().id;
   absl::Status refused;
   {
@@ -77,13 +85,23 @@ absl::Status CollectiveExecutor::Submit(std::shared_ptr<CollectiveJob> job) {
       refused = CheckRoomLocked(job->data_bytes());
     }
     if (refused.ok()) {
-      queued_bytes_ += job->data_bytes();
-      queued_[job->client_sequence] = std::move(job);
-      return absl::OkStatus();
+      if (!run_here_if_idle || turn_taken_ || job->client_sequence != next_client_sequence_) {
+        queued_bytes_ += job->data_bytes();
+        queued_[job->client_sequence] = std::move(job);
+        return absl::OkStatus();
+      }
+      // Never queued, so the executor's thread is not woken for it.
+      turn_taken_ = true;
+      ++next_client_sequence_;
     }
   }
-  job->Finish(refused);
-  return refused;
+  if (!refused.ok()) {
+    job->Finish(refused);
+    return refused;
+  }
+  Run(*job);
+  ReleaseTurn();
+  return absl::OkStatus();
 }
 
 bool CollectiveExecutor::Attach() {
@@ -163,17 +181,24 @@ void CollectiveExecutor::Record(const CollectiveSpec& spec, const RingEpoch* epo
 
 void CollectiveExecutor::Loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
-    if (std::shared_ptr<CollectiveJob> job = NextJob(kIdlePoll)) {
+    std::shared_ptr<CollectiveJob> job;
+    if (!AwaitTurn(kIdlePoll, job)) continue;
+    if (job != nullptr) {
       Run(*job);
-      continue;
+    } else {
+      TendIdleRing();
     }
-    std::shared_ptr<RingEpoch> epoch = ring_.Ready();
-    if (epoch == nullptr) continue;
-    std::optional<Frame> waiting = DropLeftovers(*epoch, SkipThrough());
-    const std::optional<absl::Duration> gone_for = ClientGoneFor();
-    if (waiting.has_value() && gone_for.has_value() && *gone_for >= options_.reattach_grace) {
-      FailForAbsentClient(*epoch, *waiting, *gone_for);
-    }
+    ReleaseTurn();
+  }
+}
+
+void CollectiveExecutor::TendIdleRing() {
+  std::shared_ptr<RingEpoch> epoch = ring_.Ready();
+  if (epoch == nullptr) return;
+  std::optional<Frame> waiting = DropLeftovers(*epoch, SkipThrough());
+  const std::optional<absl::Duration> gone_for = ClientGoneFor();
+  if (waiting.has_value() && gone_for.has_value() && *gone_for >= options_.reattach_grace) {
+    FailForAbsentClient(*epoch, *waiting, *gone_for);
   }
 }
 
@@ -201,13 +226,25 @@ void CollectiveExecutor::FailForAbsentClient(RingEpoch& epoch, const Frame& firs
   Record(spec, &epoch, RingStats{}, absl::ZeroDuration(), failed);
 }
 
-std::shared_ptr<CollectiveJob> CollectiveExecutor::NextJob(absl::Duration wait) {
+bool CollectiveExecutor::AwaitTurn(absl::Duration wait, std::shared_ptr<CollectiveJob>& job) {
   absl::MutexLock lock(&mu_);
-  auto has_next = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return queued_.count(next_client_sequence_) != 0;
+  auto runnable = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !turn_taken_ && queued_.count(next_client_sequence_) != 0;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&has_next), wait);
+  mu_.AwaitWithTimeout(absl::Condition(&runnable), wait);
   DropStalledJobs();
+  if (turn_taken_) return false;
+  turn_taken_ = true;
+  job = TakeNextLocked();
+  return true;
+}
+
+void CollectiveExecutor::ReleaseTurn() {
+  absl::MutexLock lock(&mu_);
+  turn_taken_ = false;
+}
+
+std::shared_ptr<CollectiveJob> CollectiveExecutor::TakeNextLocked() {
   auto it = queued_.find(next_client_sequence_);
   if (it == queued_.end()) return nullptr;
   std::shared_ptr<CollectiveJob> job = std::move(it->second);

@@ -11,6 +11,11 @@
 // rank whose client missed collectives catches up with the ring's sequence numbers at
 // its next one.
 //
+// Who runs a job: one thread at a time holds the executor's turn — the executor's own
+// thread, or a thread that submitted a job and found the executor idle
+// (SubmitAndRunIfIdle). Handing a small collective to another thread costs a thread
+// wake-up per rank, a large share of its time on a loaded host.
+//
 // Thread-safety: all public methods are safe from any thread.
 #pragma once
 
@@ -72,6 +77,11 @@ class CollectiveExecutor {
   // used already, and jobs beyond the queue's bounds, are refused at once: finished with
   // the error this returns (OK when queued).
   absl::Status Submit(std::shared_ptr<CollectiveJob> job);
+  // As Submit; and when no job is running and `job` is the next in the client's order, runs
+  // it on the calling thread before returning (job->done has been called then). The
+  // caller must not hold up anything the job waits for, and must return before the
+  // executor is destroyed.
+  absl::Status SubmitAndRunIfIdle(std::shared_ptr<CollectiveJob> job);
   // ResourceExhausted when a job of `bytes` would not fit in the queue's bounds now.
   absl::Status CheckRoom(uint64_t bytes) const;
 
@@ -86,8 +96,19 @@ class CollectiveExecutor {
   ExecutorCounters counters() const;
 
  private:
+  // Submit and SubmitAndRunIfIdle.
+  absl::Status Accept(std::shared_ptr<CollectiveJob> job, bool run_here_if_idle);
   void Loop(std::stop_token stop);
-  std::shared_ptr<CollectiveJob> NextJob(absl::Duration wait);
+  // Waits up to `wait` for the next job while no other thread holds the turn. False when
+  // another thread holds it at the end of the wait; else this thread holds the turn, and
+  // `job` is the next job or null (none came).
+  bool AwaitTurn(absl::Duration wait, std::shared_ptr<CollectiveJob>& job);
+  // Removes and returns the next job in the client's order, if it is queued.
+  std::shared_ptr<CollectiveJob> TakeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseTurn();
+  // What the idle executor does for the ring: drops frames left behind and fails the
+  // collectives the ring starts while this worker's client is gone.
+  void TendIdleRing();
   // Fails the queued jobs that have waited too long for a client_sequence never sent.
   void DropStalledJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRoomLocked(uint64_t bytes) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -143,15 +164,16 @@ class CollectiveExecutor {
   std::optional<SteadyStopwatch> detached_ ABSL_GUARDED_BY(mu_);  // started when a client vanished
   bool clean_detach_ ABSL_GUARDED_BY(mu_) = false;
   ExecutorCounters counters_ ABSL_GUARDED_BY(mu_);
+  bool turn_taken_ ABSL_GUARDED_BY(mu_) = false;  // a thread runs a job or tends the ring
 
-  // Where the newest collective ran; touched by the executor thread only.
+  // Where the newest collective ran; touched by the thread holding the turn only.
   struct LastRing {
     RingMember me;
     uint64_t next_sequence;
   };
   std::optional<LastRing> last_ring_;
   // The memory shared tensors are staged in, reused from one collective to the next
-  // (CollectiveJob::LoadShared); touched by the executor thread only.
+  // (CollectiveJob::LoadShared); touched by the thread holding the turn only.
   std::vector<std::byte> shared_staging_;
 
   std::jthread thread_;  // last: stops first

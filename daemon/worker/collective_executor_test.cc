@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -357,6 +358,59 @@ TEST(CollectiveExecutor, TellsTheRpcWhenAJobIsDone) {
   };
   ring.executor(0).Submit(job);
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(kWait));
+}
+
+TEST(CollectiveExecutor, ASubmitterThatFindsItIdleRunsTheJobItselfAndReturnsWithItFinished) {
+  ExecutorRing ring(3);
+  constexpr int kRounds = 5;
+  std::vector<int> ran_here(3, 0);
+  std::vector<std::vector<std::shared_ptr<CollectiveJob>>> jobs(3);
+  std::vector<std::thread> clients;
+  for (int r = 0; r < 3; ++r) {
+    clients.emplace_back([&, r] {
+      for (uint64_t sequence = 1; sequence <= kRounds; ++sequence) {
+        auto job = Job(CollectiveKind::kAllReduce, "grad", sequence, {static_cast<float>(r)});
+        jobs[r].push_back(job);
+        const std::thread::id submitter = std::this_thread::get_id();
+        job->on_done = [&ran_here, r, submitter] {
+          if (std::this_thread::get_id() == submitter) ++ran_here[r];
+        };
+        EXPECT_TRUE(ring.executor(r).SubmitAndRunIfIdle(job).ok());
+        // Run here, it has finished; handed to the executor's thread (which held the
+        // turn for a moment, looking after the idle ring), it finishes there.
+        ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(kWait));
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    for (const auto& job : jobs[r]) {
+      EXPECT_TRUE(job->status.ok()) << job->status;
+      EXPECT_EQ(Floats(*job), (std::vector<float>{3}));
+    }
+    EXPECT_GE(ran_here[r], kRounds - 1) << "no hand-off to another thread when it is idle";
+    EXPECT_EQ(ring.executor(r).counters().completed, static_cast<uint64_t>(kRounds));
+  }
+}
+
+TEST(CollectiveExecutor, ASubmitterThatFindsAJobRunningLeavesItsOwnToTheExecutorInOrder) {
+  ExecutorRing ring(2);
+  auto first = Job(CollectiveKind::kAllReduce, "first", 1, {1});
+  auto second = Job(CollectiveKind::kAllReduce, "second", 2, {2});
+  ring.executor(0).Submit(first);  // runs on the executor's thread, waiting for rank 1
+  EXPECT_TRUE(ring.executor(0).SubmitAndRunIfIdle(second).ok());
+  EXPECT_FALSE(second->done.HasBeenNotified()) << "queued behind the first, not run here";
+  for (uint64_t sequence : {1, 2}) {
+    auto peer = Job(CollectiveKind::kAllReduce, sequence == 1 ? "first" : "second", sequence,
+                    {static_cast<float>(10 * sequence)});
+    EXPECT_TRUE(ring.executor(1).SubmitAndRunIfIdle(peer).ok());
+    ASSERT_TRUE(peer->done.WaitForNotificationWithTimeout(kWait));
+    EXPECT_TRUE(peer->status.ok()) << peer->status;
+  }
+  AwaitAll({first, second});
+  EXPECT_EQ(Floats(*first), (std::vector<float>{11}));
+  EXPECT_EQ(Floats(*second), (std::vector<float>{22}));
 }
 
 TEST(CollectiveExecutor, AMembershipChangeFailsTheCollectivesInFlightAndQueuedOnEveryRankMarked) {

@@ -241,8 +241,10 @@ grpc::ServerUnaryReactor* WorkerService::RunCollective(CollectiveKind kind,
   return reactor;
 }
 
-void WorkerService::SubmitJob(std::shared_ptr<CollectiveJob> job) {
-  if (absl::Status queued = executor_.Submit(std::move(job)); absl::IsResourceExhausted(queued)) {
+void WorkerService::SubmitJob(std::shared_ptr<CollectiveJob> job, bool run_here_if_idle) {
+  const absl::Status queued = run_here_if_idle ? executor_.SubmitAndRunIfIdle(std::move(job))
+                                               : executor_.Submit(std::move(job));
+  if (absl::IsResourceExhausted(queued)) {
     Refuse("client_queue_full", queued.message());
   }
 }
@@ -288,12 +290,17 @@ void WorkerService::SubmitFromChannel(CollectiveKind kind, const v1::CollectiveR
   (*job)->on_done = [answer, done = std::weak_ptr<CollectiveJob>(*job)] {
     if (std::shared_ptr<CollectiveJob> finished = done.lock()) answer(AnswerOf(*finished));
   };
+  std::optional<absl::Status> closing;
   {
     absl::MutexLock lock(&channel_mu_);
     std::erase_if(channel_jobs_, [](const std::weak_ptr<CollectiveJob>& j) { return j.expired(); });
     channel_jobs_.push_back(*job);
+    closing = channel_closing_;
   }
-  SubmitJob(*std::move(job));
+  // Taken in while the channel closes: its client is gone, so the job fails at once on
+  // every rank rather than running here while the close waits for this thread.
+  if (closing.has_value()) (*job)->client_gone.Cancel(*closing);
+  SubmitJob(*std::move(job), /*run_here_if_idle=*/true);
 }
 
 grpc::Status WorkerService::OpenCallChannel(grpc::ServerContext* context,
@@ -349,13 +356,17 @@ void WorkerService::CloseCallChannel(const absl::Status& why) {
     absl::MutexLock lock(&channel_mu_);
     channel = std::move(channel_);
     jobs.swap(channel_jobs_);
+    channel_closing_ = why;  // what the channel's thread takes in from now on: SubmitFromChannel
   }
-  channel.reset();  // no request is taken in after this
   // As a disconnected RPC's OnCancel does: a collective the client can no longer hear of
-  // is aborted on every rank now, not left to its deadline.
+  // is aborted on every rank now, not left to its deadline. Before the channel's thread
+  // is stopped: it may be running one of them.
   for (const std::weak_ptr<CollectiveJob>& weak : jobs) {
     if (std::shared_ptr<CollectiveJob> job = weak.lock()) job->client_gone.Cancel(why);
   }
+  channel.reset();  // no request is taken in after this
+  absl::MutexLock lock(&channel_mu_);
+  channel_closing_.reset();
 }
 
 grpc::ServerUnaryReactor* WorkerService::AllReduce(grpc::CallbackServerContext* context,

@@ -91,8 +91,11 @@ class WorkerService final : public WorkerServiceBase {
   absl::StatusOr<std::shared_ptr<CollectiveJob>> TakeIn(CollectiveKind kind,
                                                         const v1::CollectiveRequest& request,
                                                         const JobRequestLimits& limits);
-  void SubmitJob(std::shared_ptr<CollectiveJob> job);
+  // `run_here_if_idle`: CollectiveExecutor::SubmitAndRunIfIdle rather than Submit.
+  void SubmitJob(std::shared_ptr<CollectiveJob> job, bool run_here_if_idle = false);
   // A request that came through the call channel: as RunCollective, answered by `answer`.
+  // Run on the channel's thread when the executor is idle (a small collective's
+  // hand-off to the executor's thread is a wake-up on every rank).
   void SubmitFromChannel(CollectiveKind kind, const v1::CollectiveRequest& request,
                          const JobRequestLimits& limits, const ClientCallChannel::Answer& answer);
   // Stops the channel and cancels (with `why`) its collectives still running.
@@ -131,6 +134,8 @@ class WorkerService final : public WorkerServiceBase {
   std::unique_ptr<ClientCallChannel> channel_ ABSL_GUARDED_BY(channel_mu_);
   // The collectives it submitted that may still run (expired ones pruned on submit).
   std::vector<std::weak_ptr<CollectiveJob>> channel_jobs_ ABSL_GUARDED_BY(channel_mu_);
+  // Why, while CloseCallChannel waits for the channel's thread to stop.
+  std::optional<absl::Status> channel_closing_ ABSL_GUARDED_BY(channel_mu_);
 };
 
 }  // namespace ringsync
