@@ -77,8 +77,9 @@ class CollectiveExecutor {
   // used already, and jobs beyond the queue's bounds, are refused at once: finished with
   // the error this returns (OK when queued).
   absl::Status Submit(std::shared_ptr<CollectiveJob> job);
-  // As Submit; and when no job is running and `job` is the next in the client's order, runs
-  // it on the calling thread before returning (job->done has been called then). The
+  // As Submit; and when no thread holds the turn (no job running, the idle ring not being
+  // tended) and `job` is the next in the client's order, runs it on the calling thread
+  // before returning, never queued (job->done has been called then). The
   // caller must not hold up anything the job waits for, and must return before the
   // executor is destroyed.
   absl::Status SubmitAndRunIfIdle(std::shared_ptr<CollectiveJob> job);
