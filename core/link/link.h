@@ -41,7 +41,8 @@ enum class FrameKind : uint8_t {
   kAgree = 4,    // a rank's spec, passed around the ring before any data (RingExchange::Agree)
   kCommit = 5,   // "rank `chunk` completed its data", passed around after it (RingExchange::Commit)
   kRelay = 6,    // rank `chunk`'s spec and whole contribution together (RingExchange::AgreeCarrying)
-  kGather = 7,   // as kRelay, on a stride link of the doubling all-reduce (doubling_allreduce.h)
+  kGather = 7,   // as kRelay, on a stride link of the doubling all-reduce (stride_allreduce.h)
+  kDirect = 8,   // as kGather, in the direct exchange (stride_allreduce.h)
 };
 
 // An abort frame's reason is cut to this many bytes by its sender, and by its receiver

@@ -1,6 +1,6 @@
 // StrideLinks: the links of one rank to the ranks at a distance beyond its neighbours.
 // The link of stride s sends to rank+s and receives from rank-s (mod N): the ring's
-// link is stride 1, and the doubling all-reduce (core/ring/doubling_allreduce.h) uses
+// link is stride 1, and the doubling all-reduce (core/ring/stride_allreduce.h) uses
 // strides 1, 2, 4, ... so that a frame reaches every rank in log2 N hops.
 //
 // Contract (beyond Link's, which each stride link keeps):

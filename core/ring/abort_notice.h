@@ -1,5 +1,5 @@
 // AbortNotice: one rank's side of the abort protocol in one collective, as the ring
-// (ring_exchange.h) and the doubling (doubling_allreduce.h) both run it: a rank that gives
+// (ring_exchange.h) and the stride algorithms (stride_allreduce.h) run it: a rank that gives
 // up sends a notice naming itself; a rank that receives one fails with the origin's reason
 // and passes the notice on once; a notice never goes back out from its origin.
 //

@@ -8,20 +8,24 @@
 //            commit pass: 2(N-1) sequential hops, each rank moving (N-1) times the
 //            buffer. For small messages, where hops, not bytes, cost the time.
 //   kDoubling — every rank's contribution reaches every rank over links of strides 1, 2,
-//            4, ... (doubling_allreduce.h): 2·ceil(log2 N) sequential hops, each rank
+//            4, ... (stride_allreduce.h): 2·ceil(log2 N) sequential hops, each rank
 //            moving (N-1) times the buffer. For small messages on rings of 4 or more,
 //            when the transport has stride links.
+//   kDirect — every rank sends its contribution to every other rank at once, over links
+//            of strides 1 .. N-1 (stride_allreduce.h): 2 sequential hops whatever N, each
+//            rank sending N-1 frames per pass. For small messages on small rings, where
+//            N-1 frames a pass cost less than the doubling's extra hops.
 //
-// kAuto picks kDoubling where it may (DoublingMaxBytes; stride links, N >= 4), else kRelay
-// for buffers of at most RelayMaxBytes(N, policy), else kRing. The doubling takes over the
-// relay's sizes: both move the same bytes, and the doubling fewer hops from N=4 on.
-//
-// kAuto picks kRelay for buffers of at most RelayMaxBytes(N, policy), else kRing. With h
-// one hop's time and B a link's rate, the relay is faster while the hops it saves outweigh
-// the bytes it adds: 2(N-1)h > (N-1)(1 - 2/N)S/B, i.e. S < 2hB·N/(N-2). So the threshold
-// is `relay_max_bytes` (≈ 2hB, the crossover of a large ring) times N/(N-2): twice it at
-// N=4, 1.33x at N=8; at N=2 both move S per rank and the relay takes half the hops, so
-// it runs up to 16x. Measured on one host (N=4 and 8, 127.0.0.1): hB ≈ 50 KB.
+// kAuto, for buffers within the relay's sizes (RelayMaxBytes): kDirect on rings of 3 to
+// `direct_max_ranks` ranks (DirectMaxBytes), else kDoubling from `doubling_min_ranks`
+// (DoublingMaxBytes), else kRelay; larger buffers run kRing. The stride algorithms take
+// over the relay's sizes because they move the same bytes in fewer hops. RelayMaxBytes:
+// with h one hop's time and B a link's rate, the relay is faster than the ring while the
+// hops it saves outweigh the bytes it adds: 2(N-1)h > (N-1)(1 - 2/N)S/B, i.e.
+// S < 2hB·N/(N-2). So the threshold is `relay_max_bytes` (≈ 2hB, the crossover of a large
+// ring) times N/(N-2): twice it at N=4, 1.33x at N=8; at N=2 both move S per rank and the
+// relay takes half the hops, so it runs up to 16x. Measured on one host (N=4 and 8,
+// 127.0.0.1): hB ≈ 50 KB.
 // No mode ever relays more than `relay_frame_limit_bytes`: the relay carries a whole
 // buffer in one frame, and peers read no frame larger than a segment.
 //
@@ -39,26 +43,32 @@
 
 namespace ringsync {
 
-enum class AllReduceAlgorithm : uint8_t { kRing = 1, kRelay = 2, kDoubling = 3 };
+enum class AllReduceAlgorithm : uint8_t { kRing = 1, kRelay = 2, kDoubling = 3, kDirect = 4 };
+
+// The most ranks the direct exchange runs on, in any mode: it connects a link to every
+// other rank, and a worker accepts that many senders a generation.
+inline constexpr int kDirectRanksLimit = 16;
 
 struct AlgorithmPolicy {
-  enum class Mode : uint8_t { kAuto, kRing, kRelay, kDoubling } mode = Mode::kAuto;
+  enum class Mode : uint8_t { kAuto, kRing, kRelay, kDoubling, kDirect } mode = Mode::kAuto;
   // kAuto: the relay's crossover on a large ring (RelayMaxBytes scales it by N).
   uint64_t relay_max_bytes = 64 << 10;
   // The largest buffer the relay can carry (the peers' frame limit, --segment_bytes):
   // larger ones run the ring in every mode.
   uint64_t relay_frame_limit_bytes = 1 << 20;
   // Whether this rank's transport connects stride links (StrideLinks); without them the
-  // doubling is never chosen, and a forced one runs as the relay.
+  // stride algorithms are never chosen, and a forced one runs as the relay.
   bool stride_links = false;
-  // The doubling's limits: the largest contribution one of its frames carries, and what a
-  // link queues for a receiver that has not read yet (a step sends up to N/2
-  // contributions before it receives), so that no step's sends wait on a receiver that
-  // is itself sending.
-  uint64_t doubling_frame_bytes = 64 << 10;
+  // The largest contribution one frame of a stride algorithm carries.
+  uint64_t stride_frame_bytes = 64 << 10;
+  // What a link queues for a receiver that has not read yet, for the doubling (a step
+  // sends up to N/2 contributions before it receives), so that no step's sends wait on a
+  // receiver that is itself sending.
   uint64_t doubling_step_bytes = 1 << 20;
   // kAuto: the smallest ring the doubling runs on (at N=3 its hops equal the relay's).
   int doubling_min_ranks = 4;
+  // kAuto: the largest ring the direct exchange runs on (from N=3; 0..kDirectRanksLimit).
+  int direct_max_ranks = 4;
 };
 
 // The largest all-reduce (bytes) that kAuto relays over `world_size` ranks.
@@ -68,13 +78,17 @@ uint64_t RelayMaxBytes(int world_size, const AlgorithmPolicy& policy);
 // (0: none, e.g. without stride links).
 uint64_t DoublingMaxBytes(int world_size, const AlgorithmPolicy& policy);
 
+// The largest all-reduce (bytes) the direct exchange runs over `world_size` ranks in any
+// mode (0: none, e.g. without stride links or beyond kDirectRanksLimit).
+uint64_t DirectMaxBytes(int world_size, const AlgorithmPolicy& policy);
+
 // The algorithm an all-reduce of `bytes` over `world_size` ranks runs under `policy`.
 AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DType dtype,
                                             ReduceOp op, const AlgorithmPolicy& policy);
 
-// "ring", "relay", "doubling".
+// "ring", "relay", "doubling", "direct".
 absl::string_view AlgorithmName(AllReduceAlgorithm algorithm);
-// Parses "auto", "ring", "relay", "doubling"; nullopt for anything else.
+// Parses "auto", "ring", "relay", "doubling", "direct"; nullopt for anything else.
 std::optional<AlgorithmPolicy::Mode> ParseAlgorithmMode(absl::string_view text);
 
 }  // namespace ringsync

@@ -19,6 +19,32 @@ Frame StampedFrame(FrameKind kind, const RingMember& me, uint64_t sequence, int 
   return frame;
 }
 
+std::string FrameKindName(FrameKind kind) {
+  switch (kind) {
+    case FrameKind::kSegment: return "a data segment";
+    case FrameKind::kAbort: return "an abort";
+    case FrameKind::kAgree: return "an agreement frame (the ring)";
+    case FrameKind::kCommit: return "a commit frame";
+    case FrameKind::kRelay: return "a relay frame (agreement with data)";
+    case FrameKind::kGather: return "a doubling frame (agreement with data)";
+    case FrameKind::kDirect: return "a direct-exchange frame (agreement with data)";
+  }
+  return absl::StrCat("a frame of unknown kind ", static_cast<int>(kind));
+}
+
+bool IsAgreementKind(FrameKind kind) {
+  return kind == FrameKind::kAgree || kind == FrameKind::kRelay || kind == FrameKind::kGather ||
+         kind == FrameKind::kDirect;
+}
+
+absl::Status DifferentAlgorithmsError(int from, FrameKind got, FrameKind own) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ranks chose different all-reduce algorithms: rank ", from, " sent ", FrameKindName(got),
+      " where this rank's algorithm expects ", FrameKindName(own),
+      "; give every worker the same --algorithm, --relay_max_bytes, --doubling_max_bytes and "
+      "--direct_max_ranks"));
+}
+
 absl::Status AnnotateRankFailure(const absl::Status& status, const RingMember& me,
                                  const CollectiveSpec& spec, absl::string_view algorithm) {
   if (status.ok()) return status;

@@ -1,9 +1,10 @@
 // What every frame and every failure of one rank's collective carries: which rank of which
 // generation sent it, in which collective. One definition for the ring's exchange and the
-// doubling, so that their frames and error texts cannot drift apart.
+// stride-link all-reduces, so that their frames and error texts cannot drift apart.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -18,6 +19,17 @@ namespace ringsync {
 // rest (offset, count, payload) is the caller's.
 Frame StampedFrame(FrameKind kind, const RingMember& me, uint64_t sequence, int step, int segment,
                    int chunk);
+
+// What a frame of `kind` is, for error texts: "a relay frame (agreement with data)".
+std::string FrameKindName(FrameKind kind);
+
+// Whether `kind` is the first frame an all-reduce algorithm sends (each algorithm has its
+// own): a rank that receives another algorithm's knows the ranks chose differently.
+bool IsAgreementKind(FrameKind kind);
+
+// For a rank whose algorithm sends `own` first and received `got` (another algorithm's)
+// from rank `from`: FailedPrecondition naming both algorithms and the flags that choose.
+absl::Status DifferentAlgorithmsError(int from, FrameKind got, FrameKind own);
 
 // "rank R (generation G, <collective>[, <algorithm>]): <message>", same code; OK stays OK.
 absl::Status AnnotateRankFailure(const absl::Status& status, const RingMember& me,

@@ -246,7 +246,7 @@ TEST(AllReduceAlgorithmChoice, ForcedModesWin) {
   policy.mode = AlgorithmPolicy::Mode::kRelay;
   EXPECT_EQ(Choose(16, 1 << 20, policy), AllReduceAlgorithm::kRelay);
   EXPECT_EQ(ParseAlgorithmMode("relay"), AlgorithmPolicy::Mode::kRelay);
-  EXPECT_EQ(ParseAlgorithmMode("direct"), std::nullopt);
+  EXPECT_EQ(ParseAlgorithmMode("tree"), std::nullopt);
 }
 
 }  // namespace

@@ -10,21 +10,6 @@
 #include "core/ring/schedule.h"
 
 namespace ringsync {
-namespace {
-
-std::string KindName(FrameKind kind) {
-  switch (kind) {
-    case FrameKind::kSegment: return "a data segment";
-    case FrameKind::kAbort: return "an abort";
-    case FrameKind::kAgree: return "an agreement frame";
-    case FrameKind::kCommit: return "a commit frame";
-    case FrameKind::kRelay: return "a relay frame (agreement with data)";
-    case FrameKind::kGather: return "a doubling frame (agreement with data)";
-  }
-  return absl::StrCat("a frame of unknown kind ", static_cast<int>(kind));
-}
-
-}  // namespace
 
 RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpec& spec,
                            const RingOptions& options)
@@ -283,13 +268,9 @@ absl::StatusOr<ReceivedFrame> RingExchange::ReceiveOwn(absl::FunctionRef<std::st
 
 namespace {
 
-bool IsAgreementKind(FrameKind kind) {
-  return kind == FrameKind::kAgree || kind == FrameKind::kRelay || kind == FrameKind::kGather;
-}
-
 // The agreement frame of the other all-reduce algorithm on the ring link: the ring's
 // kAgree vs the relay's kRelay. (Their passes have one schedule, so a rank can forward
-// the other's frames; the doubling's kGather is told apart in CheckFrame.)
+// the other's frames; the stride algorithms' kinds are told apart in CheckFrame.)
 bool IsOtherAgreementKind(FrameKind got, FrameKind own) {
   return (got == FrameKind::kAgree && own == FrameKind::kRelay) ||
          (got == FrameKind::kRelay && own == FrameKind::kAgree);
@@ -318,14 +299,11 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
         return s;
       }
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ranks chose different all-reduce algorithms: rank ", me_.prev(), " sent ",
-        KindName(f.kind), " where this rank's algorithm expects ", KindName(kind),
-        "; give every worker the same --algorithm, --relay_max_bytes and --doubling_max_bytes"));
+    return DifferentAlgorithmsError(me_.prev(), f.kind, kind);
   }
   if (f.kind != kind) {
-    return absl::InvalidArgumentError(absl::StrCat(KindName(f.kind), " from rank ", me_.prev(),
-                                                   " where ", KindName(kind),
+    return absl::InvalidArgumentError(absl::StrCat(FrameKindName(f.kind), " from rank ", me_.prev(),
+                                                   " where ", FrameKindName(kind),
                                                    " belongs (a frame was lost or misplaced)"));
   }
   if (f.sender_rank != me_.prev()) {

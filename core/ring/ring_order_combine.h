@@ -1,5 +1,5 @@
 // Combining whole contributions in the ring all-reduce's order, for the algorithms that
-// gather every rank's contribution first (relay_allreduce.h, doubling_allreduce.h), so
+// gather every rank's contribution first (relay_allreduce.h, stride_allreduce.h), so
 // that their result is bitwise the ring's, and so identical on every rank.
 //
 // Element e in ring chunk c (partition.h's ChunkRange) becomes

@@ -6,7 +6,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
-#include "core/ring/doubling_allreduce.h"
+#include "core/ring/stride_allreduce.h"
 #include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
@@ -417,13 +417,17 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
   switch (job.spec.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBarrier:  // an all-reduce of nothing
-      switch (AlgorithmOf(job.spec, me)) {
+      switch (const AllReduceAlgorithm algorithm = AlgorithmOf(job.spec, me)) {
         case AllReduceAlgorithm::kDoubling:
+        case AllReduceAlgorithm::kDirect:
           // An epoch without stride links (an EpochSource of tests) relays; ranks that do
           // otherwise meet on the ring link and fail naming the difference.
           if (epoch.strides != nullptr) {
-            return DoublingAllReduce(me, *epoch.strides, reducer_, job.spec, data, options,
-                                     &job.stats);
+            const StrideSchedule schedule = algorithm == AllReduceAlgorithm::kDirect
+                                                ? StrideSchedule::kDirect
+                                                : StrideSchedule::kDoubling;
+            return StrideAllReduce(schedule, me, *epoch.strides, reducer_, job.spec, data,
+                                   options, &job.stats);
           }
           [[fallthrough]];
         case AllReduceAlgorithm::kRelay:

@@ -5,18 +5,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ring/allreduce_algorithm.h"
 #include "daemon/transport/grpc/grpc_link.h"
 
 namespace ringsync {
 
 namespace {
 
-// Who may send to this rank in `epoch`: rank-1 (the ring link) and rank-s for every stride
-// link of the doubling (s = 2, 4, ... < N), each with its worker id.
+// Who may send to this rank in `epoch`, each with its worker id: rank-1 (the ring link) and
+// rank-s for every stride link an algorithm may use — the doubling's (s = 2, 4, ... < N)
+// and, on rings the direct exchange may run on, every other rank.
 std::vector<ExpectedSender> SendersOf(const RingEpoch& epoch) {
   std::vector<ExpectedSender> senders;
   const int n = epoch.me.world_size;
-  for (int stride = 1; stride < n; stride *= 2) {
+  const bool every_stride = n <= kDirectRanksLimit;
+  for (int stride = 1; stride < n; stride = every_stride ? stride + 1 : stride * 2) {
     const int from = (epoch.me.rank + n - stride) % n;
     if (from < static_cast<int>(epoch.worker_ids.size())) {
       senders.push_back(ExpectedSender{from, epoch.worker_ids[from], stride});

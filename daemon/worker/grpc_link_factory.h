@@ -18,23 +18,24 @@
 
 namespace ringsync {
 
-// A stride link's shared memory. It carries the doubling's frames, commits and aborts;
-// slots carry only segment and relay payload, so its slot ring is the smallest there is
-// and what it maps is the frame mailbox, sized for kStrideLinkQueuedFrames doubling
-// frames of up to kMailboxInlinePayloadBytes (the default --doubling_max_bytes) inline.
+// A stride link's shared memory. It carries the stride algorithms' frames (doubling,
+// direct), commits and aborts; slots carry only segment and relay payload, so its slot
+// ring is the smallest there is and what it maps is the frame mailbox, sized for
+// kStrideLinkQueuedFrames such frames of up to kMailboxInlinePayloadBytes (the default
+// --doubling_max_bytes) inline.
 // Larger frames (a raised --doubling_max_bytes) go on the stream, whatever the sizes.
 // With the ring link's sizes (2 MiB mailboxes, touched in full as they wrap) worker peak
 // RSS at N=8 was 34 MiB instead of 28.
 inline constexpr uint32_t kStrideLinkShmSlots = 2;
 inline constexpr uint64_t kStrideLinkSlotBytes = SlotRingGeometry::kMinSlotBytes;
 inline constexpr uint64_t kStrideLinkMailboxBytes = uint64_t{512} << 10;
-// A doubling frame's record: the payload and, generously, its encoded header.
+// A stride algorithm's frame's record: the payload and, generously, its encoded header.
 inline constexpr uint64_t kStrideLinkRecordBytes = kMailboxInlinePayloadBytes + (4 << 10);
 static_assert(FrameMailboxLayout::MaxRecordBytes(kStrideLinkMailboxBytes) >= kStrideLinkRecordBytes,
-              "a stride link's mailbox takes an inline doubling frame in one record");
+              "a stride link's mailbox takes an inline stride frame in one record");
 static_assert(kStrideLinkMailboxBytes - FrameMailboxLayout::ReserveBytes(kStrideLinkMailboxBytes) >=
                   kStrideLinkQueuedFrames * kStrideLinkRecordBytes,
-              "a stride link's mailbox holds kStrideLinkQueuedFrames inline doubling frames");
+              "a stride link's mailbox holds kStrideLinkQueuedFrames inline stride frames");
 
 // The same-host path: see RingNeighbours::offer_shm.
 struct SameHostPath {

@@ -83,17 +83,24 @@ ABSL_FLAG(int64_t, segment_bytes, 1 << 20,
           "worker: bytes per ring segment (pipelining unit). 1-4 MiB suits gRPC; every rank "
           "must use the same value.");
 ABSL_FLAG(std::string, algorithm, "auto",
-          "worker: the all-reduce algorithm: auto (from N=4 the doubling up to "
-          "--doubling_max_bytes, within the relay's sizes; else the relay up to "
-          "--relay_max_bytes x N/(N-2); else the ring), ring, relay or doubling (forced, for "
+          "worker: the all-reduce algorithm: auto (within the relay's sizes and up to "
+          "--doubling_max_bytes: the direct exchange on 3..--direct_max_ranks ranks, the "
+          "doubling on more; else the relay up to --relay_max_bytes x N/(N-2); else the "
+          "ring), ring, relay, doubling or direct (forced, for "
           "benchmarks; buffers larger than the forced algorithm carries run the relay or the "
           "ring). Every worker of a ring must use the same value, or their all-reduces fail "
           "naming this flag.");
 ABSL_FLAG(int64_t, doubling_max_bytes, 64 << 10,
-          "worker: the largest all-reduce (bytes, 0..16 MiB; 0: never) the doubling algorithm "
-          "runs (every rank's contribution to every rank over links of stride 1, 2, 4, ...: "
-          "2 log2 N hops); never more than --segment_bytes, nor 1 MiB / (N/2). Every worker of "
-          "a ring must use the same value.");
+          "worker: the largest all-reduce (bytes, 0..16 MiB; 0: never) the stride algorithms "
+          "run: the doubling (every rank's contribution to every rank over links of stride "
+          "1, 2, 4, ...: 2 log2 N hops; never more than 1 MiB / (N/2)) and the direct "
+          "exchange (to every rank at once: 2 hops); never more than --segment_bytes. Every "
+          "worker of a ring must use the same value.");
+ABSL_FLAG(int32_t, direct_max_ranks, 4,
+          "worker: with --algorithm=auto, the largest ring (0..16; below 3: never) on which "
+          "small all-reduces run the direct exchange (each rank sends to every other rank at "
+          "once: N-1 frames a pass, 2 hops) rather than the doubling. Every worker of a ring "
+          "must use the same value.");
 ABSL_FLAG(int64_t, relay_max_bytes, 64 << 10,
           "worker: with --algorithm=auto, the relay algorithm's crossover on a large ring "
           "(0..16 MiB): all-reduces of up to this x N/(N-2) bytes (N=2: x16; never more than "
@@ -229,7 +236,12 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
     return absl::InvalidArgumentError("--segment_bytes must be between 64 and 64 MiB");
   }
   if (!ParseAlgorithmMode(absl::GetFlag(FLAGS_algorithm)).has_value()) {
-    return absl::InvalidArgumentError("--algorithm must be auto, ring, relay or doubling");
+    return absl::InvalidArgumentError("--algorithm must be auto, ring, relay, doubling or direct");
+  }
+  if (absl::GetFlag(FLAGS_direct_max_ranks) < 0 ||
+      absl::GetFlag(FLAGS_direct_max_ranks) > kDirectRanksLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--direct_max_ranks must be between 0 and ", kDirectRanksLimit));
   }
   if (absl::GetFlag(FLAGS_doubling_max_bytes) < 0 ||
       absl::GetFlag(FLAGS_doubling_max_bytes) > (16 << 20)) {
@@ -555,8 +567,9 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
                     .relay_frame_limit_bytes =
                         static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)),
                     .stride_links = true,
-                    .doubling_frame_bytes =
-                        static_cast<uint64_t>(absl::GetFlag(FLAGS_doubling_max_bytes))}};
+                    .stride_frame_bytes =
+                        static_cast<uint64_t>(absl::GetFlag(FLAGS_doubling_max_bytes)),
+                    .direct_max_ranks = absl::GetFlag(FLAGS_direct_max_ranks)}};
   CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
   LocalPeers local_peers;
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,

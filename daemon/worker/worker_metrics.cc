@@ -70,7 +70,8 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                            "may have returned OK (the training loop must resynchronise).")),
       algorithms_(AddCounter(registry, "ringsync_allreduce_algorithm_total",
                              "All-reduces (and barriers) this worker ran, by the algorithm "
-                             "they ran: ring, or relay or doubling (the small-message algorithms).")),
+                             "they ran: ring, or relay, doubling or direct (the small-message "
+                             "algorithms).")),
       data_paths_(AddCounter(registry, "ringsync_collective_data_total",
                              "Collectives by how their tensor reached this worker: registered "
                              "(memory the training process registered: Client::Allocate "
@@ -78,12 +79,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                              "(in the request), none (no data).")),
       bytes_sent_(AddCounter(registry, "ringsync_ring_bytes_sent_total",
                              "Payload bytes this worker sent on the ring to its right neighbour "
-                             "(rank and worker id); the doubling's bytes to its other stride "
-                             "links are counted here too.")),
+                             "(rank and worker id); the stride algorithms' bytes to its other "
+                             "stride links are counted here too.")),
       bytes_received_(AddCounter(registry, "ringsync_ring_bytes_received_total",
                                  "Payload bytes this worker received on the ring from its left "
-                                 "neighbour (rank and worker id); the doubling's bytes from its "
-                                 "other stride links are counted here too.")),
+                                 "neighbour (rank and worker id); the stride algorithms' bytes "
+                                 "from their other links are counted here too.")),
       duration_(prometheus::BuildHistogram()
                     .Name("ringsync_collective_duration_seconds")
                     .Help("Wall time of successful collectives, from the executor taking them to "
@@ -146,8 +147,9 @@ std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
                    "(what /readyz reports), else 0.",
                    MetricType::Gauge, status.ready ? 1 : 0),
       SingleSample("ringsync_stride_links_open",
-                   "Links to ranks beyond the neighbours (rank+2, +4, ...: the doubling "
-                   "all-reduce's) open in the current generation; connected on first use.",
+                   "Links to ranks beyond the neighbours (rank+2, +4, ... for the doubling "
+                   "all-reduce, every rank for the direct exchange) open in the current "
+                   "generation; connected on first use.",
                    MetricType::Gauge, stride_links_open),
       SingleSample("ringsync_stride_links_connected_total",
                    "Links to ranks beyond the neighbours this worker has connected, over "

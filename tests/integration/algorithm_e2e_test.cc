@@ -1,5 +1,5 @@
 // End to end: the all-reduce algorithms (--algorithm, --relay_max_bytes,
-// --doubling_max_bytes) on real workers. Whatever algorithm a cluster runs, every rank's
+// --doubling_max_bytes, --direct_max_ranks) on real workers. Whatever algorithm a cluster runs, every rank's
 // result is bitwise the ring's.
 #include <random>
 
@@ -114,6 +114,43 @@ TEST(Algorithms, TheDoublingGivesBitwiseTheRingsResultOnRingsThatAreNoPowerOfTwo
                                 ReduceOpName(cases[i].op)));
       for (size_t r = 0; r < ring[i].size(); ++r) {
         EXPECT_TRUE(doubling[i][r] == ring[i][r]) << "doubling: rank " << r << " differs";
+      }
+    }
+  }
+}
+
+// The direct exchange sends to every other rank: auto runs it on 4 ranks (the default
+// --direct_max_ranks), and forced on 5 it runs there too, over a link to every rank.
+TEST(Algorithms, TheDirectExchangeGivesBitwiseTheRingsResultOverALinkToEveryRank) {
+  std::vector<Case> cases;
+  std::mt19937 rng(14);
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
+    for (ReduceOp op : kAllReduceOps) cases.push_back({dtype, op, 1 + rng() % 300});
+  }
+  cases.push_back({DType::kFloat32, ReduceOp::kSum, 0});
+  cases.push_back({DType::kFloat32, ReduceOp::kSum, 40000});  // past --doubling_max_bytes
+  for (const auto& [ranks, flag] : {std::pair<int, const char*>{4, "--algorithm=auto"},
+                                    std::pair<int, const char*>{5, "--algorithm=direct"}}) {
+    SCOPED_TRACE(absl::StrCat(ranks, " ranks, ", flag));
+    const auto ring = RunEveryCase({"--algorithm=ring"}, cases, ranks);
+    const auto direct = RunEveryCase({flag}, cases, ranks, [ranks](LocalCluster& cluster) {
+      const int strides = ranks - 2;  // every stride but the ring link's
+      for (int r = 0; r < ranks; ++r) {
+        const std::string page =
+            HttpGet(cluster.worker_http_address(r), "/metrics", cluster.http_token()).body;
+        EXPECT_THAT(page, ::testing::HasSubstr(absl::StrCat("ringsync_stride_links_open ",
+                                                            strides, "\n")));
+        EXPECT_THAT(page, ::testing::HasSubstr("algorithm=\"direct\""));
+        EXPECT_THAT(page, ::testing::Not(::testing::HasSubstr("algorithm=\"doubling\"")));
+      }
+    });
+    ASSERT_EQ(ring.size(), cases.size());
+    ASSERT_EQ(direct.size(), cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat(cases[i].count, " x ", DTypeName(cases[i].dtype), " ",
+                                ReduceOpName(cases[i].op)));
+      for (size_t r = 0; r < ring[i].size(); ++r) {
+        EXPECT_TRUE(direct[i][r] == ring[i][r]) << "direct: rank " << r << " differs";
       }
     }
   }

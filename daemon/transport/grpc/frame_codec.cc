@@ -50,6 +50,7 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
     case FrameKind::kCommit: header.set_kind(v1::FRAME_KIND_COMMIT); break;
     case FrameKind::kRelay: header.set_kind(v1::FRAME_KIND_RELAY); break;
     case FrameKind::kGather: header.set_kind(v1::FRAME_KIND_GATHER); break;
+    case FrameKind::kDirect: header.set_kind(v1::FRAME_KIND_DIRECT); break;
   }
   header.set_sender_rank(frame.sender_rank);
   header.set_generation(frame.generation);
@@ -217,6 +218,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     case v1::FRAME_KIND_COMMIT: frame.kind = FrameKind::kCommit; break;
     case v1::FRAME_KIND_RELAY: frame.kind = FrameKind::kRelay; break;
     case v1::FRAME_KIND_GATHER: frame.kind = FrameKind::kGather; break;
+    case v1::FRAME_KIND_DIRECT: frame.kind = FrameKind::kDirect; break;
     default: return Malformed(absl::StrCat("unknown frame kind ", header.kind()));
   }
   frame.sender_rank = header.sender_rank();

@@ -149,8 +149,8 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
 
 // A stride link (core/link/stride_links.h): opens the outbound stream of `me` to the rank
 // `neighbours` names, whose frames come in through `inbox` (the one the view says rank-s
-// feeds). Unlike ConnectRingLink it does not wait for that sender: the doubling's
-// receives wait for its frames, each within its own limit.
+// feeds). Unlike ConnectRingLink it does not wait for that sender: the stride
+// algorithms' receives wait for its frames, each within its own limit.
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectStrideLink(const RingMember& me,
                                                             const RingNeighbours& neighbours,
                                                             std::shared_ptr<PeerInbox> inbox,

@@ -1,7 +1,8 @@
 // The receiving side of the ring's data path: the Peer service accepts the incoming
 // RingStreams of other ranks and feeds each stream's frames into the PeerInbox of its
-// generation and sender — the left neighbour's (the ring link) and, for the doubling
-// all-reduce, those of rank-2, rank-4, ... (stride links, core/link/stride_links.h).
+// generation and sender — the left neighbour's (the ring link) and, for the stride
+// all-reduces, those of rank-2, rank-4, ... or every other rank (stride links,
+// core/link/stride_links.h).
 //
 // A stream may arrive before this worker has learned the generation it names (the
 // sender heard of the new ring view first), so inboxes may be opened ahead — for one
@@ -27,7 +28,8 @@
 namespace ringsync {
 
 // Senders a generation may have inboxes for: a rank receives on its ring link and on one
-// stride link per doubling step (log2 N), so this allows rings far larger than any run.
+// stride link per doubling step (log2 N), or on rings of up to kDirectRanksLimit
+// (core/ring/allreduce_algorithm.h) one from every other rank for the direct exchange.
 inline constexpr size_t kMaxInboxesPerGeneration = 32;
 
 // Thread-safety: all methods are safe from any thread.

@@ -20,8 +20,8 @@ namespace ringsync {
 class SequenceFence {
  public:
   // `skips_collectives`: the edge carries only some collectives (a stride link: the
-  // doubling all-reduce's), so its sequence numbers may go forward by any amount, though
-  // never back. Its frames move no counter of the worker's (only the doubling reads them,
+  // stride all-reduces'), so its sequence numbers may go forward by any amount, though
+  // never back. Its frames move no counter of the worker's (only those algorithms read them,
   // and fails a collective whose number is not its own).
   explicit SequenceFence(bool skips_collectives = false) : skips_collectives_(skips_collectives) {}
 

@@ -1,4 +1,4 @@
-#include "core/ring/doubling_allreduce.h"
+#include "core/ring/stride_allreduce.h"
 
 #include <algorithm>
 #include <optional>
@@ -16,13 +16,40 @@
 
 namespace ringsync {
 
-int DoublingSteps(int world_size) {
-  int steps = 0;
-  while ((1 << steps) < world_size) ++steps;
-  return steps;
+namespace {
+
+// One link's part of a round: its stride, and how many contributions each rank sends on
+// it — those of ranks rank, rank-1, ..., rank-carried+1, all held when the round begins.
+struct Lane {
+  int stride;
+  int carried;
+};
+
+// The rounds of each pass (the commit's lanes carry one commit frame each).
+std::vector<std::vector<Lane>> RoundsOf(StrideSchedule schedule, int n) {
+  std::vector<std::vector<Lane>> rounds;
+  if (n < 2) return rounds;
+  switch (schedule) {
+    case StrideSchedule::kDoubling:
+      for (int stride = 1; stride < n; stride *= 2) {
+        rounds.push_back({Lane{stride, std::min(stride, n - stride)}});
+      }
+      break;
+    case StrideSchedule::kDirect:
+      rounds.emplace_back();
+      for (int stride = 1; stride < n; ++stride) rounds.back().push_back(Lane{stride, 1});
+      break;
+  }
+  return rounds;
 }
 
-namespace {
+FrameKind GatherKind(StrideSchedule schedule) {
+  return schedule == StrideSchedule::kDirect ? FrameKind::kDirect : FrameKind::kGather;
+}
+
+absl::string_view ScheduleName(StrideSchedule schedule) {
+  return schedule == StrideSchedule::kDirect ? "direct" : "doubling";
+}
 
 // How often a rank waiting on one link looks at its others for an abort notice: a
 // notice takes another path than the frame awaited, so this bounds how late it is seen.
@@ -34,13 +61,15 @@ struct Contribution {
   std::vector<std::byte> bytes;
 };
 
-// One rank's side of one doubling all-reduce: the passes, their frames' checks, and the
-// abort protocol over every connected link.
-class DoublingRank {
+// One rank's side of one stride all-reduce: the passes of its schedule, their frames'
+// checks, and the abort protocol over every connected link.
+class StrideRank {
  public:
-  DoublingRank(const RingMember& me, StrideLinks& links, const CollectiveSpec& spec,
-               const RingOptions& options)
-      : me_(me),
+  StrideRank(StrideSchedule schedule, const RingMember& me, StrideLinks& links,
+             const CollectiveSpec& spec, const RingOptions& options)
+      : schedule_(schedule),
+        rounds_(RoundsOf(schedule, me.world_size)),
+        me_(me),
         links_(links),
         spec_(spec),
         options_(options),
@@ -49,11 +78,11 @@ class DoublingRank {
     limit_.deadline = SteadyDeadline(options.timeout);
     limit_.cancellation = &cancellation_;
   }
-  ~DoublingRank() {
+  ~StrideRank() {
     for (Link* link : links_.Connected()) link->MarkFinished(spec_.sequence);
   }
-  DoublingRank(const DoublingRank&) = delete;
-  DoublingRank& operator=(const DoublingRank&) = delete;
+  StrideRank(const StrideRank&) = delete;
+  StrideRank& operator=(const StrideRank&) = delete;
 
   const WaitLimit& limit() const { return limit_; }
 
@@ -78,19 +107,20 @@ class DoublingRank {
   }
 
  private:
-  int To(int step) const { return RingMod(me_.rank + (1 << step), me_.world_size); }
-  int From(int step) const { return RingMod(me_.rank - (1 << step), me_.world_size); }
-  // The link of `step`'s stride, connected if it is not yet.
-  absl::StatusOr<Link*> LinkOf(int step);
-  Frame Stamped(FrameKind kind, int step, int segment, int chunk) const;
-  absl::Status Send(Link& link, int step, const Frame& frame, absl::Span<const std::byte> payload);
-  // The next frame of this collective from rank `from` on `link` (leftovers of finished
-  // collectives skipped), checked for generation, sequence, sender, kind and place; an
-  // abort frame becomes Aborted. `what` names the awaited frame in errors.
-  absl::StatusOr<ReceivedFrame> Receive(Link& link, int from, FrameKind kind, int step,
+  int To(int stride) const { return RingMod(me_.rank + stride, me_.world_size); }
+  int From(int stride) const { return RingMod(me_.rank - stride, me_.world_size); }
+  // The link of `stride`, connected if it is not yet.
+  absl::StatusOr<Link*> LinkOf(int stride);
+  absl::Status Send(Link& link, int round, int stride, const Frame& frame,
+                    absl::Span<const std::byte> payload);
+  // The next frame of this collective from rank From(stride) on `link` (leftovers of
+  // finished collectives skipped), checked for generation, sequence, sender, kind and
+  // place (round, segment, chunk); an abort frame becomes Aborted. `what` names the
+  // awaited frame in errors.
+  absl::StatusOr<ReceivedFrame> Receive(Link& link, int stride, FrameKind kind, int round,
                                         int segment, int chunk,
                                         absl::FunctionRef<std::string()> what);
-  absl::Status CheckFrame(const Frame& f, int from, FrameKind kind, int step, int segment,
+  absl::Status CheckFrame(const Frame& f, int from, FrameKind kind, int round, int segment,
                           int chunk) const;
   // Aborted when an abort notice of this collective waits on a link other than
   // `waiting_on`, or arrives there by `until`.
@@ -111,9 +141,11 @@ class DoublingRank {
     return Annotate(result);
   }
   absl::Status Annotate(const absl::Status& status) const {
-    return AnnotateRankFailure(status, me_, spec_, "doubling");
+    return AnnotateRankFailure(status, me_, spec_, ScheduleName(schedule_));
   }
 
+  const StrideSchedule schedule_;
+  const std::vector<std::vector<Lane>> rounds_;
   const RingMember me_;
   StrideLinks& links_;
   const CollectiveSpec spec_;
@@ -126,78 +158,85 @@ class DoublingRank {
   RingStats stats_;
 };
 
-absl::StatusOr<Link*> DoublingRank::LinkOf(int step) {
-  absl::StatusOr<Link*> link = links_.Stride(1 << step, limit_);
+absl::StatusOr<Link*> StrideRank::LinkOf(int stride) {
+  absl::StatusOr<Link*> link = links_.Stride(stride, limit_);
   if (!link.ok()) {
     return absl::Status(link.status().code(),
-                        absl::StrCat("connecting the link of stride ", 1 << step, " to rank ",
-                                     To(step), ": ", link.status().message()));
+                        absl::StrCat("connecting the link of stride ", stride, " to rank ",
+                                     To(stride), ": ", link.status().message()));
   }
   return link;
 }
 
-Frame DoublingRank::Stamped(FrameKind kind, int step, int segment, int chunk) const {
-  return StampedFrame(kind, me_, spec_.sequence, step, segment, chunk);
-}
-
-absl::Status DoublingRank::Send(Link& link, int step, const Frame& frame,
-                                absl::Span<const std::byte> payload) {
+absl::Status StrideRank::Send(Link& link, int round, int stride, const Frame& frame,
+                              absl::Span<const std::byte> payload) {
   if (absl::Status s = link.Send(frame, payload, limit_); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("sending step ", step, " to rank ", To(step), ": ",
-                                                s.message()));
+    return absl::Status(s.code(), absl::StrCat("sending step ", round, " to rank ", To(stride),
+                                                ": ", s.message()));
   }
   ++stats_.frames_sent;
   stats_.bytes_sent += payload.size();
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::Gather(std::vector<std::byte> mine, std::vector<Contribution>& held) {
+absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<Contribution>& held) {
   const int n = me_.world_size;
   const size_t element_size = DTypeSize(spec_.dtype);
+  const FrameKind kind = GatherKind(schedule_);
   held.assign(static_cast<size_t>(n), Contribution{});
   std::vector<bool> here(static_cast<size_t>(n), false);
   here[me_.rank] = true;
   held[me_.rank] = Contribution{spec_, std::move(mine)};
   absl::Status result = absl::OkStatus();
-  for (int step = 0; step < DoublingSteps(n) && result.ok(); ++step) {
-    const int carried = std::min(1 << step, n - (1 << step));  // contributions each way
-    absl::StatusOr<Link*> link = LinkOf(step);
-    if (!link.ok()) {
-      result = link.status();
-      break;
-    }
-    int sent = 0;
-    auto send_next = [&] {
-      const int origin = RingMod(me_.rank - sent, n);
-      Frame frame = Stamped(FrameKind::kGather, step, sent, origin);
+  for (int round = 0; round < static_cast<int>(rounds_.size()) && result.ok(); ++round) {
+    const std::vector<Lane>& lanes = rounds_[round];
+    std::vector<Link*> links(lanes.size(), nullptr);
+    std::vector<int> sent(lanes.size(), 0);
+    auto send_next = [&](size_t lane) {
+      const int origin = RingMod(me_.rank - sent[lane], n);
+      Frame frame = StampedFrame(kind, me_, spec_.sequence, round, sent[lane], origin);
       frame.spec = held[origin].spec;
       frame.count = held[origin].spec.count;
-      ++sent;
-      return Send(**link, step, frame, held[origin].bytes);
+      ++sent[lane];
+      return Send(*links[lane], round, lanes[lane].stride, frame, held[origin].bytes);
     };
-    while (sent < std::min(carried, kStrideLinkQueuedFrames) && result.ok()) result = send_next();
-    const int from = From(step);
-    for (int i = 0; i < carried && result.ok(); ++i) {
-      const int origin = RingMod(from - i, n);
-      absl::StatusOr<ReceivedFrame> received =
-          Receive(**link, from, FrameKind::kGather, step, i, origin, [&] {
-            return absl::StrCat("step ", step, " (rank ", origin, "'s contribution)");
-          });
-      if (!received.ok()) {
-        result = received.status();
+    // Every lane's first frames go out before any receive: the links queue them.
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      absl::StatusOr<Link*> link = LinkOf(lanes[lane].stride);
+      if (!link.ok()) {
+        result = link.status();
         break;
       }
-      if (!received->frame.spec.has_value()) {
-        result = absl::InvalidArgumentError(absl::StrCat(
-            "doubling frame from rank ", from, " for rank ", origin, " arrived without a spec"));
-        break;
+      links[lane] = *link;
+      const int first = std::min(lanes[lane].carried, kStrideLinkQueuedFrames);
+      while (sent[lane] < first && result.ok()) result = send_next(lane);
+    }
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      const Lane& l = lanes[lane];
+      const int from = From(l.stride);
+      for (int i = 0; i < l.carried && result.ok(); ++i) {
+        const int origin = RingMod(from - i, n);
+        absl::StatusOr<ReceivedFrame> received =
+            Receive(*links[lane], l.stride, kind, round, i, origin, [&] {
+              return absl::StrCat("step ", round, " (rank ", origin, "'s contribution)");
+            });
+        if (!received.ok()) {
+          result = received.status();
+          break;
+        }
+        if (!received->frame.spec.has_value()) {
+          result = absl::InvalidArgumentError(absl::StrCat(
+              ScheduleName(schedule_), " frame from rank ", from, " for rank ", origin,
+              " arrived without a spec"));
+          break;
+        }
+        stats_.bytes_received += received->payload.size();
+        held[origin] = Contribution{*received->frame.spec, received->payload.ToVector()};
+        here[origin] = true;
+        // One more out for each one in: no rank ever has more frames on its way than its
+        // receiver's link queues unread, so no two ranks wait on each other's sends.
+        if (sent[lane] < l.carried) result = send_next(lane);
       }
-      stats_.bytes_received += received->payload.size();
-      held[origin] = Contribution{*received->frame.spec, received->payload.ToVector()};
-      here[origin] = true;
-      // One more out for each one in: no rank ever has more frames on its way than its
-      // receiver's link queues unread, so no two ranks wait on each other's sends.
-      if (sent < carried) result = send_next();
     }
   }
   if (!result.ok()) {
@@ -233,27 +272,42 @@ absl::Status DoublingRank::Gather(std::vector<std::byte> mine, std::vector<Contr
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::Commit() {
+absl::Status StrideRank::Commit() {
   data_completed_ = true;
   const int n = me_.world_size;
-  int heard = 1;  // ranks rank-heard+1 .. rank are known to have completed their data
+  // By distance back: whether the rank that far back is known to have completed its data.
+  // Every rank runs the same rounds, so a commit received on the link of stride s in a
+  // round vouches for what its sender knew when the round began, shifted by s.
+  std::vector<bool> known(static_cast<size_t>(n), false);
+  known[0] = true;
   absl::Status result = absl::OkStatus();
-  for (int step = 0; step < DoublingSteps(n) && result.ok(); ++step) {
-    absl::StatusOr<Link*> link = LinkOf(step);
-    if (!link.ok()) {
-      result = link.status();
-      break;
+  for (int round = 0; round < static_cast<int>(rounds_.size()) && result.ok(); ++round) {
+    const std::vector<Lane>& lanes = rounds_[round];
+    std::vector<Link*> links(lanes.size(), nullptr);
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      absl::StatusOr<Link*> link = LinkOf(lanes[lane].stride);
+      if (!link.ok()) {
+        result = link.status();
+        break;
+      }
+      links[lane] = *link;
+      result = Send(**link, round, lanes[lane].stride,
+                    StampedFrame(FrameKind::kCommit, me_, spec_.sequence, round, 0, me_.rank), {});
     }
-    result = Send(**link, step, Stamped(FrameKind::kCommit, step, 0, me_.rank), {});
-    if (!result.ok()) break;
-    absl::StatusOr<ReceivedFrame> received =
-        Receive(**link, From(step), FrameKind::kCommit, step, 0, From(step),
-                [step] { return absl::StrCat("commit step ", step); });
-    if (!received.ok()) {
-      result = received.status();
-      break;
+    const std::vector<bool> known_at_start = known;
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      const int stride = lanes[lane].stride;
+      absl::StatusOr<ReceivedFrame> received =
+          Receive(*links[lane], stride, FrameKind::kCommit, round, 0, From(stride),
+                  [round] { return absl::StrCat("commit step ", round); });
+      if (!received.ok()) {
+        result = received.status();
+        break;
+      }
+      for (int back = 0; back + stride < n; ++back) {
+        if (known_at_start[back]) known[back + stride] = true;
+      }
     }
-    heard = std::min(n, 2 * heard);
   }
   if (result.ok()) return absl::OkStatus();
   result = ExplainCancel(std::move(result));
@@ -264,16 +318,18 @@ absl::Status DoublingRank::Commit() {
     return Annotate(result);
   }
   std::string unheard;
-  for (int back = heard; back < n; ++back) {
+  for (int back = 1; back < n; ++back) {
+    if (known[back]) continue;
     absl::StrAppend(&unheard, unheard.empty() ? "" : ", ", RingMod(me_.rank - back, n));
   }
   return WithOutcomeMark(Annotate(CommitInDoubt(result, unheard, "")), OutcomeMark::kInDoubt);
 }
 
-absl::StatusOr<ReceivedFrame> DoublingRank::Receive(Link& link, int from, FrameKind kind,
-                                                    int step, int segment, int chunk,
-                                                    absl::FunctionRef<std::string()> what) {
-  const bool ring_link = step == 0;
+absl::StatusOr<ReceivedFrame> StrideRank::Receive(Link& link, int stride, FrameKind kind,
+                                                  int round, int segment, int chunk,
+                                                  absl::FunctionRef<std::string()> what) {
+  const int from = From(stride);
+  const bool ring_link = stride == 1;
   while (true) {
     WaitLimit slice = limit_;
     slice.deadline = std::min(limit_.deadline, SteadyDeadline(kAbortWatchInterval));
@@ -298,58 +354,54 @@ absl::StatusOr<ReceivedFrame> DoublingRank::Receive(Link& link, int from, FrameK
           " but this rank is in generation ", me_.generation, "; the ring changed under it"));
     }
     // Left over from a collective this rank finished (or, on a stride link, which only
-    // this algorithm uses, one it skipped): not this collective's.
+    // these algorithms use, one it skipped): not this collective's.
     if (f.sequence < spec_.sequence && (!ring_link || f.sequence <= link.finished_sequence())) {
       continue;
     }
     if (f.kind == FrameKind::kAbort && f.sequence == spec_.sequence) return TakeAbortFrame(f);
-    if (absl::Status s = CheckFrame(f, from, kind, step, segment, chunk); !s.ok()) return s;
+    if (absl::Status s = CheckFrame(f, from, kind, round, segment, chunk); !s.ok()) return s;
     return received;
   }
 }
 
-absl::Status DoublingRank::CheckFrame(const Frame& f, int from, FrameKind kind, int step,
-                                      int segment, int chunk) const {
+absl::Status StrideRank::CheckFrame(const Frame& f, int from, FrameKind kind, int round,
+                                    int segment, int chunk) const {
   if (f.sequence != spec_.sequence) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ranks called different collectives: rank ", from, " is at collective #", f.sequence,
         " while this rank is at ", DescribeCollective(spec_),
         "; every rank must issue the same collectives in the same order"));
   }
-  if (f.kind != kind) {
-    const bool agreement = f.kind == FrameKind::kAgree || f.kind == FrameKind::kRelay;
-    if (agreement && f.spec.has_value()) {
-      // Ranks that disagree on the size may choose different algorithms.
+  if (f.kind != kind && IsAgreementKind(f.kind) && IsAgreementKind(kind)) {
+    // Ranks that disagree on the size may choose different algorithms: say so first.
+    if (f.spec.has_value()) {
       if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk));
           !s.ok()) {
         return s;
       }
     }
-    return agreement ? absl::FailedPreconditionError(absl::StrCat(
-                           "ranks chose different all-reduce algorithms: rank ", from, " runs the ",
-                           f.kind == FrameKind::kAgree ? "ring" : "relay",
-                           " where this rank runs the doubling; give every worker the same "
-                           "--algorithm, --relay_max_bytes and --doubling_max_bytes"))
-                     : absl::InvalidArgumentError(absl::StrCat(
-                           "frame of kind ", static_cast<int>(f.kind), " from rank ", from,
-                           " where the doubling expects kind ", static_cast<int>(kind),
-                           " (a frame was lost or misplaced)"));
+    return DifferentAlgorithmsError(from, f.kind, kind);
+  }
+  if (f.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat(FrameKindName(f.kind), " from rank ", from,
+                                                   " where ", FrameKindName(kind),
+                                                   " belongs (a frame was lost or misplaced)"));
   }
   if (f.sender_rank != from) {
     return absl::InvalidArgumentError(absl::StrCat("frame claims to come from rank ", f.sender_rank,
                                                    ", but this link leads to rank ", from));
   }
-  if (f.step != static_cast<uint32_t>(step) || f.segment != static_cast<uint32_t>(segment) ||
+  if (f.step != static_cast<uint32_t>(round) || f.segment != static_cast<uint32_t>(segment) ||
       f.chunk != static_cast<uint32_t>(chunk)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "out-of-schedule doubling frame from rank ", from, ": got step ", f.step, " frame ",
-        f.segment, " for rank ", f.chunk, ", expected step ", step, " frame ", segment,
-        " for rank ", chunk));
+        "out-of-schedule ", ScheduleName(schedule_), " frame from rank ", from, ": got step ",
+        f.step, " frame ", f.segment, " for rank ", f.chunk, ", expected step ", round, " frame ",
+        segment, " for rank ", chunk));
   }
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::AwaitLateNotice(Link& link) {
+absl::Status StrideRank::AwaitLateNotice(Link& link) {
   const SteadyDeadline until(options_.abort_notice_timeout);
   while (!until.Passed()) {
     WaitLimit slice;
@@ -365,7 +417,7 @@ absl::Status DoublingRank::AwaitLateNotice(Link& link) {
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on, SteadyDeadline until) {
+absl::Status StrideRank::WatchOtherLinks(const Link* waiting_on, SteadyDeadline until) {
   for (Link* link : links_.Connected()) {
     if (link == waiting_on || link->newest_aborted_sequence() != spec_.sequence) continue;
     // The notice may wait behind frames of this collective: this rank fails anyway, so
@@ -383,9 +435,9 @@ absl::Status DoublingRank::WatchOtherLinks(const Link* waiting_on, SteadyDeadlin
   return absl::OkStatus();
 }
 
-absl::Status DoublingRank::TakeAbortFrame(const Frame& frame) { return abort_.Take(frame); }
+absl::Status StrideRank::TakeAbortFrame(const Frame& frame) { return abort_.Take(frame); }
 
-void DoublingRank::NotifyAbort(const absl::Status& cause) {
+void StrideRank::NotifyAbort(const absl::Status& cause) {
   const std::optional<Frame> notice = abort_.ToSend(cause, data_completed_);
   if (!notice.has_value()) return;
   for (Link* link : links_.Connected()) {
@@ -398,11 +450,16 @@ void DoublingRank::NotifyAbort(const absl::Status& cause) {
 
 }  // namespace
 
-absl::Status DoublingAllReduce(const RingMember& me, StrideLinks& links, Reducer& reducer,
-                               const CollectiveSpec& spec, absl::Span<std::byte> buffer,
-                               const RingOptions& options, RingStats* stats) {
+int StrideRounds(StrideSchedule schedule, int world_size) {
+  return static_cast<int>(RoundsOf(schedule, world_size).size());
+}
+
+absl::Status StrideAllReduce(StrideSchedule schedule, const RingMember& me, StrideLinks& links,
+                             Reducer& reducer, const CollectiveSpec& spec,
+                             absl::Span<std::byte> buffer, const RingOptions& options,
+                             RingStats* stats) {
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
-  DoublingRank rank(me, links, spec, options);
+  StrideRank rank(schedule, me, links, spec, options);
   if (absl::Status s = CheckAllReduceArguments(me, spec, buffer, rspec); !s.ok()) {
     return rank.Reject(s);
   }

@@ -1,10 +1,12 @@
-// Specification of the doubling all-reduce (the small-message algorithm over stride
-// links 1, 2, 4, ...) and of the rule that chooses it: N ranks as threads over the
-// in-memory stride links of MemoryStrideMesh. It gives bitwise the ring's result, in
-// ceil(log2 N) hops per pass; it fails on every rank, and promptly, when ranks disagree
-// or one gives up; it never leaves one rank OK and another plainly failed; and leftovers
-// of an aborted collective do not disturb the next one.
-#include "core/ring/doubling_allreduce.h"
+// Specification of the stride all-reduces (the small-message algorithms over stride
+// links: the doubling on strides 1, 2, 4, ..., the direct exchange on every stride) and
+// of the rule that chooses them: N ranks as threads over the in-memory stride links of
+// MemoryStrideMesh. Each gives bitwise the ring's result, the doubling in ceil(log2 N)
+// hops per pass and the direct exchange in one; each fails on every rank, and promptly,
+// when ranks disagree (on the spec or the algorithm) or one gives up; neither leaves one
+// rank OK and another plainly failed; and leftovers of an aborted collective do not
+// disturb the next one.
+#include "core/ring/stride_allreduce.h"
 
 #include <functional>
 #include <optional>
@@ -110,50 +112,63 @@ Outcome RunRing(int n, const CollectiveSpec& spec) {
   });
 }
 
-// Every rank runs the doubling over `mesh`; `links_of` may put a test's links in place of
-// a rank's own.
-Outcome RunDoubling(MemoryStrideMesh& mesh, const CollectiveSpec& spec,
-                    const RingOptions& options = LongOptions(),
-                    const std::function<StrideLinks&(int)>& links_of = nullptr) {
+// Every rank runs `schedule` over `mesh`; `links_of` may put a test's links in place of a
+// rank's own.
+Outcome RunStride(StrideSchedule schedule, MemoryStrideMesh& mesh, const CollectiveSpec& spec,
+                  const RingOptions& options = LongOptions(),
+                  const std::function<StrideLinks&(int)>& links_of = nullptr) {
   const int n = mesh.world_size();
   return RunRanks(n, spec, [&](int r, Reducer& reducer, Buffer buffer, RingStats* stats) {
     StrideLinks& links = links_of ? links_of(r) : mesh.links(r);
-    return DoublingAllReduce(Me(r, n), links, reducer, spec, buffer, options, stats);
+    return StrideAllReduce(schedule, Me(r, n), links, reducer, spec, buffer, options, stats);
   });
 }
 
-class DoublingNumerics : public ::testing::TestWithParam<testing::DTypeAndOp> {};
+Outcome RunDoubling(MemoryStrideMesh& mesh, const CollectiveSpec& spec) {
+  return RunStride(StrideSchedule::kDoubling, mesh, spec);
+}
 
-TEST_P(DoublingNumerics, EveryRankGetsBitwiseTheRingsResult) {
+std::string ScheduleName(const ::testing::TestParamInfo<StrideSchedule>& info) {
+  return info.param == StrideSchedule::kDirect ? "Direct" : "Doubling";
+}
+
+const auto kEverySchedule = ::testing::Values(StrideSchedule::kDoubling, StrideSchedule::kDirect);
+
+class StrideNumerics : public ::testing::TestWithParam<testing::DTypeAndOp> {};
+
+TEST_P(StrideNumerics, EveryRankGetsBitwiseTheRingsResultFromEitherSchedule) {
   const auto [dtype, op] = GetParam();
   for (int n : {1, 2, 3, 4, 5, 7, 8, 16}) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{64}, size_t{1001}}) {
-      SCOPED_TRACE(absl::StrCat("N=", n, " count=", count));
       CollectiveSpec spec = Spec(dtype, op, count);
       if (IsFloatingPoint(dtype)) {  // the scale factors take the same path as the ring's
         spec.pre_scale = 0.5;
         spec.post_scale = 3.0;
       }
       const Outcome ring = RunRing(n, spec);
-      MemoryStrideMesh mesh(n);
-      const Outcome doubling = RunDoubling(mesh, spec);
-      for (int r = 0; r < n; ++r) {
-        ASSERT_TRUE(ring.statuses[r].ok()) << ring.statuses[r];
-        ASSERT_TRUE(doubling.statuses[r].ok()) << doubling.statuses[r];
-        EXPECT_TRUE(doubling.buffers[r] == ring.buffers[r]) << "rank " << r << " differs";
+      for (StrideSchedule schedule : {StrideSchedule::kDoubling, StrideSchedule::kDirect}) {
+        SCOPED_TRACE(absl::StrCat("N=", n, " count=", count, " ",
+                                  schedule == StrideSchedule::kDirect ? "direct" : "doubling"));
+        MemoryStrideMesh mesh(n);
+        const Outcome run = RunStride(schedule, mesh, spec);
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(ring.statuses[r].ok()) << ring.statuses[r];
+          ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+          EXPECT_TRUE(run.buffers[r] == ring.buffers[r]) << "rank " << r << " differs";
+        }
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, DoublingNumerics, testing::EveryDTypeAndOp(),
+INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, StrideNumerics, testing::EveryDTypeAndOp(),
                          testing::DTypeAndOpName);
 
 TEST(DoublingAllReduce, EachRankSendsNMinusOneContributionsAndLog2NCommitsOverStrides124) {
   const int n = 8;
   const size_t count = 10;
   const uint64_t bytes = count * sizeof(float);
-  EXPECT_EQ(DoublingSteps(n), 3);
+  EXPECT_EQ(StrideRounds(StrideSchedule::kDoubling, n), 3);
   MemoryStrideMesh mesh(n);
   const Outcome run = RunDoubling(mesh, Spec(DType::kFloat32, ReduceOp::kSum, count));
   for (int r = 0; r < n; ++r) {
@@ -179,7 +194,7 @@ TEST(DoublingAllReduce, EachRankSendsNMinusOneContributionsAndLog2NCommitsOverSt
 TEST(DoublingAllReduce, OnFiveRanksTheLastStepCarriesOnlyTheOneContributionStillMissing) {
   const int n = 5;
   const uint64_t bytes = 6 * sizeof(float);
-  EXPECT_EQ(DoublingSteps(n), 3);
+  EXPECT_EQ(StrideRounds(StrideSchedule::kDoubling, n), 3);
   MemoryStrideMesh mesh(n);
   const Outcome run = RunDoubling(mesh, Spec(DType::kFloat32, ReduceOp::kSum, 6));
   for (int r = 0; r < n; ++r) {
@@ -195,7 +210,35 @@ TEST(DoublingAllReduce, OnFiveRanksTheLastStepCarriesOnlyTheOneContributionStill
   }
 }
 
-TEST(DoublingAllReduce, MismatchingSpecsFailOnEveryRankWithNoBufferTouched) {
+TEST(DirectExchange, EachRankSendsItsContributionAndACommitToEveryOtherRankInOneRound) {
+  const int n = 5;
+  const uint64_t bytes = 6 * sizeof(float);
+  EXPECT_EQ(StrideRounds(StrideSchedule::kDirect, n), 1);
+  EXPECT_EQ(StrideRounds(StrideSchedule::kDirect, 1), 0);
+  MemoryStrideMesh mesh(n);
+  const Outcome run =
+      RunStride(StrideSchedule::kDirect, mesh, Spec(DType::kFloat32, ReduceOp::kSum, 6));
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+    EXPECT_EQ(run.stats[r].frames_sent, 2 * (n - 1u)) << "N-1 contributions, N-1 commits";
+    EXPECT_EQ(run.stats[r].bytes_sent, (n - 1) * bytes);
+    EXPECT_EQ(run.stats[r].bytes_received, (n - 1) * bytes);
+    for (int stride = 1; stride < n; ++stride) {
+      EXPECT_EQ(mesh.ring(stride).frames_sent(r), 2u) << "stride " << stride;
+      EXPECT_EQ(mesh.ring(stride).bytes_sent(r), bytes) << "stride " << stride;
+    }
+    const std::vector<Link*> connected = mesh.links(r).Connected();
+    ASSERT_EQ(connected.size(), n - 1u);
+    EXPECT_EQ(connected.front(), &mesh.ring(1).link(r));
+  }
+}
+
+class StrideAllReduceTest : public ::testing::TestWithParam<StrideSchedule> {};
+
+INSTANTIATE_TEST_SUITE_P(EverySchedule, StrideAllReduceTest, kEverySchedule, ScheduleName);
+
+TEST_P(StrideAllReduceTest, MismatchingSpecsFailOnEveryRankWithNoBufferTouched) {
   const int n = 5;
   struct Case {
     const char* what;
@@ -216,8 +259,8 @@ TEST(DoublingAllReduce, MismatchingSpecsFailOnEveryRankWithNoBufferTouched) {
         spec.op = c.op_of_rank_2;
         buffer = buffer.first(spec.count * sizeof(float));
       }
-      return DoublingAllReduce(Me(r, n), mesh.links(r), reducer, spec, buffer, ShortOptions(),
-                               stats);
+      return StrideAllReduce(GetParam(), Me(r, n), mesh.links(r), reducer, spec, buffer,
+                             ShortOptions(), stats);
     });
     for (int r = 0; r < n; ++r) {
       const absl::Status& s = run.statuses[r];
@@ -232,7 +275,7 @@ TEST(DoublingAllReduce, MismatchingSpecsFailOnEveryRankWithNoBufferTouched) {
   }
 }
 
-TEST(DoublingAllReduce, ARankThatRunsTheRelayMakesEveryRankFailNamingTheDifference) {
+TEST_P(StrideAllReduceTest, ARankThatRunsTheRelayMakesEveryRankFailNamingTheDifference) {
   const int n = 5;
   // Rank 0 relays on its ring link (its flags differ, or its size, so its choice did).
   for (size_t relay_count : {size_t{8}, size_t{4}}) {
@@ -242,7 +285,8 @@ TEST(DoublingAllReduce, ARankThatRunsTheRelayMakesEveryRankFailNamingTheDifferen
                                  [&](int r, Reducer& reducer, Buffer buffer, RingStats*) {
       CollectiveSpec spec = Spec(DType::kFloat32, ReduceOp::kSum, 8);
       if (r != 0) {
-        return DoublingAllReduce(Me(r, n), mesh.links(r), reducer, spec, buffer, ShortOptions());
+        return StrideAllReduce(GetParam(), Me(r, n), mesh.links(r), reducer, spec, buffer,
+                               ShortOptions());
       }
       spec.count = relay_count;
       return RelayAllReduce(Me(r, n), mesh.ring(1).link(r), reducer, spec,
@@ -259,7 +303,35 @@ TEST(DoublingAllReduce, ARankThatRunsTheRelayMakesEveryRankFailNamingTheDifferen
   }
 }
 
-TEST(DoublingAllReduce, ARankThatGivesUpMakesEveryOtherRankFailPromptlyNamingIt) {
+TEST(StrideAllReduce, ARankThatRunsTheOtherScheduleMakesEveryRankFailNamingTheDifference) {
+  const int n = 4;
+  for (int odd_one : {0, 2}) {
+    SCOPED_TRACE(absl::StrCat("rank ", odd_one, " runs the doubling, the others direct"));
+    MemoryStrideMesh mesh(n);
+    const CollectiveSpec spec = Spec(DType::kFloat32, ReduceOp::kSum, 8);
+    const Outcome run = RunRanks(n, spec, [&](int r, Reducer& reducer, Buffer buffer,
+                                              RingStats* stats) {
+      const StrideSchedule schedule =
+          r == odd_one ? StrideSchedule::kDoubling : StrideSchedule::kDirect;
+      return StrideAllReduce(schedule, Me(r, n), mesh.links(r), reducer, spec, buffer,
+                             LongOptions(), stats);
+    });
+    for (int r = 0; r < n; ++r) {
+      const absl::Status& s = run.statuses[r];
+      ASSERT_FALSE(s.ok()) << "rank " << r;
+      EXPECT_TRUE(absl::IsFailedPrecondition(s) || absl::IsAborted(s)) << "rank " << r << ": " << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr(Prefix(r)));
+      EXPECT_THAT(std::string(s.message()), HasSubstr("different all-reduce algorithms"))
+          << "rank " << r;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("--direct_max_ranks")) << "rank " << r;
+      EXPECT_TRUE(run.stats[r].buffer_untouched) << "rank " << r;
+      // A liveness bound, far from the 30 s deadline: the difference is seen, not waited out.
+      EXPECT_LT(run.took[r], absl::Seconds(10)) << "rank " << r;
+    }
+  }
+}
+
+TEST_P(StrideAllReduceTest, ARankThatGivesUpMakesEveryOtherRankFailPromptlyNamingIt) {
   const int n = 8;
   const int quitter = 3;
   MemoryStrideMesh mesh(n);
@@ -267,7 +339,8 @@ TEST(DoublingAllReduce, ARankThatGivesUpMakesEveryOtherRankFailPromptlyNamingIt)
   const Outcome run = RunRanks(n, spec, [&](int r, Reducer& reducer, Buffer buffer,
                                             RingStats* stats) {
     if (r == quitter) buffer = buffer.first(buffer.size() - 1);  // not 8 floats: rejected
-    return DoublingAllReduce(Me(r, n), mesh.links(r), reducer, spec, buffer, LongOptions(), stats);
+    return StrideAllReduce(GetParam(), Me(r, n), mesh.links(r), reducer, spec, buffer,
+                           LongOptions(), stats);
   });
   EXPECT_TRUE(absl::IsInvalidArgument(run.statuses[quitter])) << run.statuses[quitter];
   for (int r = 0; r < n; ++r) {
@@ -306,33 +379,40 @@ class LinksWithFault final : public StrideLinks {
 };
 
 // Rank 1 sends on its link of `stride` through a FaultyLink, with `fault` at send `cut`.
-Outcome RunWithFault(int n, const CollectiveSpec& spec, int stride, std::optional<uint64_t> cut,
-                     LinkFault fault, uint64_t* faulty_sends = nullptr) {
+Outcome RunWithFault(StrideSchedule schedule, int n, const CollectiveSpec& spec, int stride,
+                     std::optional<uint64_t> cut, LinkFault fault,
+                     uint64_t* faulty_sends = nullptr) {
   MemoryStrideMesh mesh(n);
   FaultyLink faulty(mesh.ring(stride).link(1));
   if (cut.has_value()) faulty.Script(*cut, fault);
   LinksWithFault rank_1(mesh.links(1), mesh.ring(stride).link(1), faulty);
-  Outcome run = RunDoubling(mesh, spec, ShortOptions(), [&](int r) -> StrideLinks& {
+  Outcome run = RunStride(schedule, mesh, spec, ShortOptions(), [&](int r) -> StrideLinks& {
     return r == 1 ? rank_1 : mesh.links(r);
   });
   if (faulty_sends != nullptr) *faulty_sends = faulty.sends();
   return run;
 }
 
-TEST(DoublingAllReduce, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed) {
+TEST_P(StrideAllReduceTest, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed) {
   const int n = 5;
   const CollectiveSpec spec = Spec(DType::kFloat32, ReduceOp::kSum, 5);
   int in_doubt = 0;
-  for (const auto& [stride, carried] : {Carried{1, 1}, Carried{2, 2}, Carried{4, 1}}) {
+  // The links rank 1 sends on, with the contributions it sends on each.
+  const std::vector<Carried> lanes =
+      GetParam() == StrideSchedule::kDoubling
+          ? std::vector<Carried>{{1, 1}, {2, 2}, {4, 1}}
+          : std::vector<Carried>{{1, 1}, {2, 1}, {3, 1}, {4, 1}};
+  for (const auto& [stride, carried] : lanes) {
     uint64_t sends = 0;
-    const Outcome clean = RunWithFault(n, spec, stride, std::nullopt, LinkFault::Drop(), &sends);
+    const Outcome clean =
+        RunWithFault(GetParam(), n, spec, stride, std::nullopt, LinkFault::Drop(), &sends);
     for (const absl::Status& s : clean.statuses) ASSERT_TRUE(s.ok()) << s;
     ASSERT_EQ(sends, carried + 1u) << "stride " << stride << ": gather frames, one commit";
     for (uint64_t cut = 0; cut < sends; ++cut) {
       for (LinkFault fault : {LinkFault::Drop(), LinkFault::Close()}) {
         SCOPED_TRACE(absl::StrCat("send ", cut, " of rank 1 on stride ", stride, " ",
                                   fault.kind == LinkFault::Kind::kDrop ? "lost" : "closed"));
-        const Outcome run = RunWithFault(n, spec, stride, cut, fault);
+        const Outcome run = RunWithFault(GetParam(), n, spec, stride, cut, fault);
         bool any_ok = false, any_plain = false;
         for (int r = 0; r < n; ++r) {
           const absl::Status& s = run.statuses[r];
@@ -358,7 +438,7 @@ TEST(DoublingAllReduce, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyF
   EXPECT_GT(in_doubt, 0);  // cuts in the commit pass reach the case no protocol closes
 }
 
-TEST(DoublingAllReduce, LeftoversOfAnAbortedCollectiveOnStrideLinksAreSkippedByTheNext) {
+TEST_P(StrideAllReduceTest, LeftoversOfAnAbortedCollectiveOnStrideLinksAreSkippedByTheNext) {
   const int n = 8;
   const int quitter = 3;
   MemoryStrideMesh mesh(n);
@@ -368,17 +448,20 @@ TEST(DoublingAllReduce, LeftoversOfAnAbortedCollectiveOnStrideLinksAreSkippedByT
   const Outcome aborted = RunRanks(n, first, [&](int r, Reducer& reducer,
                                                  Buffer buffer, RingStats* stats) {
     if (r == quitter) buffer = buffer.first(buffer.size() - 1);
-    return DoublingAllReduce(Me(r, n), mesh.links(r), reducer, first, buffer, LongOptions(), stats);
+    return StrideAllReduce(GetParam(), Me(r, n), mesh.links(r), reducer, first, buffer,
+                           LongOptions(), stats);
   });
   for (const absl::Status& s : aborted.statuses) ASSERT_FALSE(s.ok());
-  // Rank 1 always completes its step 0 and sends its step-1 pair to rank 3 on stride 2,
-  // a link rank 3 never connected (so never marked #17 finished on).
-  ASSERT_GE(mesh.ring(2).link(quitter).queued_frames(), 2u);
+  // On stride 2, a link rank 3 never connected (so never marked #17 finished on): in the
+  // doubling rank 1 always completes its step 0 and sends its step-1 pair to rank 3; in
+  // the direct exchange it sends its contribution before it receives anything.
+  ASSERT_GE(mesh.ring(2).link(quitter).queued_frames(),
+            GetParam() == StrideSchedule::kDoubling ? 2u : 1u);
 
   // Collective #18 on the same links: every rank skips #17's frames and gets the result.
   const CollectiveSpec second = Spec(DType::kFloat32, ReduceOp::kSum, 8, 18);
   const Outcome ring = RunRing(n, second);
-  const Outcome run = RunDoubling(mesh, second);
+  const Outcome run = RunStride(GetParam(), mesh, second);
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
     EXPECT_TRUE(run.buffers[r] == ring.buffers[r]) << "rank " << r << " differs from the ring";
@@ -389,11 +472,61 @@ AllReduceAlgorithm Choose(int world_size, uint64_t bytes, const AlgorithmPolicy&
   return ChooseAllReduceAlgorithm(world_size, bytes, DType::kFloat32, ReduceOp::kSum, policy);
 }
 
-TEST(AllReduceAlgorithmChoice, AutoRunsTheDoublingForSmallBuffersOnFourOrMoreRanksWithStrideLinks) {
+TEST(AllReduceAlgorithmChoice, AutoRunsTheDirectExchangeForSmallBuffersOnThreeToDirectMaxRanks) {
+  AlgorithmPolicy policy;
+  EXPECT_EQ(Choose(4, 64, policy), AllReduceAlgorithm::kRelay) << "no stride links: never";
+  EXPECT_EQ(DirectMaxBytes(4, policy), 0u);
+  policy.stride_links = true;
+  ASSERT_EQ(policy.direct_max_ranks, 4);
+  EXPECT_EQ(Choose(3, 64, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(4, 64, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(5, 64, policy), AllReduceAlgorithm::kDoubling);
+  EXPECT_EQ(Choose(2, 64, policy), AllReduceAlgorithm::kRelay) << "one hop a pass either way";
+  policy.direct_max_ranks = 8;
+  EXPECT_EQ(Choose(8, 64, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(9, 64, policy), AllReduceAlgorithm::kDoubling);
+  policy.direct_max_ranks = 0;
+  EXPECT_EQ(Choose(3, 64, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(4, 64, policy), AllReduceAlgorithm::kDoubling);
+}
+
+TEST(AllReduceAlgorithmChoice, AutoNeverRunsTheDirectExchangeAboveItsFrameLimitOrTheRelays) {
+  AlgorithmPolicy policy;
+  policy.stride_links = true;
+  policy.stride_frame_bytes = 5000;
+  policy.relay_max_bytes = 3000;  // RelayMaxBytes: 9000 at N=3, 6000 at N=4
+  EXPECT_EQ(DirectMaxBytes(4, policy), 5000u) << "one frame per link: no step limit";
+  EXPECT_EQ(DirectMaxBytes(kDirectRanksLimit, policy), 5000u);
+  EXPECT_EQ(DirectMaxBytes(kDirectRanksLimit + 1, policy), 0u) << "a link to every rank";
+  EXPECT_EQ(Choose(4, 5000, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(4, 5001, policy), AllReduceAlgorithm::kRelay);
+  policy.relay_max_bytes = 1000;  // RelayMaxBytes(4) = 2000
+  EXPECT_EQ(Choose(4, 2000, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(4, 2001, policy), AllReduceAlgorithm::kRing);
+}
+
+TEST(AllReduceAlgorithmChoice, ForcedDirectExchangeRunsOnAnyRingUpToItsLimitElseTheRelay) {
+  AlgorithmPolicy policy;
+  policy.mode = AlgorithmPolicy::Mode::kDirect;
+  policy.stride_links = true;
+  policy.stride_frame_bytes = 5000;
+  policy.relay_frame_limit_bytes = 64 << 10;
+  policy.direct_max_ranks = 0;  // auto's threshold: no say in a forced mode
+  EXPECT_EQ(Choose(2, 64, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(kDirectRanksLimit, 5000, policy), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(Choose(kDirectRanksLimit + 1, 64, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(8, 5001, policy), AllReduceAlgorithm::kRelay);
+  EXPECT_EQ(Choose(8, (64 << 10) + 1, policy), AllReduceAlgorithm::kRing);
+  policy.stride_links = false;
+  EXPECT_EQ(Choose(4, 64, policy), AllReduceAlgorithm::kRelay) << "no stride links: the relay";
+}
+
+TEST(AllReduceAlgorithmChoice, AutoRunsTheDoublingForSmallBuffersOnRingsBeyondTheDirectExchanges) {
   AlgorithmPolicy policy;
   EXPECT_EQ(Choose(8, 64, policy), AllReduceAlgorithm::kRelay) << "no stride links: never";
   EXPECT_EQ(DoublingMaxBytes(8, policy), 0u);
   policy.stride_links = true;
+  policy.direct_max_ranks = 0;
   for (int n : {4, 5, 8, 16, 64}) {
     EXPECT_EQ(Choose(n, 64, policy), AllReduceAlgorithm::kDoubling) << n << " ranks";
   }
@@ -407,8 +540,9 @@ TEST(AllReduceAlgorithmChoice, AutoRunsTheDoublingForSmallBuffersOnFourOrMoreRan
 TEST(AllReduceAlgorithmChoice, AutoNeverRunsTheDoublingAboveItsLimitOrTheRelays) {
   AlgorithmPolicy policy;
   policy.stride_links = true;
+  policy.direct_max_ranks = 0;
   policy.relay_max_bytes = 3000;  // RelayMaxBytes: 6000 at N=4, 4000 at N=8, 3428 at N=16
-  policy.doubling_frame_bytes = 5000;
+  policy.stride_frame_bytes = 5000;
   policy.doubling_step_bytes = 16000;  // a step carries up to N/2 contributions
   EXPECT_EQ(DoublingMaxBytes(4, policy), 5000u) << "the frame limit";
   EXPECT_EQ(DoublingMaxBytes(8, policy), 4000u) << "16000 / (8/2)";
@@ -430,7 +564,7 @@ TEST(AllReduceAlgorithmChoice, ForcedDoublingBeyondItsLimitFallsBackToTheRelayTh
   AlgorithmPolicy policy;
   policy.mode = AlgorithmPolicy::Mode::kDoubling;
   policy.stride_links = true;
-  policy.doubling_frame_bytes = 5000;
+  policy.stride_frame_bytes = 5000;
   policy.relay_frame_limit_bytes = 64 << 10;
   EXPECT_EQ(Choose(8, 5000, policy), AllReduceAlgorithm::kDoubling);
   EXPECT_EQ(Choose(8, 1 << 10, policy), AllReduceAlgorithm::kDoubling);
@@ -440,9 +574,12 @@ TEST(AllReduceAlgorithmChoice, ForcedDoublingBeyondItsLimitFallsBackToTheRelayTh
   EXPECT_EQ(Choose(8, 64, policy), AllReduceAlgorithm::kRelay) << "no stride links: the relay";
 }
 
-TEST(AllReduceAlgorithmChoice, TheDoublingIsNamedDoublingOnTheCommandLineAndInMessages) {
+TEST(AllReduceAlgorithmChoice, TheStrideAlgorithmsAreNamedOnTheCommandLineAndInMessagesAlike) {
   EXPECT_EQ(ParseAlgorithmMode("doubling"), AlgorithmPolicy::Mode::kDoubling);
   EXPECT_EQ(AlgorithmName(AllReduceAlgorithm::kDoubling), "doubling");
+  EXPECT_EQ(ParseAlgorithmMode("direct"), AlgorithmPolicy::Mode::kDirect);
+  EXPECT_EQ(AlgorithmName(AllReduceAlgorithm::kDirect), "direct");
+  EXPECT_EQ(ParseAlgorithmMode("Direct"), std::nullopt);
 }
 
 }  // namespace
