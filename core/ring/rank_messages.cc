@@ -37,10 +37,17 @@ bool IsAgreementKind(FrameKind kind) {
          kind == FrameKind::kDirect;
 }
 
-absl::Status DifferentAlgorithmsError(int from, FrameKind got, FrameKind own) {
+absl::Status DifferentAlgorithmsError(const CollectiveSpec& mine, const RingMember& me,
+                                      const Frame& frame, int from, FrameKind own) {
+  if (frame.spec.has_value()) {
+    if (absl::Status s = CheckAgreement(mine, me.rank, *frame.spec, static_cast<int>(frame.chunk));
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::FailedPreconditionError(absl::StrCat(
-      "ranks chose different all-reduce algorithms: rank ", from, " sent ", FrameKindName(got),
-      " where this rank's algorithm expects ", FrameKindName(own),
+      "ranks chose different all-reduce algorithms: rank ", from, " sent ",
+      FrameKindName(frame.kind), " where this rank's algorithm expects ", FrameKindName(own),
       "; give every worker the same --algorithm, --relay_max_bytes, --doubling_max_bytes and "
       "--direct_max_ranks"));
 }

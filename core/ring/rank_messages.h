@@ -27,9 +27,13 @@ std::string FrameKindName(FrameKind kind);
 // own): a rank that receives another algorithm's knows the ranks chose differently.
 bool IsAgreementKind(FrameKind kind);
 
-// For a rank whose algorithm sends `own` first and received `got` (another algorithm's)
-// from rank `from`: FailedPrecondition naming both algorithms and the flags that choose.
-absl::Status DifferentAlgorithmsError(int from, FrameKind got, FrameKind own);
+// For a rank whose algorithm sends `own` first and received `frame`, another algorithm's
+// first frame, from rank `from`: FailedPrecondition — the disagreement on the spec when
+// the frame carries one that differs from `mine` (ranks whose sizes differ may choose
+// different algorithms, and the size is the cause), else naming both algorithms and the
+// flags that choose them.
+absl::Status DifferentAlgorithmsError(const CollectiveSpec& mine, const RingMember& me,
+                                      const Frame& frame, int from, FrameKind own);
 
 // "rank R (generation G, <collective>[, <algorithm>]): <message>", same code; OK stays OK.
 absl::Status AnnotateRankFailure(const absl::Status& status, const RingMember& me,

@@ -292,14 +292,7 @@ absl::Status RingExchange::CheckFrame(const Frame& f, FrameKind kind) const {
         "; every rank must issue the same collectives in the same order"));
   }
   if (f.kind != kind && IsAgreementKind(f.kind) && IsAgreementKind(kind)) {
-    // Ranks that disagree on the size may choose different algorithms: say so first.
-    if (f.spec.has_value()) {
-      if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk));
-          !s.ok()) {
-        return s;
-      }
-    }
-    return DifferentAlgorithmsError(me_.prev(), f.kind, kind);
+    return DifferentAlgorithmsError(spec_, me_, f, me_.prev(), kind);
   }
   if (f.kind != kind) {
     return absl::InvalidArgumentError(absl::StrCat(FrameKindName(f.kind), " from rank ", me_.prev(),

@@ -109,8 +109,8 @@ class StrideRank {
  private:
   int To(int stride) const { return RingMod(me_.rank + stride, me_.world_size); }
   int From(int stride) const { return RingMod(me_.rank - stride, me_.world_size); }
-  // The link of `stride`, connected if it is not yet.
-  absl::StatusOr<Link*> LinkOf(int stride);
+  // The links of a round's lanes, connected if they are not yet.
+  absl::StatusOr<std::vector<Link*>> LinksOf(const std::vector<Lane>& lanes);
   absl::Status Send(Link& link, int round, int stride, const Frame& frame,
                     absl::Span<const std::byte> payload);
   // The next frame of this collective from rank From(stride) on `link` (leftovers of
@@ -158,14 +158,18 @@ class StrideRank {
   RingStats stats_;
 };
 
-absl::StatusOr<Link*> StrideRank::LinkOf(int stride) {
-  absl::StatusOr<Link*> link = links_.Stride(stride, limit_);
-  if (!link.ok()) {
-    return absl::Status(link.status().code(),
-                        absl::StrCat("connecting the link of stride ", stride, " to rank ",
-                                     To(stride), ": ", link.status().message()));
+absl::StatusOr<std::vector<Link*>> StrideRank::LinksOf(const std::vector<Lane>& lanes) {
+  std::vector<Link*> links;
+  for (const Lane& lane : lanes) {
+    absl::StatusOr<Link*> link = links_.Stride(lane.stride, limit_);
+    if (!link.ok()) {
+      return absl::Status(link.status().code(),
+                          absl::StrCat("connecting the link of stride ", lane.stride, " to rank ",
+                                       To(lane.stride), ": ", link.status().message()));
+    }
+    links.push_back(*link);
   }
-  return link;
+  return links;
 }
 
 absl::Status StrideRank::Send(Link& link, int round, int stride, const Frame& frame,
@@ -190,7 +194,11 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<Contrib
   absl::Status result = absl::OkStatus();
   for (int round = 0; round < static_cast<int>(rounds_.size()) && result.ok(); ++round) {
     const std::vector<Lane>& lanes = rounds_[round];
-    std::vector<Link*> links(lanes.size(), nullptr);
+    absl::StatusOr<std::vector<Link*>> links = LinksOf(lanes);
+    if (!links.ok()) {
+      result = links.status();
+      break;
+    }
     std::vector<int> sent(lanes.size(), 0);
     auto send_next = [&](size_t lane) {
       const int origin = RingMod(me_.rank - sent[lane], n);
@@ -198,16 +206,10 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<Contrib
       frame.spec = held[origin].spec;
       frame.count = held[origin].spec.count;
       ++sent[lane];
-      return Send(*links[lane], round, lanes[lane].stride, frame, held[origin].bytes);
+      return Send(*(*links)[lane], round, lanes[lane].stride, frame, held[origin].bytes);
     };
     // Every lane's first frames go out before any receive: the links queue them.
     for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
-      absl::StatusOr<Link*> link = LinkOf(lanes[lane].stride);
-      if (!link.ok()) {
-        result = link.status();
-        break;
-      }
-      links[lane] = *link;
       const int first = std::min(lanes[lane].carried, kStrideLinkQueuedFrames);
       while (sent[lane] < first && result.ok()) result = send_next(lane);
     }
@@ -217,7 +219,7 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<Contrib
       for (int i = 0; i < l.carried && result.ok(); ++i) {
         const int origin = RingMod(from - i, n);
         absl::StatusOr<ReceivedFrame> received =
-            Receive(*links[lane], l.stride, kind, round, i, origin, [&] {
+            Receive(*(*links)[lane], l.stride, kind, round, i, origin, [&] {
               return absl::StrCat("step ", round, " (rank ", origin, "'s contribution)");
             });
         if (!received.ok()) {
@@ -283,22 +285,20 @@ absl::Status StrideRank::Commit() {
   absl::Status result = absl::OkStatus();
   for (int round = 0; round < static_cast<int>(rounds_.size()) && result.ok(); ++round) {
     const std::vector<Lane>& lanes = rounds_[round];
-    std::vector<Link*> links(lanes.size(), nullptr);
+    absl::StatusOr<std::vector<Link*>> links = LinksOf(lanes);
+    if (!links.ok()) {
+      result = links.status();
+      break;
+    }
     for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
-      absl::StatusOr<Link*> link = LinkOf(lanes[lane].stride);
-      if (!link.ok()) {
-        result = link.status();
-        break;
-      }
-      links[lane] = *link;
-      result = Send(**link, round, lanes[lane].stride,
+      result = Send(*(*links)[lane], round, lanes[lane].stride,
                     StampedFrame(FrameKind::kCommit, me_, spec_.sequence, round, 0, me_.rank), {});
     }
     const std::vector<bool> known_at_start = known;
     for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
       const int stride = lanes[lane].stride;
       absl::StatusOr<ReceivedFrame> received =
-          Receive(*links[lane], stride, FrameKind::kCommit, round, 0, From(stride),
+          Receive(*(*links)[lane], stride, FrameKind::kCommit, round, 0, From(stride),
                   [round] { return absl::StrCat("commit step ", round); });
       if (!received.ok()) {
         result = received.status();
@@ -373,14 +373,7 @@ absl::Status StrideRank::CheckFrame(const Frame& f, int from, FrameKind kind, in
         "; every rank must issue the same collectives in the same order"));
   }
   if (f.kind != kind && IsAgreementKind(f.kind) && IsAgreementKind(kind)) {
-    // Ranks that disagree on the size may choose different algorithms: say so first.
-    if (f.spec.has_value()) {
-      if (absl::Status s = CheckAgreement(spec_, me_.rank, *f.spec, static_cast<int>(f.chunk));
-          !s.ok()) {
-        return s;
-      }
-    }
-    return DifferentAlgorithmsError(from, f.kind, kind);
+    return DifferentAlgorithmsError(spec_, me_, f, from, kind);
   }
   if (f.kind != kind) {
     return absl::InvalidArgumentError(absl::StrCat(FrameKindName(f.kind), " from rank ", from,
