@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/http_get.h"
+#include "tests/integration/run_daemon.h"
 
 namespace ringsync {
 namespace {
@@ -16,6 +17,7 @@ using testing::ConnectAll;
 using testing::HttpGet;
 using testing::ExpectAllOk;
 using testing::OnEveryRank;
+using testing::RunDaemon;
 using testing::StartCluster;
 
 struct Case {
@@ -116,6 +118,23 @@ TEST(Algorithms, TheDoublingGivesBitwiseTheRingsResultOnRingsThatAreNoPowerOfTwo
         EXPECT_TRUE(doubling[i][r] == ring[i][r]) << "doubling: rank " << r << " differs";
       }
     }
+  }
+}
+
+TEST(Algorithms, AWorkerRefusesToStartWithAnAlgorithmFlagOutOfRangeNamingIt) {
+  struct Case {
+    const char* flag;
+    const char* said;
+  };
+  for (const Case& c :
+       {Case{"--algorithm=tree", "--algorithm must be auto, ring, relay, doubling or direct"},
+        Case{"--direct_max_ranks=17", "--direct_max_ranks must be between 0 and 16"},
+        Case{"--direct_max_ranks=-1", "--direct_max_ranks must be between 0 and 16"},
+        Case{"--doubling_max_bytes=-1", "--doubling_max_bytes must be between 0 and 16 MiB"},
+        Case{"--relay_max_bytes=16777217", "--relay_max_bytes must be between 0 and 16 MiB"}}) {
+    const auto [exit_code, output] = RunDaemon("worker", {c.flag, "--coordinator=127.0.0.1:1"});
+    EXPECT_EQ(exit_code, 2) << c.flag << ": " << output;
+    EXPECT_THAT(output, ::testing::HasSubstr(c.said)) << c.flag << ": " << output;
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
+#include "tests/integration/run_daemon.h"
 #include "tools/cluster/child_process.h"
 #include "core/testing/read_file.h"
 
@@ -20,22 +21,7 @@ namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Runs `ringsyncd ROLE FLAGS...` until it exits; its exit code and output.
-std::pair<int, std::string> RunDaemon(const std::string& role, std::vector<std::string> flags) {
-  const std::string log = absl::StrCat(::testing::TempDir(), "/lease_e2e_", ::getpid(), ".log");
-  std::filesystem::remove(log);
-  std::vector<std::string> argv = {RINGSYNCD_PATH, role, "--insecure"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  absl::StatusOr<ChildProcess> process = ChildProcess::Start(argv, log);
-  EXPECT_TRUE(process.ok()) << process.status();
-  if (!process.ok()) return {-1, ""};
-  absl::StatusOr<int> exit_code = process->Wait(absl::Seconds(20));
-  EXPECT_TRUE(exit_code.ok()) << exit_code.status();
-  std::string output = ReadFile(log);
-  std::filesystem::remove(log);
-  return {exit_code.ok() ? *exit_code : -1, output};
-}
+using testing::RunDaemon;
 
 TEST(TimerFlags, AWorkerRefusesToStartWithATimerOutOfRangeNamingTheFlag) {
   for (const std::string& flag :

@@ -148,8 +148,9 @@ TEST(Security, ARoguePeerHelloClaimingAnotherRankIsRefusedAndTheRingStaysCorrect
               HasSubstr("claims to be worker 'w0' but presented a certificate for ringsync://worker/w9"));
 
   // A real member (w2, its own certificate) claims a link the view does not give it: on 3
-  // ranks rank 2 may send to w1 only on the doubling's link of stride 2, not as w1's left
-  // neighbour (the ring link, stride 1, which the hello means when it names no stride).
+  // ranks rank 2 may send to w1 only on the stride algorithms' link of stride 2, not as
+  // w1's left neighbour (the ring link, stride 1, which the hello means when it names no
+  // stride).
   absl::StatusOr<std::unique_ptr<OutboundStream>> wrong_rank = OutboundStream::Open(
       target, PeerHello{2, 1, "w2"}, "w1", limit, rogue_security("worker-w2"));
   ASSERT_FALSE(wrong_rank.ok());
