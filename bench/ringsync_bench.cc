@@ -221,7 +221,8 @@ absl::StatusOr<Config> ReadFlags() {
     if (!s.ok()) return s;
   }
   c = {*min, *max, absl::GetFlag(FLAGS_step_factor), absl::GetFlag(FLAGS_iters),
-       absl::GetFlag(FLAGS_warmup_iters), *dtype, *op, absl::GetFlag(FLAGS_check) != 0};
+       absl::GetFlag(FLAGS_warmup_iters), *dtype, *op, absl::GetFlag(FLAGS_check) != 0,
+       std::nullopt};
   if (c.min_bytes > c.max_bytes) return absl::InvalidArgumentError("--min_bytes exceeds --max_bytes");
   if (c.step_factor < 2) return absl::InvalidArgumentError("--step_factor must be >= 2");
   if (c.iters < 1 || c.warmup_iters < 0) {

@@ -168,7 +168,12 @@ WorkerService::WorkerService(WorkerServiceOptions options, RingManager& ring,
                              CollectiveExecutor& executor, const LocalPeers* peers,
                              metrics::Refusals* refusals)
     : options_(std::move(options)),
-      limits_{.shm_dir = options_.shm_dir, .default_timeout = options_.default_timeout},
+      limits_{.shm_dir = options_.shm_dir,
+              .default_timeout = options_.default_timeout,
+              .max_timeout = kMaxRequestTimeout,
+              // LimitsFor grants these to a client attached on the unix socket.
+              .shared_owner = std::nullopt,
+              .registered = nullptr},
       ring_(ring),
       executor_(executor),
       peers_(peers),

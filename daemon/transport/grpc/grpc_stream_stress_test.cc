@@ -152,7 +152,9 @@ TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
       if (segment == 0) {
         // The last round's takeover may still be reaching this rank's stream, failing this
         // first frame; then the stream is known broken, and the next round reopens it.
-        if (!previous_first_ok) EXPECT_TRUE(s.ok()) << "round " << sequence << ": " << s;
+        if (!previous_first_ok) {
+          EXPECT_TRUE(s.ok()) << "round " << sequence << ": " << s;
+        }
         previous_first_ok = s.ok();
         // Then the stranger strikes, under traffic.
         stranger = std::jthread([&] {
@@ -161,7 +163,9 @@ TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
                                    {SteadyDeadline(absl::Seconds(10))});
         });
       }
-      if (failed) EXPECT_FALSE(s.ok()) << "round " << sequence << " sent past a failure";
+      if (failed) {
+        EXPECT_FALSE(s.ok()) << "round " << sequence << " sent past a failure";
+      }
       if (!s.ok()) {
         EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
         failed = true;

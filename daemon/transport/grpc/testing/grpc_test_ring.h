@@ -73,8 +73,10 @@ class GrpcTestRing {
   // Rank r's neighbours as Connect gives them: rank r+1's server, this ring's transport.
   RingNeighbours neighbours(int r) const {
     const int next = (r + 1) % n_;
-    RingNeighbours neighbours{servers_[static_cast<size_t>(next)]->address,
-                              absl::StrCat("rank ", next), absl::StrCat("w", r)};
+    RingNeighbours neighbours;
+    neighbours.next_target = servers_[static_cast<size_t>(next)]->address;
+    neighbours.next_description = absl::StrCat("rank ", next);
+    neighbours.worker_id = absl::StrCat("w", r);
     neighbours.offer_shm = transport_.same_host;
     neighbours.shm_slots = 4;
     neighbours.shm_slot_bytes = transport_.slot_bytes;
