@@ -26,6 +26,16 @@ uint64_t DirectMaxBytes(int world_size, const AlgorithmPolicy& policy) {
   return std::min(policy.stride_frame_bytes, policy.relay_frame_limit_bytes);
 }
 
+namespace {
+
+// What a forced mode runs for a buffer its algorithm cannot carry.
+AllReduceAlgorithm RelayOrRing(uint64_t bytes, const AlgorithmPolicy& policy) {
+  return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
+                                                 : AllReduceAlgorithm::kRing;
+}
+
+}  // namespace
+
 AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DType /*dtype*/,
                                             ReduceOp /*op*/, const AlgorithmPolicy& policy) {
   // Every dtype and op combines alike in every algorithm (the same reducer, in the same
@@ -34,17 +44,13 @@ AllReduceAlgorithm ChooseAllReduceAlgorithm(int world_size, uint64_t bytes, DTyp
   if (world_size < 2) return AllReduceAlgorithm::kRing;  // no hop either way
   switch (policy.mode) {
     case AlgorithmPolicy::Mode::kRing: return AllReduceAlgorithm::kRing;
-    case AlgorithmPolicy::Mode::kRelay:
-      return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
-                                                     : AllReduceAlgorithm::kRing;
+    case AlgorithmPolicy::Mode::kRelay: return RelayOrRing(bytes, policy);
     case AlgorithmPolicy::Mode::kDoubling:
       if (bytes <= DoublingMaxBytes(world_size, policy)) return AllReduceAlgorithm::kDoubling;
-      return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
-                                                     : AllReduceAlgorithm::kRing;
+      return RelayOrRing(bytes, policy);
     case AlgorithmPolicy::Mode::kDirect:
       if (bytes <= DirectMaxBytes(world_size, policy)) return AllReduceAlgorithm::kDirect;
-      return bytes <= policy.relay_frame_limit_bytes ? AllReduceAlgorithm::kRelay
-                                                     : AllReduceAlgorithm::kRing;
+      return RelayOrRing(bytes, policy);
     case AlgorithmPolicy::Mode::kAuto: break;
   }
   const uint64_t relay_max = RelayMaxBytes(world_size, policy);

@@ -51,6 +51,34 @@ std::vector<std::vector<Bytes>> RunEveryCase(
   return results;
 }
 
+// The stride algorithms' cases: four dtypes x every op on random sizes, an empty buffer,
+// and one past --doubling_max_bytes (which runs the relay or the ring instead).
+std::vector<Case> StrideAlgorithmCases(uint32_t seed) {
+  std::vector<Case> cases;
+  std::mt19937 rng(seed);
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
+    for (ReduceOp op : kAllReduceOps) cases.push_back({dtype, op, 1 + rng() % 300});
+  }
+  cases.push_back({DType::kFloat32, ReduceOp::kSum, 0});
+  cases.push_back({DType::kFloat32, ReduceOp::kSum, 40000});
+  return cases;
+}
+
+// Every case's result on every rank is bitwise the ring's.
+void ExpectTheRingsResults(const std::vector<Case>& cases,
+                           const std::vector<std::vector<Bytes>>& ring,
+                           const std::vector<std::vector<Bytes>>& got, const std::string& what) {
+  ASSERT_EQ(ring.size(), cases.size());
+  ASSERT_EQ(got.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat(cases[i].count, " x ", DTypeName(cases[i].dtype), " ",
+                              ReduceOpName(cases[i].op)));
+    for (size_t r = 0; r < ring[i].size(); ++r) {
+      EXPECT_TRUE(got[i][r] == ring[i][r]) << what << ": rank " << r << " differs";
+    }
+  }
+}
+
 TEST(Algorithms, RelayAndAutoGiveBitwiseTheRingsResultOnEveryRankForEveryDTypeAndOp) {
   std::vector<Case> cases;
   std::mt19937 rng(12);
@@ -85,13 +113,7 @@ TEST(Algorithms, RelayAndAutoGiveBitwiseTheRingsResultOnEveryRankForEveryDTypeAn
 // The doubling's steps send to rank+1, +2, +4, ...: on 3 ranks its second step runs
 // against the ring's direction, on 5 its last step carries one contribution of four.
 TEST(Algorithms, TheDoublingGivesBitwiseTheRingsResultOnRingsThatAreNoPowerOfTwo) {
-  std::vector<Case> cases;
-  std::mt19937 rng(13);
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
-    for (ReduceOp op : kAllReduceOps) cases.push_back({dtype, op, 1 + rng() % 300});
-  }
-  cases.push_back({DType::kFloat32, ReduceOp::kSum, 0});
-  cases.push_back({DType::kFloat32, ReduceOp::kSum, 40000});  // past --doubling_max_bytes
+  const std::vector<Case> cases = StrideAlgorithmCases(13);
   for (int ranks : {3, 5}) {
     SCOPED_TRACE(absl::StrCat(ranks, " ranks"));
     const auto ring = RunEveryCase({"--algorithm=ring"}, cases, ranks);
@@ -109,15 +131,7 @@ TEST(Algorithms, TheDoublingGivesBitwiseTheRingsResultOnRingsThatAreNoPowerOfTwo
             EXPECT_THAT(page, ::testing::HasSubstr("algorithm=\"doubling\""));
           }
         });
-    ASSERT_EQ(ring.size(), cases.size());
-    ASSERT_EQ(doubling.size(), cases.size());
-    for (size_t i = 0; i < cases.size(); ++i) {
-      SCOPED_TRACE(absl::StrCat(cases[i].count, " x ", DTypeName(cases[i].dtype), " ",
-                                ReduceOpName(cases[i].op)));
-      for (size_t r = 0; r < ring[i].size(); ++r) {
-        EXPECT_TRUE(doubling[i][r] == ring[i][r]) << "doubling: rank " << r << " differs";
-      }
-    }
+    ExpectTheRingsResults(cases, ring, doubling, "doubling");
   }
 }
 
@@ -141,13 +155,7 @@ TEST(Algorithms, AWorkerRefusesToStartWithAnAlgorithmFlagOutOfRangeNamingIt) {
 // The direct exchange sends to every other rank: auto runs it on 4 ranks (the default
 // --direct_max_ranks), and forced on 5 it runs there too, over a link to every rank.
 TEST(Algorithms, TheDirectExchangeGivesBitwiseTheRingsResultOverALinkToEveryRank) {
-  std::vector<Case> cases;
-  std::mt19937 rng(14);
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
-    for (ReduceOp op : kAllReduceOps) cases.push_back({dtype, op, 1 + rng() % 300});
-  }
-  cases.push_back({DType::kFloat32, ReduceOp::kSum, 0});
-  cases.push_back({DType::kFloat32, ReduceOp::kSum, 40000});  // past --doubling_max_bytes
+  const std::vector<Case> cases = StrideAlgorithmCases(14);
   for (const auto& [ranks, flag] : {std::pair<int, const char*>{4, "--algorithm=auto"},
                                     std::pair<int, const char*>{5, "--algorithm=direct"}}) {
     SCOPED_TRACE(absl::StrCat(ranks, " ranks, ", flag));
@@ -163,15 +171,7 @@ TEST(Algorithms, TheDirectExchangeGivesBitwiseTheRingsResultOverALinkToEveryRank
         EXPECT_THAT(page, ::testing::Not(::testing::HasSubstr("algorithm=\"doubling\"")));
       }
     });
-    ASSERT_EQ(ring.size(), cases.size());
-    ASSERT_EQ(direct.size(), cases.size());
-    for (size_t i = 0; i < cases.size(); ++i) {
-      SCOPED_TRACE(absl::StrCat(cases[i].count, " x ", DTypeName(cases[i].dtype), " ",
-                                ReduceOpName(cases[i].op)));
-      for (size_t r = 0; r < ring[i].size(); ++r) {
-        EXPECT_TRUE(direct[i][r] == ring[i][r]) << "direct: rank " << r << " differs";
-      }
-    }
+    ExpectTheRingsResults(cases, ring, direct, "direct");
   }
 }
 
