@@ -447,9 +447,11 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   gate_.Close(token);
   // Before the detach: no request from the channel is taken in after it.
   CloseCallChannel(ClientLeftDuringCollective(options_.worker_id));
-  executor_.Detach(absl::AbortedError(why));
+  // Before the detach too: once the executor is free the same process may attach again,
+  // and its new client's files carry the same pid (ringsync-<pid>-) as this one's.
   registered_.Clear();  // running collectives keep their mappings until they end
   RemoveClientFiles(local);
+  executor_.Detach(absl::AbortedError(why));
   return grpc::Status::OK;
 }
 

@@ -2,6 +2,7 @@
 // mid-collective, a worker killed with SIGKILL. Never a hang, never a silent wrong
 // answer, and every rank learns which rank caused it.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -292,6 +293,36 @@ TEST(Recovery, ASecondJobRunsOnTheSameWorkersEvenIfItsTrainersStartApart) {
     absl::SleepFor(absl::Milliseconds(300 * r));  // rank 0 starts first, rank 3 last
     return SumOnce(c, "job2");
   }));
+}
+
+TEST(Recovery, AProcessThatConnectsAgainAtOnceFindsItsEarlierClientsFilesGoneAndKeepsItsNewOnes) {
+  auto cluster = StartCluster(1, kWorkerFlags);
+  ASSERT_NE(cluster, nullptr);
+  // Every tensor through a file of its own in /dev/shm: the path whose names carry the
+  // pid, which this process keeps from one client to the next.
+  ClientOptions options;
+  options.call_channel = false;
+  options.staging_arena_bytes = 0;
+  options.stage_in_registered_memory = false;
+  const std::vector<float> ones(size_t{2} << 20 >> 2, 1.0f);
+  for (int round = 0; round < 20; ++round) {
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Connect(cluster->worker_target(0), options);
+    ASSERT_TRUE(client.ok()) << "round " << round << ": " << client.status();
+    // The worker removed the previous client's files before it let this one attach.
+    EXPECT_THAT(SharedMemoryFilesOf(::getpid()), ::testing::IsEmpty()) << "round " << round;
+    std::vector<float> tensor = ones;
+    ASSERT_TRUE((*client)->AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum).ok())
+        << "round " << round;
+    EXPECT_EQ(tensor, ones) << "round " << round;
+    if (round == 19) break;  // the last client leaves no file of the test's behind
+    // As if this client had also created files it never got to send: many, so that
+    // removing them takes the worker a while (a next client must not slip in before).
+    for (int file = 0; file < 1000; ++file) {
+      std::ofstream(absl::StrCat("/dev/shm/ringsync-", ::getpid(), "-", 1000000 + file, "-unsent"))
+          << "x";
+    }
+  }
 }
 
 TEST(Recovery, ARankWhoseTrainerMissedACollectiveCatchesUpWithTheRing) {
