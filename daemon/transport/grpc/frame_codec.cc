@@ -97,93 +97,44 @@ absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed peer frame: ", what));
 }
 
-}  // namespace
+// Where a message's payload field lies: [field_start, start) its tag and length,
+// [start, start + length) its bytes.
+struct PayloadField {
+  bool present = false;
+  size_t field_start = 0;
+  size_t start = 0;
+  uint32_t length = 0;
+};
 
-grpc::ByteBuffer EncodeFrame(const Frame& frame, absl::Span<const std::byte> payload,
-                             std::function<void()> release) {
-  std::string head = HeaderOf(frame).SerializeAsString();
-  AppendVarint(head, kPayloadTag);
-  AppendVarint(head, payload.size());
-  std::vector<grpc::Slice> slices;
-  slices.emplace_back(head);
-  if (payload.empty()) {
-    if (release) release();
-  } else {
-    auto owner = std::make_unique<PayloadRelease>(PayloadRelease{std::move(release)});
-    slices.emplace_back(const_cast<std::byte*>(payload.data()), payload.size(),
-                        &PayloadRelease::Run, owner.release());
-  }
-  return grpc::ByteBuffer(slices.data(), slices.size());
-}
-
-grpc::ByteBuffer EncodeShmFrame(const Frame& frame, const ShmPayloadRef& shm) {
-  v1::PeerFrame header = HeaderOf(frame);
-  header.set_shm_slot(static_cast<uint32_t>(shm.slot + 1));
-  header.set_shm_bytes(shm.bytes);
-  grpc::Slice slice(header.SerializeAsString());
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
-  v1::PeerFrame frame;
-  frame.set_kind(v1::FRAME_KIND_HELLO);
-  frame.set_sender_rank(hello.sender_rank);
-  frame.set_generation(hello.generation);
-  frame.set_sender_worker_id(hello.worker_id);
-  if (hello.stride > 1) frame.set_stride(static_cast<uint32_t>(hello.stride));
-  if (hello.host.has_value() && hello.shm_offer.has_value()) {
-    v1::ShmOffer* offer = frame.mutable_shm_offer();
-    offer->set_boot_id(hello.host->boot_id);
-    offer->set_ipc_namespace(hello.host->ipc_namespace);
-    offer->set_pid_namespace(hello.host->pid_namespace);
-    offer->set_net_namespace(hello.host->net_namespace);
-    offer->set_uid(hello.host->uid);
-    offer->set_pid(hello.shm_offer->pid);
-    offer->set_fd(hello.shm_offer->fd);
-    offer->set_region_bytes(hello.shm_offer->region_bytes);
-    offer->set_slot_count(hello.shm_offer->slot_count);
-    offer->set_slot_bytes(hello.shm_offer->slot_bytes);
-    offer->set_token(hello.shm_offer->token);
-    offer->set_mailbox_capacity(hello.shm_offer->mailbox_capacity);
-  }
-  grpc::Slice slice(frame.SerializeAsString());
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
-  auto held = std::make_shared<ReceivedPayload>();
-  if (!buffer.Dump(&held->slices).ok()) return Malformed("unreadable byte buffer");
-
-  // Walk the fields: copy every header field into `header_bytes`, note where the
-  // payload lies, and skip over it without copying.
-  grpc::ByteBuffer copy(buffer);  // shares slices; ProtoBufferReader needs a mutable buffer
-  grpc::ProtoBufferReader reader(&copy);
-  google::protobuf::io::CodedInputStream input(&reader);
-  std::string header_bytes;
-  bool has_payload = false;
-  size_t payload_start = 0;
-  uint32_t payload_length = 0;
-  {
-    google::protobuf::io::StringOutputStream header_stream(&header_bytes);
-    google::protobuf::io::CodedOutputStream header_out(&header_stream);
-    while (const uint32_t tag = input.ReadTag()) {
-      if (tag == kPayloadTag) {
-        if (has_payload) return Malformed("payload appears twice");
-        if (!input.ReadVarint32(&payload_length)) return Malformed("truncated payload length");
-        payload_start = static_cast<size_t>(input.CurrentPosition());
-        if (payload_start + payload_length > buffer.Length() || !input.Skip(payload_length)) {
-          return Malformed("payload runs past the end of the message");
-        }
-        has_payload = true;
-      } else if (!WireFormatLite::SkipField(&input, tag, &header_out)) {
-        return Malformed("unparseable header field");
+// Reads every field of a `size`-byte message from `input`, noting the payload's and
+// copying every other field to `header_out` (when given).
+absl::Status WalkFields(google::protobuf::io::CodedInputStream& input, size_t size,
+                        PayloadField& payload,
+                        google::protobuf::io::CodedOutputStream* header_out) {
+  for (;;) {
+    const size_t field_start = static_cast<size_t>(input.CurrentPosition());
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) break;
+    if (tag == kPayloadTag) {
+      if (payload.present) return Malformed("payload appears twice");
+      if (!input.ReadVarint32(&payload.length)) return Malformed("truncated payload length");
+      payload.field_start = field_start;
+      payload.start = static_cast<size_t>(input.CurrentPosition());
+      if (payload.start + payload.length > size || !input.Skip(static_cast<int>(payload.length))) {
+        return Malformed("payload runs past the end of the message");
       }
+      payload.present = true;
+    } else if (header_out != nullptr ? !WireFormatLite::SkipField(&input, tag, header_out)
+                                     : !WireFormatLite::SkipField(&input, tag)) {
+      return Malformed("unparseable header field");
     }
-    if (!input.ConsumedEntireMessage()) return Malformed("trailing garbage");
   }
-  v1::PeerFrame header;
-  if (!header.ParseFromString(header_bytes)) return Malformed("unparseable header");
+  if (!input.ConsumedEntireMessage()) return Malformed("trailing garbage");
+  return absl::OkStatus();
+}
 
+// A message's meaning, from its header; `has_payload`: it carries payload bytes inline.
+absl::StatusOr<DecodedMessage> FromHeader(const v1::PeerFrame& header, bool has_payload) {
   DecodedMessage out;
   if (header.kind() == v1::FRAME_KIND_HELLO) {
     out.is_hello = true;
@@ -239,15 +190,134 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
     frame.spec = *std::move(spec);
   }
   if (header.shm_slot() != 0) {
-    if (has_payload && payload_length > 0) return Malformed("a payload both inline and in a slot");
+    if (has_payload) return Malformed("a payload both inline and in a slot");
     if (frame.kind != FrameKind::kSegment && frame.kind != FrameKind::kRelay) {
       return Malformed("a slot on a frame without data");
     }
     out.shm = ShmPayloadRef{header.shm_slot() - uint64_t{1}, header.shm_bytes()};
   }
-  if (has_payload && payload_length > 0) {
-    out.frame.payload = LocatePayload(*held, payload_start, payload_length);
-    out.frame.storage = held;
+  return out;
+}
+
+}  // namespace
+
+std::string FrameHead(const Frame& frame, size_t payload_bytes) {
+  std::string head = HeaderOf(frame).SerializeAsString();
+  AppendVarint(head, kPayloadTag);
+  AppendVarint(head, payload_bytes);
+  return head;
+}
+
+std::string ShmFrameBytes(const Frame& frame, const ShmPayloadRef& shm) {
+  v1::PeerFrame header = HeaderOf(frame);
+  header.set_shm_slot(static_cast<uint32_t>(shm.slot + 1));
+  header.set_shm_bytes(shm.bytes);
+  return header.SerializeAsString();
+}
+
+grpc::ByteBuffer EncodeFrame(const Frame& frame, absl::Span<const std::byte> payload,
+                             std::function<void()> release) {
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(FrameHead(frame, payload.size()));
+  if (payload.empty()) {
+    if (release) release();
+  } else {
+    auto owner = std::make_unique<PayloadRelease>(PayloadRelease{std::move(release)});
+    slices.emplace_back(const_cast<std::byte*>(payload.data()), payload.size(),
+                        &PayloadRelease::Run, owner.release());
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer EncodeShmFrame(const Frame& frame, const ShmPayloadRef& shm) {
+  grpc::Slice slice(ShmFrameBytes(frame, shm));
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
+  v1::PeerFrame frame;
+  frame.set_kind(v1::FRAME_KIND_HELLO);
+  frame.set_sender_rank(hello.sender_rank);
+  frame.set_generation(hello.generation);
+  frame.set_sender_worker_id(hello.worker_id);
+  if (hello.stride > 1) frame.set_stride(static_cast<uint32_t>(hello.stride));
+  if (hello.host.has_value() && hello.shm_offer.has_value()) {
+    v1::ShmOffer* offer = frame.mutable_shm_offer();
+    offer->set_boot_id(hello.host->boot_id);
+    offer->set_ipc_namespace(hello.host->ipc_namespace);
+    offer->set_pid_namespace(hello.host->pid_namespace);
+    offer->set_net_namespace(hello.host->net_namespace);
+    offer->set_uid(hello.host->uid);
+    offer->set_pid(hello.shm_offer->pid);
+    offer->set_fd(hello.shm_offer->fd);
+    offer->set_region_bytes(hello.shm_offer->region_bytes);
+    offer->set_slot_count(hello.shm_offer->slot_count);
+    offer->set_slot_bytes(hello.shm_offer->slot_bytes);
+    offer->set_token(hello.shm_offer->token);
+    offer->set_mailbox_capacity(hello.shm_offer->mailbox_capacity);
+  }
+  grpc::Slice slice(frame.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
+  auto held = std::make_shared<ReceivedPayload>();
+  if (!buffer.Dump(&held->slices).ok()) return Malformed("unreadable byte buffer");
+
+  // Walk the fields: copy every header field into `header_bytes`, note where the
+  // payload lies, and skip over it without copying.
+  grpc::ByteBuffer copy(buffer);  // shares slices; ProtoBufferReader needs a mutable buffer
+  grpc::ProtoBufferReader reader(&copy);
+  google::protobuf::io::CodedInputStream input(&reader);
+  std::string header_bytes;
+  PayloadField payload;
+  {
+    google::protobuf::io::StringOutputStream header_stream(&header_bytes);
+    google::protobuf::io::CodedOutputStream header_out(&header_stream);
+    if (absl::Status walked = WalkFields(input, buffer.Length(), payload, &header_out);
+        !walked.ok()) {
+      return walked;
+    }
+  }
+  v1::PeerFrame header;
+  if (!header.ParseFromString(header_bytes)) return Malformed("unparseable header");
+  absl::StatusOr<DecodedMessage> out = FromHeader(header, payload.length > 0);
+  if (out.ok() && payload.length > 0) {
+    out->frame.payload = LocatePayload(*held, payload.start, payload.length);
+    out->frame.storage = std::move(held);
+  }
+  return out;
+}
+
+absl::StatusOr<DecodedMessage> DecodeRecord(std::vector<std::byte> record) {
+  auto held = std::make_shared<const std::vector<std::byte>>(std::move(record));
+  const auto* data = reinterpret_cast<const uint8_t*>(held->data());
+  const size_t size = held->size();
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return Malformed("a record over 2 GiB");
+  }
+  google::protobuf::io::CodedInputStream input(data, static_cast<int>(size));
+  PayloadField payload;
+  if (absl::Status walked = WalkFields(input, size, payload, nullptr); !walked.ok()) {
+    return walked;
+  }
+  // The header is the record less the payload's field: in one piece when the payload
+  // comes last, as this codec writes it.
+  v1::PeerFrame header;
+  const size_t after = payload.start + payload.length;
+  const bool parsed =
+      !payload.present ? header.ParseFromArray(data, static_cast<int>(size))
+      : after == size  ? header.ParseFromArray(data, static_cast<int>(payload.field_start))
+                       : header.ParseFromString(absl::StrCat(
+                             absl::string_view(reinterpret_cast<const char*>(data),
+                                               payload.field_start),
+                             absl::string_view(reinterpret_cast<const char*>(data) + after,
+                                               size - after)));
+  if (!parsed) return Malformed("unparseable header");
+  absl::StatusOr<DecodedMessage> out = FromHeader(header, payload.length > 0);
+  if (out.ok() && payload.length > 0) {
+    out->frame.payload = Payload::Piece(held->data() + payload.start, payload.length);
+    out->frame.storage = std::move(held);
   }
   return out;
 }

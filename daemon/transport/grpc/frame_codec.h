@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -49,6 +50,14 @@ grpc::ByteBuffer EncodeShmFrame(const Frame& frame, const ShmPayloadRef& shm);
 
 grpc::ByteBuffer EncodeHello(const PeerHello& hello);
 
+// The same messages as one contiguous record (a frame mailbox's, daemon/shm/
+// frame_mailbox.h), built without gRPC buffers: FrameHead is what EncodeFrame puts
+// before the payload (the header, the payload's tag and length), so a record is
+// FrameHead(frame, payload.size()) followed by the payload; ShmFrameBytes is
+// EncodeShmFrame's whole message.
+std::string FrameHead(const Frame& frame, size_t payload_bytes);
+std::string ShmFrameBytes(const Frame& frame, const ShmPayloadRef& shm);
+
 // A decoded message is either a hello or a ring frame.
 struct DecodedMessage {
   bool is_hello = false;
@@ -60,5 +69,8 @@ struct DecodedMessage {
 
 // Validates every header field that can be checked without context (enums, spec).
 absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer);
+// DecodeMessage of a message in one piece, which becomes the payload's storage (the
+// payload is read in place, never copied).
+absl::StatusOr<DecodedMessage> DecodeRecord(std::vector<std::byte> record);
 
 }  // namespace ringsync

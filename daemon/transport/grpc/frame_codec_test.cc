@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <vector>
+#include <string>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ringsync/v1/peer.pb.h"
@@ -229,6 +231,96 @@ TEST(FrameCodec, AHelloCarriesTheSendersHostAndSlotRingOffer) {
   hello.host.reset();
   hello.shm_offer.reset();
   EXPECT_FALSE(DecodeMessage(EncodeHello(hello))->hello.shm_offer.has_value());
+}
+
+}  // namespace
+}  // namespace ringsync
+
+namespace ringsync {
+namespace {
+
+std::vector<std::byte> BytesOf(absl::string_view s) {
+  const auto* begin = reinterpret_cast<const std::byte*>(s.data());
+  return std::vector<std::byte>(begin, begin + s.size());
+}
+
+TEST(FrameRecord, IsTheEncodedMessageInOnePieceAndDecodesWithItsPayloadReadInPlace) {
+  const std::vector<std::byte> payload = Pattern(300);
+  grpc::Slice flat;
+  ASSERT_TRUE(EncodeFrame(SampleFrame(), payload, nullptr).DumpToSingleSlice(&flat).ok());
+  std::vector<std::byte> record = BytesOf(FrameHead(SampleFrame(), payload.size()));
+  const size_t head_bytes = record.size();
+  record.insert(record.end(), payload.begin(), payload.end());
+  ASSERT_EQ(record, BytesOf(absl::string_view(reinterpret_cast<const char*>(flat.begin()),
+                                              flat.size())));
+
+  absl::StatusOr<DecodedMessage> decoded = DecodeRecord(std::move(record));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const Frame& f = decoded->frame.frame;
+  EXPECT_EQ(f.sequence, 17u);
+  EXPECT_EQ(f.count, 256u);
+  ASSERT_TRUE(f.spec.has_value());
+  EXPECT_EQ(*f.spec, *SampleFrame().spec);
+  EXPECT_EQ(decoded->frame.payload.ToVector(), payload);
+  // One piece, inside the record the storage keeps.
+  const auto* kept = static_cast<const std::vector<std::byte>*>(decoded->frame.storage.get());
+  ASSERT_EQ(decoded->frame.payload.pieces().size(), 1u);
+  EXPECT_EQ(decoded->frame.payload.pieces()[0].data(), kept->data() + head_bytes);
+}
+
+// Whatever a peer writes, a record decodes as the same bytes in a gRPC message do.
+TEST(FrameRecord, DecodesEveryMessageAsTheStreamDecoderDoes) {
+  v1::PeerFrame middle;  // a plain protobuf message: the payload before later fields
+  middle.set_kind(v1::FRAME_KIND_RELAY);
+  middle.set_payload("abcdefgh");
+  middle.set_abort_before_commit(true);  // field 20: serialized after the payload (15)
+  middle.set_step(5);
+  v1::PeerFrame both;
+  both.set_kind(v1::FRAME_KIND_SEGMENT);
+  both.set_shm_slot(1);
+  both.set_payload("abcd");
+  v1::PeerFrame unknown;
+  unknown.set_kind(static_cast<v1::FrameKind>(42));
+  v1::PeerFrame bad_spec;
+  bad_spec.set_kind(v1::FRAME_KIND_SEGMENT);
+  bad_spec.mutable_spec()->set_kind(v1::COLLECTIVE_KIND_ALL_REDUCE);
+  bad_spec.mutable_spec()->set_dtype(static_cast<v1::DType>(99));
+  Frame abort = SampleFrame();
+  abort.kind = FrameKind::kAbort;
+  abort.abort_reason = "line one\nline two";
+  std::string twice = FrameHead(SampleFrame(), 2) + "xy";
+  twice += twice.substr(twice.size() - 4);  // the payload's tag, length and bytes again
+  const std::string messages[] = {
+      middle.SerializeAsString(),
+      both.SerializeAsString(),
+      unknown.SerializeAsString(),
+      bad_spec.SerializeAsString(),
+      FrameHead(abort, 0),
+      ShmFrameBytes(SampleFrame(), ShmPayloadRef{3, 512}),
+      twice,
+      FrameHead(SampleFrame(), 100) + "short",
+      std::string("\xff\xff\xff\xff\xff\xff"),
+      std::string(),
+  };
+  for (const std::string& message : messages) {
+    SCOPED_TRACE(absl::CHexEscape(message));
+    grpc::Slice slice(message);
+    const absl::StatusOr<DecodedMessage> streamed = DecodeMessage(grpc::ByteBuffer(&slice, 1));
+    const absl::StatusOr<DecodedMessage> recorded = DecodeRecord(BytesOf(message));
+    ASSERT_EQ(recorded.status(), streamed.status());
+    if (!streamed.ok()) continue;
+    const Frame& a = streamed->frame.frame;
+    const Frame& b = recorded->frame.frame;
+    EXPECT_EQ(b.kind, a.kind);
+    EXPECT_EQ(b.step, a.step);
+    EXPECT_EQ(b.sequence, a.sequence);
+    EXPECT_EQ(b.spec, a.spec);
+    EXPECT_EQ(b.abort_reason, a.abort_reason);
+    EXPECT_EQ(b.abort_before_commit, a.abort_before_commit);
+    EXPECT_EQ(recorded->frame.payload.ToVector(), streamed->frame.payload.ToVector());
+    EXPECT_EQ(recorded->shm.has_value(), streamed->shm.has_value());
+    if (streamed->shm.has_value()) EXPECT_EQ(recorded->shm->slot, streamed->shm->slot);
+  }
 }
 
 }  // namespace

@@ -254,24 +254,21 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
   FrameMailboxWriter& mailbox = *slots_->mailbox();
   auto gone = [this] { return outbound_->broken(); };
   std::optional<uint32_t> slot;
-  grpc::ByteBuffer encoded;
+  std::string head;  // the record's bytes before the payload, or all of them
+  absl::Span<const std::byte> inline_payload;
   if (payload.size() <= kMailboxInlinePayloadBytes) {
-    encoded = EncodeFrame(frame, payload, nullptr);
+    head = FrameHead(frame, payload.size());
+    inline_payload = payload;
   } else if ((frame.kind == FrameKind::kSegment || frame.kind == FrameKind::kRelay) &&
              payload.size() <= slots_->slot_bytes()) {
     absl::StatusOr<uint32_t> put = slots_->Put(payload, limit, gone);
     if (!put.ok()) return SendingTo(put.status());
     slot = *put;
-    encoded = EncodeShmFrame(frame, ShmPayloadRef{*slot, payload.size()});
+    head = ShmFrameBytes(frame, ShmPayloadRef{*slot, payload.size()});
   }
-  if (encoded.Valid() && encoded.Length() <= mailbox.max_record_bytes()) {
-    std::vector<grpc::Slice> slices;
-    if (!encoded.Dump(&slices).ok()) return absl::InternalError("unreadable encoded frame");
-    std::vector<absl::Span<const std::byte>> pieces;
-    pieces.reserve(slices.size());
-    for (const grpc::Slice& s : slices) {
-      pieces.emplace_back(reinterpret_cast<const std::byte*>(s.begin()), s.size());
-    }
+  if (!head.empty() && head.size() + inline_payload.size() <= mailbox.max_record_bytes()) {
+    const absl::Span<const std::byte> pieces[] = {
+        {reinterpret_cast<const std::byte*>(head.data()), head.size()}, inline_payload};
     // An abort may use the mailbox's reserve: its receiver may have stopped reading.
     absl::Status put = mailbox.Put(pieces, limit, gone, frame.kind == FrameKind::kAbort);
     if (!put.ok() && slot.has_value()) slots_->Unput(*slot);  // nobody will take it

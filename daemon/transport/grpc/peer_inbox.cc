@@ -12,10 +12,9 @@ namespace {
 
 // A mailbox record is an encoded frame, exactly as a gRPC message would carry it, so it
 // passes the same decoder; its payload is inline or in one of the sender's slots.
-absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(const std::vector<std::byte>& record,
+absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(std::vector<std::byte> record,
                                                   SlotRingReader& slots) {
-  grpc::Slice slice(record.data(), record.size());
-  absl::StatusOr<DecodedMessage> message = DecodeMessage(grpc::ByteBuffer(&slice, 1));
+  absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record));
   if (!message.ok()) return message.status();
   if (message->is_hello) return absl::InvalidArgumentError("a hello in the frame mailbox");
   if (message->shm.has_value()) {
@@ -163,7 +162,7 @@ void PeerInbox::DrainMailboxLocked() {
       ++stream_markers_;
       continue;
     }
-    absl::StatusOr<ReceivedFrame> frame = DecodeMailboxRecord(**record, *mailbox_);
+    absl::StatusOr<ReceivedFrame> frame = DecodeMailboxRecord(*std::move(*record), *mailbox_);
     if (!frame.ok()) {
       DoomFeederLocked(frame.status());
       return;
