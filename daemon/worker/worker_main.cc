@@ -463,13 +463,19 @@ int WorkerServing::JoinCoordinator() {
   RingManager& ring = parts_.ring;
   const CollectiveExecutor& executor = parts_.executor;
   const std::string http_address = http_ == nullptr ? "" : AdvertisedAddress(http_->address());
-  CoordinatorSessionOptions options{parts_.config.coordinator, parts_.config.worker_id,
-                                    advertised_, http_address, absl::GetFlag(FLAGS_join_timeout),
-                                    [&ring] { return ring.Status().generation; },
-                                    parts_.config.security.transport};
-  options.keepalive = parts_.config.keepalive;
-  options.on_lease_renewed = [&ring](absl::Time until) { ring.RenewLease(until); };
-  options.check_lease = [&ring] { ring.CheckLease(); };
+  const CoordinatorSessionOptions options{
+      .coordinator_target = parts_.config.coordinator,
+      .worker_id = parts_.config.worker_id,
+      .peer_address = advertised_,
+      .http_address = http_address,
+      .join_timeout = absl::GetFlag(FLAGS_join_timeout),
+      .known_generation = [&ring] { return ring.Status().generation; },
+      .security = parts_.config.security.transport,
+      .keepalive = parts_.config.keepalive,
+      .on_lease_renewed = [&ring](absl::Time until) { ring.RenewLease(until); },
+      .check_lease = [&ring] { ring.CheckLease(); },
+      .incarnation = 0,
+  };
   session_ = std::make_unique<CoordinatorSession>(
       options, [&ring](const v1::RingView& view) { ring.OnView(view); },
       [&ring, &executor](v1::HeartbeatRequest* report) { ReportHeartbeat(ring, executor, report); },
