@@ -254,7 +254,8 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
   FrameMailboxWriter& mailbox = *slots_->mailbox();
   auto gone = [this] { return outbound_->broken(); };
   std::optional<uint32_t> slot;
-  std::string head;  // the record's bytes before the payload, or all of them
+  bool recordable = true;  // as a mailbox record: `head`, then `inline_payload`
+  std::string head;
   absl::Span<const std::byte> inline_payload;
   if (payload.size() <= kMailboxInlinePayloadBytes) {
     head = FrameHead(frame, payload.size());
@@ -265,8 +266,10 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
     if (!put.ok()) return SendingTo(put.status());
     slot = *put;
     head = ShmFrameBytes(frame, ShmPayloadRef{*slot, payload.size()});
+  } else {
+    recordable = false;
   }
-  if (!head.empty() && head.size() + inline_payload.size() <= mailbox.max_record_bytes()) {
+  if (recordable && head.size() + inline_payload.size() <= mailbox.max_record_bytes()) {
     const absl::Span<const std::byte> pieces[] = {
         {reinterpret_cast<const std::byte*>(head.data()), head.size()}, inline_payload};
     // An abort may use the mailbox's reserve: its receiver may have stopped reading.

@@ -11,7 +11,8 @@ namespace ringsync {
 namespace {
 
 // A mailbox record is an encoded frame, exactly as a gRPC message would carry it, so it
-// passes the same decoder; its payload is inline or in one of the sender's slots.
+// passes the same checks (DecodeRecord); its payload is inline or in one of the sender's
+// slots.
 absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(std::vector<std::byte> record,
                                                   SlotRingReader& slots) {
   absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record));
