@@ -70,7 +70,9 @@ struct DecodedMessage {
 // Validates every header field that can be checked without context (enums, spec).
 absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer);
 // DecodeMessage of a message in one piece, which becomes the payload's storage (the
-// payload is read in place, never copied).
+// payload is read in place, never copied). The header is parsed as sent, so a header
+// protobuf itself refuses (a tag over 32 bits, which DecodeMessage's field walk cuts to
+// 32 bits and re-writes) is refused here.
 absl::StatusOr<DecodedMessage> DecodeRecord(std::vector<std::byte> record);
 
 }  // namespace ringsync
