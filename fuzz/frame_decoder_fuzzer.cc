@@ -93,13 +93,39 @@ void CheckAgreesWithProtobuf(const DecodedMessage& decoded, const uint8_t* messa
   FUZZ_CHECK(Bytes(decoded.frame.payload) == parsed.payload());
 }
 
+// The same hello, as far as a hello carries it.
+void CheckSameHello(const PeerHello& a, const PeerHello& b) {
+  FUZZ_CHECK(a.sender_rank == b.sender_rank);
+  FUZZ_CHECK(a.generation == b.generation);
+  FUZZ_CHECK(a.worker_id == b.worker_id);
+}
+
+// The same header fields every frame carries.
+void CheckSameHeader(const Frame& a, const Frame& b) {
+  FUZZ_CHECK(a.kind == b.kind);
+  FUZZ_CHECK(a.sender_rank == b.sender_rank);
+  FUZZ_CHECK(a.generation == b.generation);
+  FUZZ_CHECK(a.sequence == b.sequence);
+  FUZZ_CHECK(a.step == b.step);
+  FUZZ_CHECK(a.segment == b.segment);
+  FUZZ_CHECK(a.chunk == b.chunk);
+  FUZZ_CHECK(a.offset == b.offset);
+  FUZZ_CHECK(a.count == b.count);
+  FUZZ_CHECK(SpecBytes(a.spec) == SpecBytes(b.spec));
+}
+
+// The same abort fields.
+void CheckSameAbort(const Frame& a, const Frame& b) {
+  FUZZ_CHECK(a.abort_origin == b.abort_origin);
+  FUZZ_CHECK(a.abort_reason == b.abort_reason);
+  FUZZ_CHECK(a.abort_before_commit == b.abort_before_commit);
+}
+
 void CheckRoundTrip(const DecodedMessage& decoded) {
   if (decoded.is_hello) {
     absl::StatusOr<DecodedMessage> again = DecodeMessage(EncodeHello(decoded.hello));
     FUZZ_CHECK(again.ok() && again->is_hello);
-    FUZZ_CHECK(again->hello.sender_rank == decoded.hello.sender_rank);
-    FUZZ_CHECK(again->hello.generation == decoded.hello.generation);
-    FUZZ_CHECK(again->hello.worker_id == decoded.hello.worker_id);
+    CheckSameHello(again->hello, decoded.hello);
     return;
   }
   const Frame& frame = decoded.frame.frame;
@@ -112,21 +138,9 @@ void CheckRoundTrip(const DecodedMessage& decoded) {
   }
   FUZZ_CHECK(again.ok() && !again->is_hello);
   const Frame& copy = again->frame.frame;
-  FUZZ_CHECK(copy.kind == frame.kind);
-  FUZZ_CHECK(copy.sender_rank == frame.sender_rank);
-  FUZZ_CHECK(copy.generation == frame.generation);
-  FUZZ_CHECK(copy.sequence == frame.sequence);
-  FUZZ_CHECK(copy.step == frame.step);
-  FUZZ_CHECK(copy.segment == frame.segment);
-  FUZZ_CHECK(copy.chunk == frame.chunk);
-  FUZZ_CHECK(copy.offset == frame.offset);
-  FUZZ_CHECK(copy.count == frame.count);
-  FUZZ_CHECK(SpecBytes(copy.spec) == SpecBytes(frame.spec));
-  if (frame.kind == FrameKind::kAbort) {  // only abort frames carry these on the wire
-    FUZZ_CHECK(copy.abort_origin == frame.abort_origin);
-    FUZZ_CHECK(copy.abort_reason == frame.abort_reason);
-    FUZZ_CHECK(copy.abort_before_commit == frame.abort_before_commit);
-  }
+  CheckSameHeader(copy, frame);
+  // Only abort frames carry these on the wire.
+  if (frame.kind == FrameKind::kAbort) CheckSameAbort(copy, frame);
   FUZZ_CHECK(Bytes(again->frame.payload) == Bytes(decoded.frame.payload));
   again = absl::UnknownError("dropped");  // the last reference to the encoded payload
   FUZZ_CHECK(released || decoded.frame.payload.empty());
@@ -149,28 +163,13 @@ void CheckRecordAgrees(const absl::StatusOr<DecodedMessage>& streamed, const uin
   }
   FUZZ_CHECK(recorded->is_hello == streamed->is_hello);
   if (streamed->is_hello) {
-    FUZZ_CHECK(recorded->hello.sender_rank == streamed->hello.sender_rank);
-    FUZZ_CHECK(recorded->hello.generation == streamed->hello.generation);
-    FUZZ_CHECK(recorded->hello.worker_id == streamed->hello.worker_id);
+    CheckSameHello(recorded->hello, streamed->hello);
     FUZZ_CHECK(recorded->hello.stride == streamed->hello.stride);
     FUZZ_CHECK(recorded->hello.shm_offer.has_value() == streamed->hello.shm_offer.has_value());
     return;
   }
-  const Frame& a = streamed->frame.frame;
-  const Frame& b = recorded->frame.frame;
-  FUZZ_CHECK(b.kind == a.kind);
-  FUZZ_CHECK(b.sender_rank == a.sender_rank);
-  FUZZ_CHECK(b.generation == a.generation);
-  FUZZ_CHECK(b.sequence == a.sequence);
-  FUZZ_CHECK(b.step == a.step);
-  FUZZ_CHECK(b.segment == a.segment);
-  FUZZ_CHECK(b.chunk == a.chunk);
-  FUZZ_CHECK(b.offset == a.offset);
-  FUZZ_CHECK(b.count == a.count);
-  FUZZ_CHECK(b.abort_origin == a.abort_origin);
-  FUZZ_CHECK(b.abort_reason == a.abort_reason);
-  FUZZ_CHECK(b.abort_before_commit == a.abort_before_commit);
-  FUZZ_CHECK(SpecBytes(b.spec) == SpecBytes(a.spec));
+  CheckSameHeader(recorded->frame.frame, streamed->frame.frame);
+  CheckSameAbort(recorded->frame.frame, streamed->frame.frame);
   FUZZ_CHECK(recorded->shm.has_value() == streamed->shm.has_value());
   if (streamed->shm.has_value()) {
     FUZZ_CHECK(recorded->shm->slot == streamed->shm->slot);
