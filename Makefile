@@ -60,7 +60,8 @@ test-asan: deps
 # are ignored, and the suppressions file says which of gRPC's header code is dropped and
 # why. Every process writes its reports to build-tsan/sanitizer-reports/; any report
 # fails the target.
-TSAN_TESTS = sync_test link_test grpc_transport_test grpc_stream_stress_test ring_test worker_unit_test shm_unit_test \
+TSAN_TESTS = sync_test link_test grpc_transport_test grpc_stream_stress_test tcp_transport_test ring_test \
+  worker_unit_test shm_unit_test \
   coordinator_server_test http_endpoint_test
 TSAN_REPORTS = $(CURDIR)/build-tsan/sanitizer-reports
 test-tsan: export TSAN_OPTIONS = ignore_noninstrumented_modules=1 halt_on_error=1 \

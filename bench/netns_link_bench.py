@@ -10,6 +10,7 @@ way.
 
   sudo bench/netns_link_bench.py [--rates 1gbit,2500mbit] [--rounds 3] [--bin-dir build/bin]
       [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24] [--security tls,token]
+      [--bench-flags=--registered] [--show-transport]
 
 --security: how the daemons authenticate, each in its own clusters, alternating within a
 round: tls is the compose file as it is (mutual TLS on the Join channel and the peer
@@ -127,11 +128,17 @@ def one_round(netns_cluster, rate, args, round_number, compose_file):
         benches = [cluster.exec(f"w{rank}", "ringsync-bench",
                                 "--worker=unix:/run/ringsync/worker.sock",
                                 f"--min_bytes={args.min_bytes}", f"--max_bytes={args.max_bytes}",
-                                "--step_factor=4", f"--iters={args.iters}", "--warmup_iters=2")
+                                "--step_factor=4", f"--iters={args.iters}", "--warmup_iters=2",
+                                *args.bench_flags.split())
                    for rank in range(4)]
         for bench in benches:
             if bench.wait(1800) != 0:
                 raise SystemExit(f"{bench.host}: ringsync-bench failed:\n{bench.output}")
+        if args.show_transport:
+            for rank in range(4):
+                for line in cluster.log(f"w{rank}").splitlines():
+                    if "data connection" in line or "slot ring" in line:
+                        print(f"# w{rank}: {line.strip()}")
         rows = netns_cluster.bench_rows(benches[0].output)
         for size, row in rows.items():
             row["tcp_busbw"] = tcp_ring_busbw(cluster, size)
@@ -146,6 +153,10 @@ def main():
     parser.add_argument("--min-bytes", default="16M")
     parser.add_argument("--max-bytes", default="64M")
     parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--bench-flags", default="",
+                        help="more ringsync-bench flags, e.g. --registered (no SDK copies)")
+    parser.add_argument("--show-transport", action="store_true",
+                        help="print each worker's log lines that say how its frames travel")
     parser.add_argument("--subnet", default="198.18.7.0/24")
     parser.add_argument("--security", default="tls,token",
                         help="comma-separated: tls (the compose file's mutual TLS), token")

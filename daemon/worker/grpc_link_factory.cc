@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   neighbours.shm_slots = same_host_path_.slots;
   neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
   neighbours.shm_mailbox_bytes = same_host_path_.mailbox_bytes;
+  neighbours.offer_data = offer_data_;
   const int prev = epoch.me.prev();
   if (prev >= static_cast<int>(epoch.worker_ids.size())) {
     return absl::InvalidArgumentError(
@@ -93,6 +94,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingE
   neighbours.stride = stride;
   neighbours.shm_slot_bytes = kStrideLinkSlotBytes;
   neighbours.shm_mailbox_bytes = kStrideLinkMailboxBytes;
+  neighbours.offer_data = offer_data_;
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
       epoch.me.generation, ExpectedSender{from, epoch.worker_ids[from], stride}, SendersOf(epoch));
   if (!inbox.ok()) return inbox.status();

@@ -60,6 +60,8 @@ class GrpcLinkFactory final : public LinkFactory {
         open_attempt_(open_attempt) {}
 
   void set_same_host_path(const SameHostPath& path) { same_host_path_ = path; }
+  // Offer every neighbour a data connection (RingNeighbours::offer_data).
+  void set_data_connections(bool offer) { offer_data_ = offer; }
 
   absl::StatusOr<std::unique_ptr<Link>> Connect(const RingEpoch& epoch,
                                                 const WaitLimit& limit) override;
@@ -74,6 +76,7 @@ class GrpcLinkFactory final : public LinkFactory {
   const TransportSecurity security_;
   const KeepaliveSettings keepalive_;
   SameHostPath same_host_path_;
+  bool offer_data_ = false;
   const absl::Duration open_attempt_;
   // The edge to rank+1 of a generation whose last Connect failed waiting for rank-1
   // (ConnectRingLink's `opened`): the next Connect of that generation goes on with it.

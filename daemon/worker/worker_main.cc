@@ -138,12 +138,19 @@ ABSL_FLAG(bool, shm_sweep, true,
           "process killed together with its worker). Turn off when training processes run "
           "in another pid namespace and share --shm_dir: their pids mean nothing here.");
 ABSL_FLAG(std::string, peer_transport, "auto",
-          "worker: how segment payload travels to the right neighbour: auto (through a "
-          "shared-memory slot ring when the neighbour runs on this host — same boot id, IPC, "
-          "pid and network namespaces, user — else gRPC bytes) or grpc (always gRPC bytes). With "
-          "auto, the frames themselves (headers, small payloads, aborts) go through the same "
-          "region's frame mailbox unless --peer_shm_mailbox_bytes is 0; the gRPC stream stays "
-          "open for the hello and the neighbour's liveness.");
+          "worker: how frames and payload travel to the right neighbour: auto (through a "
+          "shared-memory slot ring and frame mailbox when the neighbour runs on this host — "
+          "same boot id, IPC, pid and network namespaces, user — else on a TCP data connection "
+          "beside the gRPC stream, or as gRPC bytes under --security=tls, whose encryption only "
+          "the stream has), tcp (a data connection to every neighbour, on this host too; not "
+          "with --security=tls) or grpc (always gRPC bytes). The gRPC stream stays open for the "
+          "hello and the neighbour's liveness. With auto, --peer_shm_mailbox_bytes=0 keeps "
+          "same-host frames on the stream and only segment payload in shared memory.");
+ABSL_FLAG(int32_t, peer_data_port, 0,
+          "worker: TCP port for the data connections of the ring streams this worker accepts "
+          "(--peer_transport=auto or tcp), on the address of --peer_listen; 0: one the kernel "
+          "chooses, told to each sender over its authenticated stream. A connection must present "
+          "the one-time key its stream was given before anything is read from it.");
 ABSL_FLAG(absl::Duration, shm_spin, absl::Microseconds(300),
           "worker: how long a thread waiting for a same-host neighbour's frame (frame "
           "mailbox) or for its client's next call (call channel) keeps looking, yielding the "
@@ -254,8 +261,17 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
       absl::GetFlag(FLAGS_max_inline_bytes) > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError("--max_inline_bytes must be between 1 KiB and 1 GiB");
   }
-  if (absl::GetFlag(FLAGS_peer_transport) != "auto" && absl::GetFlag(FLAGS_peer_transport) != "grpc") {
-    return absl::InvalidArgumentError("--peer_transport must be auto or grpc");
+  const std::string transport = absl::GetFlag(FLAGS_peer_transport);
+  if (transport != "auto" && transport != "tcp" && transport != "grpc") {
+    return absl::InvalidArgumentError("--peer_transport must be auto, tcp or grpc");
+  }
+  if (transport == "tcp" && config.security.transport.tls()) {
+    return absl::InvalidArgumentError(
+        "--peer_transport=tcp sends ring data unencrypted beside the TLS stream; use auto or "
+        "grpc with --security=tls");
+  }
+  if (absl::GetFlag(FLAGS_peer_data_port) < 0 || absl::GetFlag(FLAGS_peer_data_port) > 65535) {
+    return absl::InvalidArgumentError("--peer_data_port must be between 0 and 65535");
   }
   if (absl::GetFlag(FLAGS_peer_shm_slots) < 1 || absl::GetFlag(FLAGS_peer_shm_slots) > 64) {
     return absl::InvalidArgumentError("--peer_shm_slots must be between 1 and 64");
@@ -537,6 +553,29 @@ void SweepSharedMemory() {
   }
 }
 
+// The port for the data connections of the ring streams this worker accepts, on the
+// host of --peer_listen; null when frames stay on the streams (--peer_transport=grpc, or
+// auto under TLS, whose encryption only the streams have).
+absl::StatusOr<std::unique_ptr<DataListener>> ListenForDataConnections(
+    const WorkerConfig& config, const RefusalReporter& refusals) {
+  const std::string transport = absl::GetFlag(FLAGS_peer_transport);
+  if (transport == "grpc" || config.security.transport.tls()) return nullptr;
+  absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
+  if (!target.ok()) return absl::InvalidArgumentError(absl::StrCat("--peer_listen: ", target.status().message()));
+  std::string host = target->substr(0, target->rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  DataListenerOptions options;
+  options.host = host;
+  options.port = absl::GetFlag(FLAGS_peer_data_port);
+  options.refusals = refusals;
+  absl::StatusOr<std::unique_ptr<DataListener>> listener = DataListener::Listen(std::move(options));
+  if (!listener.ok()) {
+    return absl::Status(listener.status().code(),
+                        absl::StrCat("--peer_data_port: ", listener.status().message()));
+  }
+  return listener;
+}
+
 // Wires the worker's parts together, serves until SIGINT or SIGTERM, then stops.
 int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   SweepSharedMemory();
@@ -547,14 +586,26 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   const RefusalReporter report_refusal = ReporterOf(refusals);
   InboxRegistry registry(/*inbox_capacity=*/4, report_refusal, absl::GetFlag(FLAGS_shm_spin));
   const bool same_host_path = absl::GetFlag(FLAGS_peer_transport) == "auto";
-  PeerService peer_service(registry, HelloPolicy{config.security.transport.tls(), report_refusal,
-                                                 same_host_path});
+  absl::StatusOr<std::unique_ptr<DataListener>> data_listener =
+      ListenForDataConnections(config, report_refusal);
+  if (!data_listener.ok()) {
+    spdlog::error("{}", data_listener.status().message());
+    return absl::IsInvalidArgument(data_listener.status()) ? kBadFlags : kFailed;
+  }
+  PeerService peer_service(
+      registry, HelloPolicy{.require_certificates = config.security.transport.tls(),
+                            .refusals = report_refusal,
+                            .accept_shm = same_host_path,
+                            .data_listener = data_listener->get(),
+                            .max_data_record_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)) +
+                                                     kPeerMessageOverheadBytes});
   GrpcLinkFactory links(config.worker_id, registry, config.security.transport, config.keepalive,
                         absl::GetFlag(FLAGS_ring_open_attempt));
   links.set_same_host_path(SameHostPath{
       same_host_path, static_cast<uint32_t>(absl::GetFlag(FLAGS_peer_shm_slots)),
       std::max<uint64_t>(static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)), 4096),
       static_cast<uint64_t>(absl::GetFlag(FLAGS_peer_shm_mailbox_bytes))});
+  links.set_data_connections(*data_listener != nullptr);
   RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout),
                    ConnectRetry{absl::GetFlag(FLAGS_connect_retry_initial),
                                 absl::GetFlag(FLAGS_connect_retry_max)});

@@ -122,10 +122,11 @@ std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
   prometheus::MetricFamily peer_transport{
       "ringsync_peer_transport",
       "How segment payload travels on the edge to the right neighbour (edge=\"next\"): 1 on "
-      "the transport in use (shm: the same-host slot ring; grpc: gRPC bytes), else 0.",
+      "the transport in use (shm: the same-host slot ring; tcp: a data connection beside the "
+      "gRPC stream; grpc: gRPC bytes), else 0.",
       MetricType::Gauge,
       {}};
-  for (const char* name : {"shm", "grpc"}) {
+  for (const char* name : {"shm", "tcp", "grpc"}) {
     prometheus::ClientMetric sample;
     sample.label = {{"edge", "next"}, {"transport", name}};
     sample.gauge.value = transport == name ? 1 : 0;

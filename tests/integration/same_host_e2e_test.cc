@@ -1,9 +1,15 @@
-// End to end: the same-host path. Ring neighbours on one machine move segment payload
-// through a shared-memory slot ring (--peer_transport=auto, the default) while headers,
-// ordering and aborts stay on the gRPC stream. What must hold: results bit for bit those
-// of the gRPC path, a neighbour that declines is served over gRPC, the metrics say which
-// transport each edge uses, and a killed worker leaves no file behind.
+// End to end: the paths beside gRPC bytes. Ring neighbours on one machine move segment
+// payload through a shared-memory slot ring (--peer_transport=auto, the default) while
+// headers, ordering and aborts stay on the gRPC stream; neighbours on other hosts (or any
+// with --peer_transport=tcp) send their frames on a TCP data connection beside the stream.
+// What must hold: results bit for bit those of the gRPC path, a neighbour that declines
+// is served over gRPC, the metrics say which transport each edge uses, a killed worker
+// leaves no file behind and fails its neighbours promptly, and a data port reads nothing
+// from a connection that does not present its stream's key.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -40,9 +46,10 @@ const Case kCases[] = {{DType::kFloat32, 1},        {DType::kFloat32, 300'001},
 
 // Every case's all-reduce on a cluster started with `flags`: each rank's result.
 std::vector<std::vector<Bytes>> RunCases(const std::vector<std::string>& flags, int ranks,
-                                         bool registered) {
+                                         bool registered,
+                                         ClusterSecurity security = ClusterSecurity::kMutualTls) {
   std::vector<std::vector<Bytes>> results;
-  auto cluster = StartCluster(ranks, flags);
+  auto cluster = StartCluster(ranks, flags, {}, /*http=*/false, security);
   if (cluster == nullptr) return results;
   auto clients = ConnectAll(*cluster);
   for (const Case& c : kCases) {
@@ -76,6 +83,23 @@ TEST(SameHostPath, ResultsEqualTheGrpcPathBitForBit) {
   for (size_t i = 0; i < std::size(kCases); ++i) {
     for (int r = 0; r < 3; ++r) {
       EXPECT_TRUE(through_shm[i][r] == through_grpc[i][r])
+          << kCases[i].count << " x " << DTypeName(kCases[i].dtype) << ", rank " << r;
+    }
+  }
+}
+
+TEST(DataConnections, ResultsEqualTheGrpcPathBitForBit) {
+  const auto through_grpc = RunCases({"--segment_bytes=65536", "--peer_transport=grpc"}, 3,
+                                     /*registered=*/false);
+  // Under the cluster token: data connections carry no encryption, so mutual TLS keeps
+  // frames on its streams.
+  const auto through_tcp = RunCases({"--segment_bytes=65536", "--peer_transport=tcp"}, 3,
+                                    /*registered=*/false, ClusterSecurity::kToken);
+  ASSERT_EQ(through_grpc.size(), std::size(kCases));
+  ASSERT_EQ(through_tcp.size(), std::size(kCases));
+  for (size_t i = 0; i < std::size(kCases); ++i) {
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_TRUE(through_tcp[i][r] == through_grpc[i][r])
           << kCases[i].count << " x " << DTypeName(kCases[i].dtype) << ", rank " << r;
     }
   }
@@ -118,6 +142,103 @@ TEST(SameHostPath, ANeighbourThatDeclinesIsServedOverGrpcAndMetricsSaySo) {
   EXPECT_THAT(Metrics(**cluster, 0), HasSubstr(kGrpc)) << "0 -> 1: declined";
   EXPECT_THAT(Metrics(**cluster, 1), HasSubstr(kGrpc)) << "1 -> 2: not offered";
   EXPECT_THAT(Metrics(**cluster, 2), HasSubstr(kShm)) << "2 -> 0";
+}
+
+// A port no one listens on now (the kernel's choice for a socket closed at once).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t bytes = sizeof(address);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), bytes);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &bytes);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Connects to 127.0.0.1:`port`, writes `bytes` and returns whether the worker closed the
+// connection within 10 s without answering a byte.
+bool ClosedUnanswered(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const timeval ten_seconds{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &ten_seconds, sizeof(ten_seconds));
+  bool closed = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    char answer = 0;
+    closed = ::recv(fd, &answer, 1, 0) == 0;
+  }
+  ::close(fd);
+  return closed;
+}
+
+// Every worker with --peer_transport=tcp: the frames of every edge go on data connections
+// (the metrics say tcp), the results are right, and a caller on a data port that does not
+// present a key its stream was given — garbage, or the handshake with a made-up key — is
+// closed unanswered and counted as a refusal; the ring goes on.
+TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKey) {
+  LocalClusterOptions options;
+  options.security = ClusterSecurity::kToken;
+  options.world_size = 3;
+  options.ringsyncd = RINGSYNCD_PATH;
+  options.http = true;
+  options.worker_flags = {"--segment_bytes=65536", "--peer_transport=tcp"};
+  const int data_port = FreePort();
+  options.worker_flags_of[0] = {absl::StrCat("--peer_data_port=", data_port)};
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto clients = ConnectAll(**cluster);
+  auto all_reduce = [&](const std::string& name) {
+    std::vector<std::vector<float>> data(3, std::vector<float>(200'000));
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+      for (size_t i = 0; i < data[r].size(); ++i) data[r][i] = static_cast<float>(i % 97) * (r + 1);
+      return client.AllReduce(name, absl::MakeSpan(data[r]), ReduceOp::kSum);
+    }));
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r][96], 96.0f * 6) << name << ", rank " << r;
+  };
+  all_reduce("before");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(Metrics(**cluster, r), HasSubstr("ringsync_peer_transport{edge=\"next\",transport=\"tcp\"} 1"))
+        << "rank " << r;
+  }
+  EXPECT_TRUE(ClosedUnanswered(data_port, std::string(24, 'x')));
+  EXPECT_TRUE(ClosedUnanswered(data_port, "RSDATA1\n" + std::string(16, '\0')));
+  const std::string page = Metrics(**cluster, 0);
+  EXPECT_THAT(page, HasSubstr("ringsync_refused_total{reason=\"data_connection_not_a_handshake\"} 1"));
+  EXPECT_THAT(page, HasSubstr("ringsync_refused_total{reason=\"data_connection_unknown_key\"} 1"));
+  all_reduce("after");
+}
+
+// A worker killed mid-collective resets its data connections: its neighbours' collectives
+// fail promptly, naming the broken edge, instead of waiting out their deadline.
+TEST(DataConnections, AKilledNeighbourFailsTheCollectivePromptly) {
+  auto cluster = StartCluster(3, {"--segment_bytes=65536", "--peer_transport=tcp",
+                                  "--collective_timeout=60s"},
+                              {}, /*http=*/false, ClusterSecurity::kToken);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  std::vector<std::vector<float>> data(3, std::vector<float>(2'000'000, 1.0f));
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+    return client.AllReduce("warm", absl::MakeSpan(data[r]), ReduceOp::kSum);
+  }));
+  std::vector<CollectiveHandle> handles;
+  for (int r : {0, 2}) {
+    handles.push_back(clients[r]->AllReduceAsync("interrupted", absl::MakeSpan(data[r]),
+                                                 ReduceOp::kSum));
+  }
+  const absl::Time killed = absl::Now();
+  cluster->worker(1).Signal(SIGKILL);
+  for (CollectiveHandle& handle : handles) {
+    const absl::Status s = handle.Wait();
+    EXPECT_FALSE(s.ok()) << "rank 1 never took part";
+    EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1")) << s;
+  }
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(30)) << "well within --collective_timeout";
 }
 
 std::set<std::string> ShmFiles() {

@@ -146,6 +146,7 @@ absl::StatusOr<DecodedMessage> FromHeader(const v1::PeerFrame& header, bool has_
       return Malformed("a hello's stride out of range");
     }
     out.hello.stride = header.stride() > 1 ? static_cast<int>(header.stride()) : 1;
+    out.hello.data_connection = header.data_connection();
     if (header.has_shm_offer()) {
       // Checked when the receiver decides to map it (SlotRingReader::Attach); the boot id
       // is only compared, and bounded here like any string from a peer.
@@ -241,6 +242,7 @@ grpc::ByteBuffer EncodeHello(const PeerHello& hello) {
   frame.set_generation(hello.generation);
   frame.set_sender_worker_id(hello.worker_id);
   if (hello.stride > 1) frame.set_stride(static_cast<uint32_t>(hello.stride));
+  frame.set_data_connection(hello.data_connection);
   if (hello.host.has_value() && hello.shm_offer.has_value()) {
     v1::ShmOffer* offer = frame.mutable_shm_offer();
     offer->set_boot_id(hello.host->boot_id);

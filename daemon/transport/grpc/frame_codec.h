@@ -33,6 +33,8 @@ struct PeerHello {
   std::optional<HostIdentity> host = std::nullopt;
   std::optional<SlotRingOffer> shm_offer = std::nullopt;
   int stride = 1;  // 1: the ring link; 2 and up: a stride link (PeerFrame.stride)
+  // The sender can send the stream's frames on a data connection (PeerFrame.data_connection).
+  bool data_connection = false;
 };
 
 // A segment whose payload waits in the sender's slot ring instead of the message.

@@ -334,7 +334,9 @@ TEST(FrameRecord, DecodesEveryMessageAsTheStreamDecoderDoes) {
     EXPECT_EQ(b.abort_before_commit, a.abort_before_commit);
     EXPECT_EQ(recorded->frame.payload.ToVector(), streamed->frame.payload.ToVector());
     EXPECT_EQ(recorded->shm.has_value(), streamed->shm.has_value());
-    if (streamed->shm.has_value()) EXPECT_EQ(recorded->shm->slot, streamed->shm->slot);
+    if (streamed->shm.has_value()) {
+      EXPECT_EQ(recorded->shm->slot, streamed->shm->slot);
+    }
   }
 }
 

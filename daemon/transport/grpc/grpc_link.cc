@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/transport/tcp/socket_address.h"
 #include "spdlog/spdlog.h"
 #include "wire/grpc_options.h"
 
@@ -73,6 +74,27 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   }
 }
 
+// The data connection `stream`'s receiver asked for, to the address the stream reached;
+// null (the frames stay on the stream) when it cannot be made.
+std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighbours& neighbours,
+                                          OutboundStream& stream,
+                                          const OutboundStream::DataOffer& offer,
+                                          const WaitLimit& limit) {
+  absl::StatusOr<sockaddr_storage> address = AddressOfGrpcPeer(stream.peer_address(), offer.port);
+  absl::StatusOr<UniqueFd> connection =
+      address.ok() ? ConnectDataConnection(*address, offer.key, limit) : address.status();
+  if (!connection.ok()) {
+    spdlog::warn("rank {} (generation {}): no data connection to {} ({}); its frames go on the "
+                 "gRPC stream",
+                 me.rank, me.generation, neighbours.next_description,
+                 std::string(connection.status().message()));
+    return nullptr;
+  }
+  spdlog::info("rank {} (generation {}): frames to {} go on a data connection to {}", me.rank,
+               me.generation, neighbours.next_description, DescribeAddress(*address));
+  return std::make_unique<RecordSender>(*std::move(connection));
+}
+
 }  // namespace
 
 absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNeighbours& neighbours,
@@ -83,6 +105,7 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
   hello.generation = me.generation;
   hello.worker_id = neighbours.worker_id;
   hello.stride = neighbours.stride;
+  hello.data_connection = neighbours.offer_data;
   OutboundEdge edge;
   if (neighbours.offer_shm) {
     // A fresh ring per stream: slots the previous stream's receiver still holds stay its.
@@ -106,6 +129,9 @@ absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNe
   edge.stream = *std::move(stream);
   if (!edge.stream->shm_accepted()) {
     edge.slots.reset();  // another host, or it declined
+    if (const auto offer = edge.stream->data_offer(); offer.has_value()) {
+      edge.data = ConnectData(me, neighbours, *edge.stream, *offer, limit);
+    }
   } else {
     spdlog::info("rank {} (generation {}): segment payload to {} goes through a shared-memory "
                  "slot ring ({} slots of {} bytes){}",
@@ -146,8 +172,7 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectRingLink(const RingMember& me,
         absl::StrCat("generation ", me.generation, ": the incoming ring stream is from rank ",
                      *sender, ", but this rank's left neighbour is rank ", me.prev()));
   }
-  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound.stream), std::move(inbox),
-                                    std::move(outbound.slots));
+  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound), std::move(inbox));
 }
 
 absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectStrideLink(const RingMember& me,
@@ -156,8 +181,7 @@ absl::StatusOr<std::unique_ptr<GrpcLink>> ConnectStrideLink(const RingMember& me
                                                             const WaitLimit& limit) {
   absl::StatusOr<OutboundEdge> outbound = OpenWithRetries(me, neighbours, limit);
   if (!outbound.ok()) return outbound.status();
-  return std::make_unique<GrpcLink>(me, neighbours, std::move(outbound->stream), std::move(inbox),
-                                    std::move(outbound->slots));
+  return std::make_unique<GrpcLink>(me, neighbours, *std::move(outbound), std::move(inbox));
 }
 
 absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payload,
@@ -176,7 +200,7 @@ absl::Status GrpcLink::Send(const Frame& frame, absl::Span<const std::byte> payl
 
 absl::Status GrpcLink::ReadyStream(const Frame& frame, const WaitLimit& limit) {
   const bool segment = frame.kind != FrameKind::kAbort;  // part of the collective's stream
-  if (outbound_->broken()) {
+  if (outbound_->broken() || (data_ != nullptr && data_->broken())) {
     // Frames the broken stream carried may be lost (a cancelled HTTP/2 stream drops what
     // its receiver has not read), so the collective it was carrying must not continue on
     // a new stream: its receiver would find a gap, or blame this rank's schedule. Its
@@ -196,7 +220,7 @@ absl::Status GrpcLink::ReadyStream(const Frame& frame, const WaitLimit& limit) {
       return absl::Status(reopened.status().code(),
                           absl::StrCat("reconnecting: ", reopened.status().message()));
     }
-    UseEdge(std::move(reopened->stream), std::move(reopened->slots));
+    UseEdge(*std::move(reopened));
   }
   if (segment) streamed_sequence_ = frame.sequence;
   return absl::OkStatus();
@@ -206,6 +230,7 @@ absl::Status GrpcLink::SendOnStream(const Frame& frame, absl::Span<const std::by
                                     const WaitLimit& limit) {
   if (absl::Status ready = ReadyStream(frame, limit); !ready.ok()) return ready;
   if (mailbox_active_) return SendThroughMailbox(frame, payload, limit);
+  if (data_ != nullptr) return SendOnData(frame, payload, limit);
   if (slots_ != nullptr && frame.kind == FrameKind::kSegment && !payload.empty() &&
       payload.size() <= slots_->slot_bytes()) {
     // The same-host path: the payload into a slot, the header on the stream.
@@ -226,9 +251,10 @@ void GrpcLink::PostSend(const Frame& frame, absl::Span<const std::byte> payload,
     done(ready);
     return;
   }
-  // A reopened stream may have brought the slot ring back, whose sends wait for their
-  // receiver: such a frame goes the waiting way (posts_sends says no from then on).
-  if (shm_active_) {
+  // A reopened stream may have brought the slot ring or a data connection, whose sends
+  // wait for their receiver: such a frame goes the waiting way (posts_sends says no from
+  // then on).
+  if (shm_active_ || data_active_) {
     done(SendOnStream(frame, payload, limit));
     return;
   }
@@ -240,10 +266,11 @@ absl::Status GrpcLink::SendingTo(const absl::Status& failed) const {
                                                   ": ", failed.message()));
 }
 
-void GrpcLink::UseEdge(std::unique_ptr<OutboundStream> stream,
-                       std::unique_ptr<SlotRingWriter> slots) {
-  outbound_ = std::move(stream);
-  slots_ = std::move(slots);
+void GrpcLink::UseEdge(OutboundEdge edge) {
+  data_ = std::move(edge.data);  // before the stream it belongs to goes
+  outbound_ = std::move(edge.stream);
+  slots_ = std::move(edge.slots);
+  data_active_ = data_ != nullptr;
   shm_active_ = slots_ != nullptr;
   mailbox_active_ = slots_ != nullptr && slots_->mailbox() != nullptr &&
                     outbound_ != nullptr && outbound_->mailbox_accepted();
@@ -283,6 +310,20 @@ absl::Status GrpcLink::SendThroughMailbox(const Frame& frame, absl::Span<const s
   if (absl::Status sent = outbound_->WriteFrame(frame, payload, limit); !sent.ok()) return sent;
   const absl::Status put = mailbox.Put({}, limit, gone);
   return put.ok() ? put : SendingTo(put);
+}
+
+absl::Status GrpcLink::SendOnData(const Frame& frame, absl::Span<const std::byte> payload,
+                                  const WaitLimit& limit) {
+  const std::string head = FrameHead(frame, payload.size());
+  const absl::Span<const std::byte> pieces[] = {
+      {reinterpret_cast<const std::byte*>(head.data()), head.size()}, payload};
+  absl::Status sent = data_->Send(pieces, limit, [this] { return outbound_->broken(); });
+  if (sent.ok()) return sent;
+  // Part of the frame may have gone: the receiver must see this connection and its stream
+  // end (as a broken stream's), not read on past a torn record.
+  data_->Close();
+  outbound_->GiveUp();
+  return SendingTo(sent);
 }
 
 }  // namespace ringsync

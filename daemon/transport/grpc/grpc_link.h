@@ -15,6 +15,7 @@
 #include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/outbound_stream.h"
 #include "daemon/transport/grpc/peer_inbox.h"
+#include "daemon/transport/tcp/data_connection.h"
 
 namespace ringsync {
 
@@ -48,22 +49,35 @@ struct RingNeighbours {
   // frame's hop then costs a futex wake instead of a gRPC message — and the gRPC stream
   // carries only the hello, a frame too large for the mailbox, and the stream's liveness.
   uint64_t shm_mailbox_bytes = uint64_t{2} << 20;
+  // A data connection (daemon/transport/tcp/data_connection.h): offer rank+1 to send
+  // the stream's frames on a TCP connection of their own. When rank+1 asks for it (it is
+  // not on this host's shared-memory path and listens for data connections), every frame
+  // goes there — a frame then costs a write and a read instead of gRPC's HTTP/2 framing
+  // and thread hand-offs — and the stream carries only the hello and liveness. A
+  // connection that cannot be made leaves the frames on the stream.
+  bool offer_data = false;
   // The link this stream is, told in the hello (PeerHello::stride): 1 the ring link
   // (next_target is rank+1), s > 1 the stride link to rank+s.
   int stride = 1;
 };
 
+// An open stream to rank+1 and what its receiver accepted with it: the slot ring
+// offered in the hello, or the data connection it asked for (or neither).
+struct OutboundEdge {
+  std::unique_ptr<OutboundStream> stream;
+  std::unique_ptr<SlotRingWriter> slots;
+  std::unique_ptr<RecordSender> data;
+};
+
 // Thread-safety: as Link (one sender thread, one receiver thread).
 class GrpcLink final : public Link {
  public:
-  // `slots`: the slot ring `outbound`'s receiver accepted, or null.
-  GrpcLink(const RingMember& me, RingNeighbours neighbours,
-           std::unique_ptr<OutboundStream> outbound, std::shared_ptr<PeerInbox> inbound,
-           std::unique_ptr<SlotRingWriter> slots = nullptr)
+  GrpcLink(const RingMember& me, RingNeighbours neighbours, OutboundEdge outbound,
+           std::shared_ptr<PeerInbox> inbound)
       : me_(me),
         neighbours_(std::move(neighbours)),
         inbound_(std::move(inbound)) {
-    UseEdge(std::move(outbound), std::move(slots));
+    UseEdge(std::move(outbound));
   }
 
   // A stream that broke (or that this rank gave up on, see OutboundStream::WriteFrame)
@@ -76,7 +90,8 @@ class GrpcLink final : public Link {
   // Sends are posted on the gRPC path: PostSend queues the frame zero-copy on the stream,
   // whose write completions start the next one. (The slot ring's sends wait for a free
   // slot, so they are not posted.)
-  bool posts_sends() const override { return !shm_active_; }
+  // (Nor are a data connection's: they write from the sending thread.)
+  bool posts_sends() const override { return !shm_active_ && !data_active_; }
   void PostSend(const Frame& frame, absl::Span<const std::byte> payload, const WaitLimit& limit,
                 SendDone done) override;
   // Cancels the stream; the next frame reopens it (as after any broken stream).
@@ -87,8 +102,11 @@ class GrpcLink final : public Link {
   absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inbound_->Peek(limit); }
   uint64_t newest_aborted_sequence() const override { return inbound_->newest_aborted_sequence(); }
   size_t queued_frames() const override { return inbound_->queued(); }
-  // "shm" while segments to rank+1 go through the slot ring, else "grpc".
-  absl::string_view transport() const override { return shm_active_ ? "shm" : "grpc"; }
+  // "shm" while segments to rank+1 go through the slot ring, "tcp" while frames go on a
+  // data connection, else "grpc".
+  absl::string_view transport() const override {
+    return shm_active_ ? "shm" : data_active_ ? "tcp" : "grpc";
+  }
   // Whether frames to rank+1 go through the slot ring's frame mailbox.
   bool frames_in_mailbox() const { return mailbox_active_; }
 
@@ -104,10 +122,14 @@ class GrpcLink final : public Link {
   // one, else on the stream behind an empty record that says so.
   absl::Status SendThroughMailbox(const Frame& frame, absl::Span<const std::byte> payload,
                                   const WaitLimit& limit);
+  // The frame as one record on the data connection; a failure breaks the connection and
+  // gives the stream up with it (the next frame reopens both).
+  absl::Status SendOnData(const Frame& frame, absl::Span<const std::byte> payload,
+                          const WaitLimit& limit);
   // `failed`, saying which neighbour it was sending to.
   absl::Status SendingTo(const absl::Status& failed) const;
-  // Takes the stream just opened (or reopened) and the slot ring its receiver accepted.
-  void UseEdge(std::unique_ptr<OutboundStream> stream, std::unique_ptr<SlotRingWriter> slots);
+  // Takes the stream just opened (or reopened) and what its receiver accepted with it.
+  void UseEdge(OutboundEdge edge);
 
   const RingMember me_;
   const RingNeighbours neighbours_;
@@ -115,19 +137,17 @@ class GrpcLink final : public Link {
   std::unique_ptr<SlotRingWriter> slots_;     // outbound_'s accepted slot ring, or null
   std::atomic<bool> shm_active_{false};       // slots_ != nullptr, for other threads
   std::atomic<bool> mailbox_active_{false};   // frames go through slots_'s mailbox
+  std::unique_ptr<RecordSender> data_;         // outbound_'s data connection, or null
+  std::atomic<bool> data_active_{false};       // data_ != nullptr, for other threads
   // Touched by the sending thread only, like outbound_:
   std::optional<uint64_t> streamed_sequence_;  // collective the stream carried segments of last
   std::optional<uint64_t> failed_sequence_;    // collective one of whose segments did not go out
   std::shared_ptr<PeerInbox> inbound_;
 };
 
-// An open stream to rank+1 and, when rank+1 accepted it, the slot ring offered with it.
-struct OutboundEdge {
-  std::unique_ptr<OutboundStream> stream;
-  std::unique_ptr<SlotRingWriter> slots;
-};
 // Opens the stream to rank+1 (offering a slot ring when `neighbours.offer_shm`; a ring that
-// cannot be made is not offered). `wait_for_ready`: see OutboundStream::Open.
+// cannot be made is not offered; offering a data connection when `neighbours.offer_data`,
+// which it makes within `limit` when the receiver asks for it). `wait_for_ready`: see OutboundStream::Open.
 // `channel`: one to open the stream on (PeerChannelArguments), or null for a new one.
 absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNeighbours& neighbours,
                                               std::shared_ptr<grpc::Channel> channel,

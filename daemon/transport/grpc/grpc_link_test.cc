@@ -1,5 +1,6 @@
 // The gRPC link keeps the Link contract (core/link/testing/link_conformance.h): rank 0
-// sends to rank 1 over a real RingStream on 127.0.0.1.
+// sends to rank 1 over a real RingStream on 127.0.0.1, its frames as gRPC messages or on a
+// data connection beside it.
 #include <memory>
 
 #include "core/link/testing/link_conformance.h"
@@ -12,19 +13,26 @@ using ::ringsync::testing::LinkConformance;
 
 class GrpcPair final : public testing::LinkPair {
  public:
-  GrpcPair() {
+  explicit GrpcPair(testing::TestTransport transport) : ring_(2, transport) {
     for (const absl::Status& s : ring_.Connect(1)) EXPECT_TRUE(s.ok()) << s;
   }
   Link& sender() override { return ring_.link(0); }
   Link& receiver() override { return ring_.link(1); }
 
  private:
-  testing::GrpcTestRing ring_{2};
+  testing::GrpcTestRing ring_;
 };
 
-std::unique_ptr<testing::LinkPair> MakeGrpcPair() { return std::make_unique<GrpcPair>(); }
+std::unique_ptr<testing::LinkPair> MakeGrpcPair() {
+  return std::make_unique<GrpcPair>(testing::kGrpcOnly);
+}
+// Frames on a data connection beside the stream.
+std::unique_ptr<testing::LinkPair> MakeTcpDataPair() {
+  return std::make_unique<GrpcPair>(testing::kTcpData);
+}
 
 INSTANTIATE_TEST_SUITE_P(Grpc, LinkConformance, ::testing::Values(&MakeGrpcPair));
+INSTANTIATE_TEST_SUITE_P(TcpData, LinkConformance, ::testing::Values(&MakeTcpDataPair));
 
 }  // namespace
 }  // namespace ringsync

@@ -40,8 +40,8 @@ class Ring : public GrpcTestRing {
   }
 };
 
-class GrpcRing : public ::ringsync::testing::BothTransports {};
-INSTANTIATE_TEST_SUITE_P(Transports, GrpcRing, ::testing::Bool(),
+class GrpcRing : public ::ringsync::testing::EveryTransport {};
+INSTANTIATE_TEST_SUITE_P(Transports, GrpcRing, ::ringsync::testing::kEveryTransport,
                          ::ringsync::testing::TransportName);
 
 CollectiveSpec FloatSum(size_t count, uint64_t sequence = 1) {
@@ -121,7 +121,7 @@ TEST_P(GrpcRing, RelayAllReduceEqualsTheRingBitForBit) {
 TEST(SameHostRing, AFrameTooLargeForTheMailboxTravelsInASlotOrOnTheStreamInOrder) {
   for (uint64_t slot_bytes : {uint64_t{256} << 10, uint64_t{64} << 10}) {
     SCOPED_TRACE(absl::StrCat("slots of ", slot_bytes, " bytes"));
-    Ring ring(3, TestTransport{true, slot_bytes, 64 << 10});
+    Ring ring(3, TestTransport{.same_host = true, .slot_bytes = slot_bytes});
     uint64_t sequence = 0;
     for (size_t count : {size_t{30000}, size_t{7}, size_t{30000}, size_t{30000}, size_t{3}}) {
       ExpectRelayEqualsTheRing(ring, count, ++sequence);
@@ -130,7 +130,7 @@ TEST(SameHostRing, AFrameTooLargeForTheMailboxTravelsInASlotOrOnTheStreamInOrder
 }
 
 TEST(SameHostRing, WithoutAMailboxFramesStayOnTheStreamAndPayloadInSlots) {
-  Ring ring(3, TestTransport{true, 64 << 10, 0});
+  Ring ring(3, TestTransport{.same_host = true, .mailbox_bytes = 0});
   for (int r = 0; r < 3; ++r) EXPECT_EQ(ring.link(r).transport(), "shm");
   ExpectRelayEqualsTheRing(ring, 1000, 1);
 }

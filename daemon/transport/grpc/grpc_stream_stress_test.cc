@@ -36,8 +36,8 @@ using ::testing::HasSubstr;
 // The ring's cases run twice: frames as gRPC messages, and over the same-host path (frames
 // through the slot ring's mailbox, the stream for the hello and liveness), whose mailbox
 // must follow every stream replaced, retired or cancelled exactly as the stream does.
-class RingStress : public ::ringsync::testing::BothTransports {};
-INSTANTIATE_TEST_SUITE_P(Transports, RingStress, ::testing::Bool(),
+class RingStress : public ::ringsync::testing::EveryTransport {};
+INSTANTIATE_TEST_SUITE_P(Transports, RingStress, ::ringsync::testing::kEveryTransport,
                          ::ringsync::testing::TransportName);
 
 TEST_P(RingStress, EveryFreshGenerationCarriesACollectiveTheMomentItConnects) {

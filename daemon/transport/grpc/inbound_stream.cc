@@ -15,6 +15,7 @@ namespace ringsync {
 
 void InboundStream::Ops::ResumeReading() {
   absl::MutexLock lock(&mu_);
+  if (data_ != nullptr) data_->Resume();
   if (stream_ == nullptr || finishing_ || read_outstanding_) return;
   read_outstanding_ = true;
   stream_->StartRead(&read_buffer_);
@@ -22,6 +23,7 @@ void InboundStream::Ops::ResumeReading() {
 
 void InboundStream::Ops::EndStream(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
+  if (data_ != nullptr) data_->Stop();
   if (stream_ == nullptr || finishing_) return;
   finishing_ = true;
   if (write_outstanding_) {
@@ -60,6 +62,20 @@ void InboundStream::Ops::WriteCompleted() {
 void InboundStream::Ops::StreamGone() {
   absl::MutexLock lock(&mu_);
   stream_ = nullptr;
+  if (data_ != nullptr) data_->Stop();
+}
+
+bool InboundStream::Ops::AdoptData(std::unique_ptr<DataFeeder> data) {
+  absl::MutexLock lock(&mu_);
+  if (stream_ == nullptr || finishing_ || data_ != nullptr) return false;
+  data_ = std::move(data);
+  data_->Start();
+  return true;
+}
+
+bool InboundStream::Ops::has_data() {
+  absl::MutexLock lock(&mu_);
+  return data_ != nullptr;
 }
 
 InboundStream::InboundStream(InboxRegistry& registry, std::string peer, PeerIdentity identity,
@@ -101,6 +117,11 @@ void InboundStream::OnReadDone(bool ok) {
   }
   if (message->is_hello) {
     Fail(absl::InvalidArgumentError("a second hello on an open ring stream"));
+    return;
+  }
+  if (data_key_.has_value() && ops_->has_data()) {
+    // Frames on two paths would have no order between them.
+    Fail(absl::InvalidArgumentError("a frame on a ring stream whose frames come on its data connection"));
     return;
   }
   if (message->shm.has_value()) {
@@ -175,6 +196,12 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
   ack.set_accepted(true);
   ack.set_shm_accepted(slots_ != nullptr);
   ack.set_mailbox_accepted(mailbox);
+  if (slots_ == nullptr) {
+    if (const std::optional<DataKey> key = ExpectDataConnection(hello); key.has_value()) {
+      ack.set_data_port(static_cast<uint32_t>(policy_.data_listener->port()));
+      ack.set_data_key(DataKeyBytes(*key));
+    }
+  }
   grpc::Slice slice(ack.SerializeAsString());
   ops_->Write(grpc::ByteBuffer(&slice, 1));
   ops_->ResumeReading();
@@ -195,6 +222,25 @@ std::shared_ptr<SlotRingReader> InboundStream::MapOfferedSlots(const PeerHello& 
     return nullptr;
   }
   return *std::move(slots);
+}
+
+std::optional<DataKey> InboundStream::ExpectDataConnection(const PeerHello& hello) {
+  if (!hello.data_connection || policy_.data_listener == nullptr) return std::nullopt;
+  DataFeederTarget target{inbox_, ops_.get(), ops_, absl::StrCat(sender_, " at ", peer_),
+                          policy_.max_data_record_bytes};
+  std::weak_ptr<Ops> ops = ops_;
+  absl::StatusOr<DataKey> key =
+      policy_.data_listener->Expect([ops, target = std::move(target)](UniqueFd connection) mutable {
+        std::shared_ptr<Ops> stream = ops.lock();
+        if (stream == nullptr) return;
+        stream->AdoptData(std::make_unique<DataFeeder>(std::move(connection), std::move(target)));
+      });
+  if (!key.ok()) {
+    spdlog::warn("the ring stream from {}: {}", sender_, std::string(key.status().message()));
+    return std::nullopt;
+  }
+  data_key_ = *key;
+  return data_key_;
 }
 
 void InboundStream::Refuse(absl::string_view reason, const absl::Status& status) {
@@ -221,6 +267,7 @@ void InboundStream::OnWriteDone(bool /*ok*/) {
 void InboundStream::OnDone() {
   InReaction(this);
   ops_->StreamGone();
+  if (data_key_.has_value()) policy_.data_listener->Revoke(*data_key_);
   if (inbox_ != nullptr) {
     inbox_->Detach(ops_.get(), absl::UnavailableError(
         absl::StrCat("the ring stream from ", sender_, " at ", peer_, " ended")));

@@ -25,7 +25,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/shm/slot_ring.h"
+#include "daemon/transport/grpc/data_feeder.h"
 #include "daemon/transport/grpc/peer_inbox.h"
+#include "daemon/transport/tcp/data_key.h"
 #include "wire/security/peer_identity.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_callback.h"
@@ -60,6 +62,10 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     grpc::ByteBuffer ReadCompleted();
     void WriteCompleted();
     void StreamGone();
+    // The stream's frames come on `data` from now on: it starts reading. False (and
+    // `data` dropped) when the stream is finishing.
+    bool AdoptData(std::unique_ptr<DataFeeder> data);
+    bool has_data();
 
    private:
     absl::Mutex mu_;
@@ -70,12 +76,16 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     bool write_outstanding_ ABSL_GUARDED_BY(mu_) = false;
     bool finishing_ ABSL_GUARDED_BY(mu_) = false;  // EndStream was called
     std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);  // behind the write
+    std::unique_ptr<DataFeeder> data_ ABSL_GUARDED_BY(mu_);  // the data connection's reader
   };
 
   void AcceptHello(const struct PeerHello& hello);
   // Maps the slot ring `hello` offers when policy and host allow; null otherwise (the
   // stream then carries payload as gRPC bytes).
   std::shared_ptr<SlotRingReader> MapOfferedSlots(const struct PeerHello& hello);
+  // Asks for the data connection `hello` offers when policy allows: the key the sender
+  // presents on it, or nullopt (its frames then come on the stream).
+  std::optional<DataKey> ExpectDataConnection(const struct PeerHello& hello);
   void Fail(const absl::Status& status);
   // Ends the stream with `status`, counted as a refusal under `reason`.
   void Refuse(absl::string_view reason, const absl::Status& status);
@@ -91,6 +101,7 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::shared_ptr<SlotRingReader> slots_;
   std::string sender_;                // "rank 2 (worker w2)"
   bool frame_received_ = false;       // a frame came after the hello
+  std::optional<DataKey> data_key_;   // handed to the sender; revoked when the stream ends
 };
 
 }  // namespace ringsync

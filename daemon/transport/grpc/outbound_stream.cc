@@ -301,6 +301,10 @@ void OutboundStream::OnReadDone(bool ok) {
   accepted_ = accepted;
   shm_accepted_ = accepted && ack.shm_accepted();
   mailbox_accepted_ = shm_accepted_ && ack.mailbox_accepted();
+  if (absl::StatusOr<DataKey> key = ParseDataKey(ack.data_key());
+      accepted && !shm_accepted_ && ack.data_port() > 0 && ack.data_port() <= 65535 && key.ok()) {
+    data_offer_ = DataOffer{static_cast<int>(ack.data_port()), *key};
+  }
   // Keep a read pending: it ends when the peer finishes the stream. This completion is
   // the only place that re-arms it, and the call cannot be done while it runs.
   StartRead(&ack_buffer_);

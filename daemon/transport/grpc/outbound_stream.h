@@ -41,6 +41,7 @@
 #include "core/link/link.h"
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/posted_write.h"
+#include "daemon/transport/tcp/data_key.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "wire/grpc_options.h"
@@ -104,6 +105,18 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
     return mailbox_accepted_;
   }
 
+  // The data connection the receiver asked for (PeerAck.data_port), or nullopt.
+  struct DataOffer {
+    int port = 0;
+    DataKey key{};
+  };
+  std::optional<DataOffer> data_offer() const {
+    absl::MutexLock lock(&mu_);
+    return data_offer_;
+  }
+  // The address the stream reached, as gRPC names it ("ipv4:198.18.0.3:7401").
+  std::string peer_address() { return context_.peer(); }
+
   // True once the stream ended or a write failed: nothing more can be sent on it.
   bool broken() const {
     absl::MutexLock lock(&mu_);
@@ -148,6 +161,7 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool shm_accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool mailbox_accepted_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<DataOffer> data_offer_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   // Encoded frames waiting to be written: small ones with their own copy of the payload
   // (at most kMaxQueuedFrames of those), posted ones pointing at the poster's.

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/transport/grpc/peer_inbox.h"
+#include "daemon/transport/tcp/data_listener.h"
 #include "ringsync/v1/peer.grpc.pb.h"
 #include "wire/security/token_check.h"
 
@@ -103,6 +104,12 @@ struct HelloPolicy {
   // --peer_transport=auto: map the slot ring an accepted hello offers when its sender is on
   // this host (HostIdentity), so that its segments' payload comes through shared memory.
   bool accept_shm = false;
+  // Where a sender whose hello offers a data connection is asked to connect (when it is
+  // not on the shared-memory path); null: its frames stay on the stream. Not owned.
+  DataListener* data_listener = nullptr;
+  // The largest record a data connection may carry: one frame, as the gRPC server's
+  // largest message.
+  uint64_t max_data_record_bytes = 0;
 };
 
 class PeerService final : public v1::Peer::WithRawCallbackMethod_RingStream<v1::Peer::Service> {

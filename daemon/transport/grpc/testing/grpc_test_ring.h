@@ -15,26 +15,31 @@
 
 namespace ringsync::testing {
 
-// How the ranks' links carry frames: gRPC messages only, or the same-host path (payload
-// in a slot ring, frames through its mailbox, the stream for the hello and liveness).
+// How the ranks' links carry frames: gRPC messages only, the same-host path (payload
+// in a slot ring, frames through its mailbox, the stream for the hello and liveness), or
+// data connections (frames on TCP beside the stream).
 struct TestTransport {
   bool same_host = false;
   uint64_t slot_bytes = 64 << 10;
   uint64_t mailbox_bytes = 64 << 10;  // 0: slots only, frames on the stream
+  bool data = false;
+  const char* name = "Grpc";
 };
 
 inline const TestTransport kGrpcOnly{};
-inline const TestTransport kSameHost{true};
+inline const TestTransport kSameHost{.same_host = true, .name = "SameHost"};
+inline const TestTransport kTcpData{.data = true, .name = "TcpData"};
 
-// For a test suite whose cases run over both transports:
-//   class MyRing : public BothTransports {};
-//   INSTANTIATE_TEST_SUITE_P(Transports, MyRing, ::testing::Bool(), TransportName);
-class BothTransports : public ::testing::TestWithParam<bool> {
+// For a test suite whose cases run over every transport:
+//   class MyRing : public EveryTransport {};
+//   INSTANTIATE_TEST_SUITE_P(Transports, MyRing, kEveryTransport, TransportName);
+class EveryTransport : public ::testing::TestWithParam<TestTransport> {
  protected:
-  TestTransport transport() const { return GetParam() ? kSameHost : kGrpcOnly; }
+  TestTransport transport() const { return GetParam(); }
 };
-inline std::string TransportName(const ::testing::TestParamInfo<bool>& info) {
-  return info.param ? "SameHost" : "Grpc";
+inline const auto kEveryTransport = ::testing::Values(kGrpcOnly, kSameHost, kTcpData);
+inline std::string TransportName(const ::testing::TestParamInfo<TestTransport>& info) {
+  return info.param.name;
 }
 
 class GrpcTestRing {
@@ -42,7 +47,7 @@ class GrpcTestRing {
   explicit GrpcTestRing(int n, TestTransport transport = kGrpcOnly)
       : n_(n), transport_(transport) {
     for (int r = 0; r < n; ++r) {
-      servers_.push_back(std::make_unique<PeerTestServer>(transport.same_host));
+      servers_.push_back(std::make_unique<PeerTestServer>(transport.same_host, transport.data));
     }
     links_.resize(static_cast<size_t>(n));
   }
@@ -81,6 +86,7 @@ class GrpcTestRing {
     neighbours.shm_slots = 4;
     neighbours.shm_slot_bytes = transport_.slot_bytes;
     neighbours.shm_mailbox_bytes = transport_.mailbox_bytes;
+    neighbours.offer_data = transport_.data;
     return neighbours;
   }
 

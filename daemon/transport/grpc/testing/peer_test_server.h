@@ -12,6 +12,7 @@
 #include "daemon/transport/grpc/peer_service.h"
 #include "prometheus/registry.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 
 namespace ringsync::testing {
 
@@ -23,11 +24,17 @@ struct PeerTestServer {
   };
   InboxRegistry registry{4, report_refusal};
   const bool accept_shm = false;  // map a same-host sender's slot ring (and its mailbox)
-  PeerService service{registry, HelloPolicy{false, report_refusal, accept_shm}};
+  // Asks senders that offer it for a data connection when set.
+  const std::unique_ptr<DataListener> data_listener;
+  PeerService service{registry, HelloPolicy{.refusals = report_refusal,
+                                            .accept_shm = accept_shm,
+                                            .data_listener = data_listener.get(),
+                                            .max_data_record_bytes = (1 << 20) + kPeerMessageOverheadBytes}};
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port peers dial
 
-  explicit PeerTestServer(bool accept_same_host = false) : accept_shm(accept_same_host) {
+  explicit PeerTestServer(bool accept_same_host = false, bool accept_data = false)
+      : accept_shm(accept_same_host), data_listener(accept_data ? ListenForData(report_refusal) : nullptr) {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(builder, (1 << 20) + kPeerMessageOverheadBytes);
     ListeningPort port;
@@ -39,6 +46,13 @@ struct PeerTestServer {
   ~PeerTestServer() { Stop(); }
   PeerTestServer(const PeerTestServer&) = delete;
   PeerTestServer& operator=(const PeerTestServer&) = delete;
+
+  static std::unique_ptr<DataListener> ListenForData(RefusalReporter refusals) {
+    absl::StatusOr<std::unique_ptr<DataListener>> listener =
+        DataListener::Listen({.host = "127.0.0.1", .refusals = std::move(refusals)});
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    return listener.ok() ? *std::move(listener) : nullptr;
+  }
 
   void Stop() {
     if (server == nullptr) return;

@@ -1,0 +1,154 @@
+#include "daemon/transport/tcp/data_connection.h"
+
+#include <poll.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/transport/tcp/socket_address.h"
+
+namespace ringsync {
+namespace {
+
+// How long one wait for room in a full connection lasts before the limit and `gone` are
+// looked at again.
+constexpr int kWaitSliceMillis = 20;
+constexpr size_t kLengthBytes = 4;
+
+// Waits until `fd` is ready for `events` or the limit ends; OK when ready.
+absl::Status AwaitReady(int fd, short events, const WaitLimit& limit,
+                        const std::function<bool()>& gone, absl::string_view waiting_for) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    if (::poll(&p, 1, kWaitSliceMillis) > 0) return absl::OkStatus();
+    if (limit.IsCancelled()) return absl::CancelledError(absl::StrCat("waiting for ", waiting_for));
+    if (gone && gone()) return absl::UnavailableError("the receiver's stream ended");
+    if (limit.deadline.Passed()) {
+      return absl::DeadlineExceededError(absl::StrCat("waiting for ", waiting_for));
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ConnectDataConnection(const sockaddr_storage& address, const DataKey& key,
+                                               const WaitLimit& limit) {
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(address, limit);
+  if (!fd.ok()) return fd.status();
+  const auto handshake = DataHandshake(key);
+  // Into an empty send buffer: it does not block.
+  if (::send(fd->get(), handshake.data(), handshake.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(handshake.size())) {
+    return absl::UnavailableError(absl::StrCat("sending the data connection's handshake to ",
+                                               DescribeAddress(address), ": ", std::strerror(errno)));
+  }
+  if (absl::Status ready = AwaitReady(fd->get(), POLLIN, limit, nullptr, "the data connection's acceptance");
+      !ready.ok()) {
+    return ready;
+  }
+  std::byte answer{};
+  if (::recv(fd->get(), &answer, 1, MSG_DONTWAIT) != 1 || answer != kDataAccepted) {
+    return absl::UnavailableError(absl::StrCat("the receiver at ", DescribeAddress(address),
+                                               " refused the data connection"));
+  }
+  return fd;
+}
+
+absl::Status RecordSender::Send(absl::Span<const absl::Span<const std::byte>> pieces,
+                                const WaitLimit& limit, const std::function<bool()>& gone) {
+  if (broken_.load()) return absl::UnavailableError("the data connection broke earlier");
+  uint64_t length = 0;
+  for (absl::Span<const std::byte> piece : pieces) length += piece.size();
+  if (length == 0 || length > UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("a record of ", length, " bytes"));
+  }
+  const uint8_t prefix[kLengthBytes] = {
+      static_cast<uint8_t>(length), static_cast<uint8_t>(length >> 8),
+      static_cast<uint8_t>(length >> 16), static_cast<uint8_t>(length >> 24)};
+  absl::InlinedVector<iovec, 4> vectors;
+  vectors.push_back({const_cast<uint8_t*>(prefix), kLengthBytes});
+  for (absl::Span<const std::byte> piece : pieces) {
+    if (!piece.empty()) vectors.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+  }
+  size_t first = 0;  // vectors[first..] are still to go, the first one advanced in place
+  while (first < vectors.size()) {
+    msghdr message{};
+    message.msg_iov = vectors.data() + first;
+    message.msg_iovlen = std::min<size_t>(vectors.size() - first, IOV_MAX);
+    ssize_t sent = ::sendmsg(fd_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        if (absl::Status ready = AwaitReady(fd_.get(), POLLOUT, limit, gone, "room in the data connection");
+            !ready.ok()) {
+          broken_ = true;
+          return ready;
+        }
+        continue;
+      }
+      broken_ = true;
+      return absl::UnavailableError(absl::StrCat("the data connection failed: ", std::strerror(errno)));
+    }
+    while (sent > 0) {
+      iovec& v = vectors[first];
+      const size_t taken = std::min(static_cast<size_t>(sent), v.iov_len);
+      v.iov_base = static_cast<std::byte*>(v.iov_base) + taken;
+      v.iov_len -= taken;
+      sent -= static_cast<ssize_t>(taken);
+      if (v.iov_len == 0) ++first;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RecordSender::Close() {
+  broken_ = true;
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+namespace {
+
+// Reads exactly `bytes` into `to`; how many arrived before the connection ended.
+absl::StatusOr<size_t> ReadFully(int fd, std::byte* to, size_t bytes) {
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::recv(fd, to + got, bytes - got, MSG_WAITALL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("the data connection failed: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
+
+}  // namespace
+
+absl::Status ReadRecord(int fd, uint64_t max_record_bytes, std::vector<std::byte>& record) {
+  std::byte prefix[kLengthBytes];
+  absl::StatusOr<size_t> got = ReadFully(fd, prefix, kLengthBytes);
+  if (!got.ok()) return got.status();
+  if (*got == 0) return absl::OutOfRangeError("the data connection closed");
+  if (*got < kLengthBytes) return absl::DataLossError("the data connection ended inside a record's length");
+  const uint64_t length = static_cast<uint64_t>(prefix[0]) | static_cast<uint64_t>(prefix[1]) << 8 |
+                          static_cast<uint64_t>(prefix[2]) << 16 | static_cast<uint64_t>(prefix[3]) << 24;
+  if (length == 0 || length > max_record_bytes) {
+    return absl::DataLossError(absl::StrCat("a data connection record of ", length, " bytes (1..",
+                                            max_record_bytes, " allowed)"));
+  }
+  record.resize(length);
+  got = ReadFully(fd, record.data(), length);
+  if (!got.ok()) return got.status();
+  if (*got < length) {
+    return absl::DataLossError(absl::StrCat("the data connection ended after ", *got, " of a ",
+                                            length, "-byte record"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringsync

@@ -1,0 +1,58 @@
+// A ring stream's data connection (data_key.h): a plain TCP connection that carries the
+// stream's frames as records — a 4-byte little-endian length, then the frame as
+// FrameHead + payload (daemon/transport/grpc/frame_codec.h), exactly a frame mailbox's
+// record — so that a frame costs a write and a read, not gRPC's HTTP/2 framing and its
+// thread hand-offs. The gRPC stream it belongs to stays open beside it for the hello, the
+// acceptance and the sender's liveness.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/sync/wait_limit.h"
+#include "daemon/transport/tcp/data_key.h"
+#include "daemon/transport/tcp/unique_fd.h"
+
+namespace ringsync {
+
+// Connects to a receiver's data port at `address`, presents `key` and waits within
+// `limit` for its acceptance. Unavailable when it refused (closed the connection).
+absl::StatusOr<UniqueFd> ConnectDataConnection(const sockaddr_storage& address, const DataKey& key,
+                                               const WaitLimit& limit);
+
+// The sending end. Thread-safety: one thread sends at a time; Close and broken from any.
+class RecordSender {
+ public:
+  explicit RecordSender(UniqueFd fd) : fd_(std::move(fd)) {}
+  ~RecordSender() { Close(); }
+
+  // Writes one record, the concatenation of `pieces` (1 byte to 4 GiB - 1), waiting
+  // within `limit` while the connection is full — `gone()` and the limit are looked at
+  // while it waits: Unavailable once `gone()` says the receiver is gone — or fails
+  // Unavailable when the connection does. After any of these the connection is broken
+  // (part of the record may have gone) and every later Send fails; a record of no bytes
+  // is refused (InvalidArgument) before anything is sent, which breaks nothing.
+  absl::Status Send(absl::Span<const absl::Span<const std::byte>> pieces, const WaitLimit& limit,
+                    const std::function<bool()>& gone);
+  bool broken() const { return broken_.load(); }
+  // Shuts the connection down: its receiver sees it end; a Send in progress fails.
+  void Close();
+
+ private:
+  const UniqueFd fd_;
+  std::atomic<bool> broken_{false};
+};
+
+// Reads one record into `record` (replacing what it held), blocking until it is in or the
+// connection ends. OutOfRange when the connection ended cleanly between records;
+// DataLoss when it ended inside one, or a record's length is 0 or over
+// `max_record_bytes`; Unavailable when the connection failed (reset).
+absl::Status ReadRecord(int fd, uint64_t max_record_bytes, std::vector<std::byte>& record);
+
+}  // namespace ringsync

@@ -1,0 +1,256 @@
+// What a data connection carries and how its ends fail: records arrive whole and in
+// order; the reader tells a clean end from a cut or malformed one; the sender waits for
+// room only within its limit, its cancellation and the receiver's liveness, and stays
+// broken after a failure; connecting needs a listening receiver and an IP peer address.
+#include "daemon/transport/tcp/data_connection.h"
+
+#include <sys/socket.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "daemon/transport/tcp/data_listener.h"
+#include "daemon/transport/tcp/socket_address.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::ElementsAre;
+
+WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d)}; }
+constexpr uint64_t kMaxRecordBytes = 4 << 20;
+
+// Both ends of a data connection over loopback, as the sender and the receiver get them;
+// the receiver's reads give up after 10 s, so that a test that would hang fails instead.
+struct Connection {
+  UniqueFd sending;
+  UniqueFd receiving;
+};
+
+absl::StatusOr<Connection> Connect() {
+  absl::Mutex mu;
+  UniqueFd adopted;
+  absl::StatusOr<std::unique_ptr<DataListener>> listener = DataListener::Listen({});
+  if (!listener.ok()) return listener.status();
+  absl::StatusOr<DataKey> key = (*listener)->Expect([&](UniqueFd fd) {
+    absl::MutexLock lock(&mu);
+    adopted = std::move(fd);
+  });
+  if (!key.ok()) return key.status();
+  absl::StatusOr<sockaddr_storage> address = AddressOfGrpcPeer("ipv4:127.0.0.1:1", (*listener)->port());
+  if (!address.ok()) return address.status();
+  absl::StatusOr<UniqueFd> sending = ConnectDataConnection(*address, *key, In(absl::Seconds(10)));
+  if (!sending.ok()) return sending.status();
+  absl::MutexLock lock(&mu);
+  auto in = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return adopted.valid(); };
+  if (absl::Status s = AwaitWithLimit(mu, absl::Condition(&in), In(absl::Seconds(10)), "adoption");
+      !s.ok()) {
+    return s;
+  }
+  const timeval ten_seconds{10, 0};
+  ::setsockopt(adopted.get(), SOL_SOCKET, SO_RCVTIMEO, &ten_seconds, sizeof(ten_seconds));
+  return Connection{*std::move(sending), std::move(adopted)};
+}
+
+absl::Span<const std::byte> Bytes(absl::string_view text) {
+  return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(text.data()), text.size());
+}
+std::string Text(const std::vector<std::byte>& bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// Writes `bytes` on `fd` as they are, bypassing RecordSender.
+void WriteRaw(int fd, const std::string& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
+}
+std::string LittleEndian32(uint32_t n) {
+  return std::string{char(n), char(n >> 8), char(n >> 16), char(n >> 24)};
+}
+
+TEST(DataConnection, DeliversRecordsWholeAndInOrder) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  std::string big((1 << 20) + 3, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 31 + 7);
+  const absl::string_view b = big;
+
+  std::vector<std::string> read;
+  absl::Status end;
+  std::jthread reader([&] {  // joined after `sender` is closed, below
+    std::vector<std::byte> record;
+    while ((end = ReadRecord(connection->receiving.get(), kMaxRecordBytes, record)).ok()) {
+      read.push_back(Text(record));
+    }
+  });
+  RecordSender sender(std::move(connection->sending));
+  const std::vector<std::vector<absl::Span<const std::byte>>> records = {
+      {Bytes("x")},
+      {Bytes("hello"), Bytes(""), Bytes(", "), Bytes("world")},
+      {Bytes(b.substr(0, 1000)), Bytes(b.substr(1000, 1 << 19)), Bytes(b.substr(1000 + (1 << 19)))},
+      {Bytes("last")}};
+  for (const auto& pieces : records) {
+    EXPECT_TRUE(sender.Send(pieces, In(absl::Seconds(10)), nullptr).ok());
+  }
+  sender.Close();
+  reader.join();
+  EXPECT_THAT(read, ElementsAre("x", "hello, world", big, "last"));
+  EXPECT_EQ(end.code(), absl::StatusCode::kOutOfRange) << end;
+}
+
+TEST(ReadRecord, SaysOutOfRangeWhenTheSenderClosesBetweenRecords) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending));
+  ASSERT_TRUE(sender.Send({Bytes("only")}, In(absl::Seconds(10)), nullptr).ok());
+  sender.Close();
+  std::vector<std::byte> record;
+  ASSERT_TRUE(ReadRecord(connection->receiving.get(), kMaxRecordBytes, record).ok());
+  EXPECT_EQ(Text(record), "only");
+  EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes, record).code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(ReadRecord, SaysDataLossWhenTheConnectionEndsInsideARecord) {
+  // Inside a record's payload (10 of 100 bytes), and inside its length (2 of 4 bytes).
+  for (const std::string& cut : {LittleEndian32(100) + std::string(10, 'r'), std::string("\x64\x00", 2)}) {
+    absl::StatusOr<Connection> connection = Connect();
+    ASSERT_TRUE(connection.ok()) << connection.status();
+    WriteRaw(connection->sending.get(), cut);
+    connection->sending.Reset();
+    std::vector<std::byte> record;
+    EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes, record).code(),
+              absl::StatusCode::kDataLoss);
+  }
+}
+
+TEST(ReadRecord, SaysDataLossForARecordOfNoBytesOrOverTheLimit) {
+  for (uint32_t length : {uint32_t{0}, uint32_t{101}}) {
+    absl::StatusOr<Connection> connection = Connect();
+    ASSERT_TRUE(connection.ok()) << connection.status();
+    WriteRaw(connection->sending.get(), LittleEndian32(length) + std::string(101, 'r'));
+    std::vector<std::byte> record;
+    EXPECT_EQ(ReadRecord(connection->receiving.get(), 100, record).code(), absl::StatusCode::kDataLoss)
+        << length;
+  }
+}
+
+TEST(ReadRecord, ReadsARecordOfExactlyTheLimit) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  WriteRaw(connection->sending.get(), LittleEndian32(100) + std::string(100, 'r'));
+  std::vector<std::byte> record;
+  ASSERT_TRUE(ReadRecord(connection->receiving.get(), 100, record).ok());
+  EXPECT_EQ(Text(record), std::string(100, 'r'));
+}
+
+TEST(RecordSender, RefusesARecordOfNoBytes) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending));
+  EXPECT_EQ(sender.Send({}, In(absl::Seconds(10)), nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender.Send({Bytes(""), Bytes("")}, In(absl::Seconds(10)), nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Sends 1 MiB records that nobody reads, each within `limit`, until one fails (the
+// connection full) — at most 256 of them; its status.
+absl::Status SendUntilFull(RecordSender& sender, const std::function<WaitLimit()>& limit,
+                           const std::function<bool()>& gone) {
+  const std::string mebibyte(1 << 20, 'f');
+  for (int i = 0; i < 256; ++i) {
+    if (absl::Status s = sender.Send({Bytes(mebibyte)}, limit(), gone); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+TEST(RecordSender, WaitsWhileTheReceiverDoesNotReadAndGivesUpAtItsLimit) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending));
+  SteadyDeadline not_before;
+  const absl::Status full = SendUntilFull(
+      sender,
+      [&] {
+        not_before = SteadyDeadline(absl::Milliseconds(300));
+        return WaitLimit{not_before};
+      },
+      nullptr);
+  EXPECT_EQ(full.code(), absl::StatusCode::kDeadlineExceeded) << full;
+  EXPECT_TRUE(not_before.Passed());  // it waited its limit out
+  EXPECT_TRUE(sender.broken());
+  EXPECT_EQ(sender.Send({Bytes("more")}, In(absl::Seconds(10)), nullptr).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(RecordSender, GivesUpWaitingWhenCancelled) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending));
+  Cancellation cancellation;
+  cancellation.Cancel(absl::CancelledError("the collective was cancelled"));
+  const absl::Status full = SendUntilFull(
+      sender, [&] { return WaitLimit{SteadyDeadline(absl::Seconds(10)), &cancellation}; }, nullptr);
+  EXPECT_EQ(full.code(), absl::StatusCode::kCancelled) << full;
+  EXPECT_TRUE(sender.broken());
+}
+
+TEST(RecordSender, GivesUpWaitingAsSoonAsTheReceiverIsGone) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending));
+  const absl::Status full =
+      SendUntilFull(sender, [] { return In(absl::Seconds(10)); }, [] { return true; });
+  EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable) << full;
+  EXPECT_TRUE(sender.broken());
+}
+
+TEST(RecordSender, FailsUnavailableOnceTheReceiverClosedTheConnection) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending));
+  connection->receiving.Reset();
+  absl::Status sent;
+  for (int i = 0; i < 100 && sent.ok(); ++i) {
+    sent = sender.Send({Bytes("frame")}, In(absl::Seconds(10)), nullptr);
+  }
+  EXPECT_EQ(sent.code(), absl::StatusCode::kUnavailable) << sent;
+  EXPECT_TRUE(sender.broken());
+}
+
+TEST(AddressOfGrpcPeer, ReadsAnIpPeerWithTheDataPortInsteadOfItsOwn) {
+  absl::StatusOr<sockaddr_storage> v4 = AddressOfGrpcPeer("ipv4:127.0.0.1:7401", 9000);
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(DescribeAddress(*v4), "127.0.0.1:9000");
+  for (absl::string_view peer : {"ipv6:[::1]:7401", "ipv6:%5B::1%5D:7401"}) {
+    absl::StatusOr<sockaddr_storage> v6 = AddressOfGrpcPeer(peer, 9000);
+    ASSERT_TRUE(v6.ok()) << peer << ": " << v6.status();
+    EXPECT_EQ(DescribeAddress(*v6), "[::1]:9000");
+  }
+}
+
+TEST(AddressOfGrpcPeer, RefusesAPeerThatIsNotAnIpAddress) {
+  for (absl::string_view peer : {"unix:/tmp/x", "ipv4:nonsense:1", "ipv6:[::1", ""}) {
+    EXPECT_EQ(AddressOfGrpcPeer(peer, 9000).status().code(), absl::StatusCode::kInvalidArgument) << peer;
+  }
+}
+
+TEST(ConnectDataConnection, FailsUnavailableWhereNothingListens) {
+  absl::StatusOr<UniqueFd> probe = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const int port = *LocalPort(probe->get());
+  probe->Reset();  // nothing listens there now
+  absl::StatusOr<sockaddr_storage> address = AddressOfGrpcPeer("ipv4:127.0.0.1:1", port);
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_EQ(ConnectDataConnection(*address, *NewDataKey(), In(absl::Seconds(10))).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace ringsync
