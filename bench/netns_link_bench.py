@@ -22,22 +22,15 @@ Needs root (network namespaces). Every namespace and process it starts is remove
 end of each round, also on failure.
 """
 import argparse
-import atexit
 import os
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 
 RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)bit$")
-COMPOSE = os.path.join(HERE, "..", "deploy", "docker-compose.yml")
-# The compose file's mutual-TLS flags, as each daemon's command lists them.
-TLS_FLAGS = re.compile(r"^( *)- --tls_ca=(\S+)/ca\.pem\n\1- --tls_cert=\2/tls\.pem\n"
-                       r"\1- --tls_key=\2/tls\.key\n", re.M)
 
 
 def bytes_per_second(rate):
@@ -99,27 +92,6 @@ def tcp_ring_busbw(cluster, size):
     return size / max(seconds) * 1.5 / 1e9
 
 
-def token_only_compose():
-    """The compose file with every daemon's mutual TLS replaced by the cluster token, in a
-    directory removed at exit. The token is the one compose-secrets.sh writes into every
-    daemon's credentials for the HTTP ports; the daemons then share it as the cluster's."""
-    with open(COMPOSE) as f:
-        text = f.read()
-    derived, count = TLS_FLAGS.subn(r"\1- --token_file=\2/http-token\n", text)
-    if count < 2:  # the workers' shared command and the coordinator's
-        raise SystemExit(f"{COMPOSE}: found the mutual-TLS flags of {count} daemons, not 2: "
-                         "--security=token needs updating for its layout")
-    directory = tempfile.mkdtemp(prefix="ringsync-netns-bench.")
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    env = os.path.join(os.path.dirname(COMPOSE), ".env")  # read beside the compose file
-    if os.path.exists(env):
-        shutil.copy(env, directory)
-    path = os.path.join(directory, "docker-compose.yml")
-    with open(path, "w") as f:
-        f.write(derived)
-    return path
-
-
 def one_round(netns_cluster, rate, args, round_number, compose_file):
     project = f"rslb{round_number}"
     services = ["coordinator", "w0", "w1", "w2", "w3"]
@@ -169,7 +141,7 @@ def main():
     reason = netns_cluster.skip_reason()
     if reason:
         raise SystemExit(f"cannot run: {reason}")
-    compose_files = {"tls": None, "token": token_only_compose() if "token" in securities else None}
+    compose_files = {"tls": None, "token": netns_cluster.token_only_compose() if "token" in securities else None}
     print("# ringsync across 4 namespace hosts, N=4, float32 sum; busbw median over "
           f"{args.rounds} fresh clusters per rate and security (alternating); #wrong summed "
           "over the rounds")

@@ -502,10 +502,12 @@ int WorkerServing::JoinCoordinator() {
 
 void WorkerServing::LogServing() const {
   const std::string client_listen = absl::GetFlag(FLAGS_client_listen);
-  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {} ({}){}",
+  const DataListener* data = parts_.peer_service.data_listener();
+  spdlog::info("worker {} serving training process on unix:{}{}; ring peers on {} ({}){}{}",
                parts_.config.worker_id, parts_.config.socket_path,
                client_listen.empty() ? "" : absl::StrCat(" and ", client_listen), advertised_,
                parts_.config.security.transport.Describe(),
+               data == nullptr ? "" : absl::StrCat(", their data connections on port ", data->port()),
                http_ == nullptr ? ""
                                 : absl::StrCat("; metrics on http://", http_->address(), "/metrics"));
 }
@@ -556,7 +558,7 @@ void SweepSharedMemory() {
 // The port for the data connections of the ring streams this worker accepts, on the
 // host of --peer_listen; null when frames stay on the streams (--peer_transport=grpc, or
 // auto under TLS, whose encryption only the streams have).
-absl::StatusOr<std::unique_ptr<DataListener>> ListenForDataConnections(
+absl::StatusOr<std::shared_ptr<DataListener>> ListenForDataConnections(
     const WorkerConfig& config, const RefusalReporter& refusals) {
   const std::string transport = absl::GetFlag(FLAGS_peer_transport);
   if (transport == "grpc" || config.security.transport.tls()) return nullptr;
@@ -573,7 +575,7 @@ absl::StatusOr<std::unique_ptr<DataListener>> ListenForDataConnections(
     return absl::Status(listener.status().code(),
                         absl::StrCat("--peer_data_port: ", listener.status().message()));
   }
-  return listener;
+  return std::shared_ptr<DataListener>(*std::move(listener));
 }
 
 // Wires the worker's parts together, serves until SIGINT or SIGTERM, then stops.
@@ -586,7 +588,7 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   const RefusalReporter report_refusal = ReporterOf(refusals);
   InboxRegistry registry(/*inbox_capacity=*/4, report_refusal, absl::GetFlag(FLAGS_shm_spin));
   const bool same_host_path = absl::GetFlag(FLAGS_peer_transport) == "auto";
-  absl::StatusOr<std::unique_ptr<DataListener>> data_listener =
+  absl::StatusOr<std::shared_ptr<DataListener>> data_listener =
       ListenForDataConnections(config, report_refusal);
   if (!data_listener.ok()) {
     spdlog::error("{}", data_listener.status().message());
@@ -596,7 +598,7 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
       registry, HelloPolicy{.require_certificates = config.security.transport.tls(),
                             .refusals = report_refusal,
                             .accept_shm = same_host_path,
-                            .data_listener = data_listener->get(),
+                            .data_listener = *data_listener,
                             .max_data_record_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)) +
                                                      kPeerMessageOverheadBytes});
   GrpcLinkFactory links(config.worker_id, registry, config.security.transport, config.keepalive,

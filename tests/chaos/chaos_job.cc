@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<ChaosJob>> ChaosJob::Start(const ChaosJobOptions&
   cluster.started_workers = options.started_workers;
   cluster.ringsyncd = options.ringsyncd;
   cluster.make_certs = options.make_certs;
-  cluster.security = ClusterSecurity::kMutualTls;
+  cluster.security = options.security;
   cluster.http = true;
   cluster.worker_flags = options.worker_flags;
   cluster.coordinator_flags = options.coordinator_flags;

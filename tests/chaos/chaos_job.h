@@ -30,6 +30,9 @@ struct ChaosJobOptions {
   std::vector<std::string> worker_flags;
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> trainer_flags;  // for every trainer, e.g. "--steps=40"
+  // How the daemons authenticate: mutual TLS as deployed, or the cluster token (under
+  // which ring frames may take data connections, --peer_transport=tcp).
+  ClusterSecurity security = ClusterSecurity::kMutualTls;
 };
 
 class ChaosJob {

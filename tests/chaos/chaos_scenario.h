@@ -30,7 +30,8 @@ inline std::unique_ptr<ChaosJob> StartJob(std::vector<std::string> coordinator_f
   options.ringsyncd = RINGSYNCD_PATH;
   options.trainer = CHAOS_TRAINER_PATH;
   options.make_certs = RINGSYNC_MAKE_CERTS;
-  options.worker_flags = {"--collective_timeout=5s", "--connect_timeout=5s"};
+  options.worker_flags.insert(options.worker_flags.begin(),
+                              {"--collective_timeout=5s", "--connect_timeout=5s"});
   options.coordinator_flags = {"--heartbeat_interval=100ms", "--heartbeat_timeout=1s"};
   options.coordinator_flags.insert(options.coordinator_flags.end(), coordinator_flags.begin(),
                                    coordinator_flags.end());

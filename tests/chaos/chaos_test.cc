@@ -18,8 +18,16 @@ namespace {
 
 // Before the outcome decision, a kill during the all-gather let the ranks that received
 // the last chunks complete while the others failed (defect 3b; about one run in ten).
-TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJobGoesOn) {
-  auto job = StartJob();
+// Every frame on a data connection (TCP beside the gRPC streams), under the cluster token.
+ChaosJobOptions OverDataConnections() {
+  ChaosJobOptions shape;
+  shape.worker_flags = {"--peer_transport=tcp"};
+  shape.security = ClusterSecurity::kToken;
+  return shape;
+}
+
+void KillAWorkerMidCollectiveAndRestartIt(ChaosJobOptions shape = {}) {
+  auto job = StartJob({}, {}, std::move(shape));
   ASSERT_NE(job, nullptr);
   const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
@@ -34,6 +42,17 @@ TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJ
       << "the first failure after the kill should name rank 2 / w2: " << failures.front().message;
   EXPECT_GE(job->Log(2).connects, 2) << "trainer 2 reconnected to the restarted worker";
   EXPECT_GT(FailuresCounted(*job, 2), 0) << "ringsync_collectives_failed_total";
+}
+
+TEST(Chaos, AWorkerKilledMidCollectiveAndRestartedFailsOneStepEverywhereThenTheJobGoesOn) {
+  KillAWorkerMidCollectiveAndRestartIt();
+}
+
+// The same with every frame on data connections (TCP beside the gRPC streams): the kill
+// resets them, and the restarted worker's new streams bring new ones.
+TEST(Chaos, OverDataConnectionsAWorkerKilledMidCollectiveFailsOneStepEverywhereThenTheJobGoesOn) {
+  KillAWorkerMidCollectiveAndRestartIt(
+OverDataConnections());
 }
 
 TEST(Chaos, AWorkerFrozenBelowItsLeaseIsWaitedForAndNoResultIsPartial) {
@@ -51,8 +70,8 @@ TEST(Chaos, AWorkerFrozenBelowItsLeaseIsWaitedForAndNoResultIsPartial) {
 
 // Before the outcome decision, the ranks whose ring neighbour was not frozen completed the
 // collective in flight while the others failed it when the ring dissolved (defect 3b).
-TEST(Chaos, AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed) {
-  auto job = StartJob();
+void FreezeAWorkerAboveItsLease(ChaosJobOptions shape = {}) {
+  auto job = StartJob({}, {}, std::move(shape));
   ASSERT_NE(job, nullptr);
   const SteadyDeadline bound(kBound);
   ASSERT_TRUE(StartTraining(*job)) << job->Diagnostics();
@@ -65,6 +84,17 @@ TEST(Chaos, AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed)
   ASSERT_FALSE(failures.empty()) << "a worker frozen past its lease failed no collective";
   EXPECT_TRUE(NamesWorker(failures.front(), *job, 1))
       << "the first failure should name rank 1 / w1: " << failures.front().message;
+}
+
+TEST(Chaos, AWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoinsWhenResumed) {
+  FreezeAWorkerAboveItsLease();
+}
+
+// A frozen worker's data connections stay open but unread: its neighbours' sends fill
+// them and must still give up at their deadline, and the new ring's connections carry on.
+TEST(Chaos, OverDataConnectionsAWorkerFrozenAboveItsLeaseFailsTheRingNamingItAndRejoins) {
+  FreezeAWorkerAboveItsLease(
+OverDataConnections());
 }
 
 TEST(Chaos, TheRingKeepsTrainingWhileTheCoordinatorIsDeadAndAfterItRestarts) {

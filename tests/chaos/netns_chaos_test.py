@@ -53,9 +53,12 @@ def check(trainers):
 
 
 class LinkCuts(unittest.TestCase):
-    def cut_and_heal(self, project, cut_s):
-        """Cuts w2's link for cut_s mid-training, restores it; returns the verdict."""
-        with Cluster(project, WORKERS) as cluster:
+    def cut_and_heal(self, project, cut_s, compose_file=None):
+        """Cuts w2's link for cut_s mid-training, restores it; returns the verdict.
+        compose_file: None for the compose file as it is (mutual TLS, frames on the gRPC
+        streams); netns_cluster.token_only_compose() for the cluster token alone, under
+        which every frame between hosts takes a data connection (TCP beside the stream)."""
+        with Cluster(project, WORKERS, compose_file=compose_file) as cluster:
             trainers = start_trainers(cluster)
             for trainer in trainers:
                 self.assertTrue(trainer.read_until(r"name=step/9 status=ok", 120),
@@ -88,6 +91,14 @@ class LinkCuts(unittest.TestCase):
 
     def test_a_link_cut_above_the_lease_and_healed_fails_cleanly_and_training_resumes(self):
         verdict = self.cut_and_heal("rsxa", cut_s=LEASE_S + 2.0)
+        self.assertNotIn("failed 0,", verdict, "a cut past the lease failed nothing")
+
+    def test_over_data_connections_a_link_cut_above_the_lease_fails_cleanly_and_training_resumes(self):
+        # A cut sends no reset: the data connections to and from w2 stall (sends fill
+        # the socket, reads wait) until their streams' keepalives or the deadline end
+        # them, and the new ring's streams bring new connections.
+        verdict = self.cut_and_heal("rsxd", cut_s=LEASE_S + 2.0,
+                                    compose_file=netns_cluster.token_only_compose())
         self.assertNotIn("failed 0,", verdict, "a cut past the lease failed nothing")
 
 

@@ -31,6 +31,33 @@ CTL_TLS = [f"--tls_ca={SECRETS_IN_CONTAINER}/ca.pem",
 _secrets_dir = None
 
 
+COMPOSE = os.path.join(REPO_ROOT, "deploy", "docker-compose.yml")
+# The compose file's mutual-TLS flags, as each daemon's command lists them.
+TLS_FLAGS = re.compile(r"^( *)- --tls_ca=(\S+)/ca\.pem\n\1- --tls_cert=\2/tls\.pem\n"
+                       r"\1- --tls_key=\2/tls\.key\n", re.M)
+
+
+def token_only_compose():
+    """The compose file with every daemon's mutual TLS replaced by the cluster token, in a
+    directory removed at exit. The token is the one compose-secrets.sh writes into every
+    daemon's credentials for the HTTP ports; the daemons then share it as the cluster's."""
+    with open(COMPOSE) as f:
+        text = f.read()
+    derived, count = TLS_FLAGS.subn(r"\1- --token_file=\2/http-token\n", text)
+    if count < 2:  # the workers' shared command and the coordinator's
+        raise RuntimeError(f"{COMPOSE}: found the mutual-TLS flags of {count} daemons, not 2: "
+                         "token_only_compose needs updating for its layout")
+    directory = tempfile.mkdtemp(prefix="ringsync-netns-bench.")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    env = os.path.join(os.path.dirname(COMPOSE), ".env")  # read beside the compose file
+    if os.path.exists(env):
+        shutil.copy(env, directory)
+    path = os.path.join(directory, "docker-compose.yml")
+    with open(path, "w") as f:
+        f.write(derived)
+    return path
+
+
 def make_secrets():
     """The compose file's credentials, made once per process (see the module doc)."""
     global _secrets_dir

@@ -240,6 +240,7 @@ std::optional<DataKey> InboundStream::ExpectDataConnection(const PeerHello& hell
     return std::nullopt;
   }
   data_key_ = *key;
+  data_listener_ = policy_.data_listener;
   return data_key_;
 }
 
@@ -267,7 +268,7 @@ void InboundStream::OnWriteDone(bool /*ok*/) {
 void InboundStream::OnDone() {
   InReaction(this);
   ops_->StreamGone();
-  if (data_key_.has_value()) policy_.data_listener->Revoke(*data_key_);
+  if (data_key_.has_value()) data_listener_->Revoke(*data_key_);
   if (inbox_ != nullptr) {
     inbox_->Detach(ops_.get(), absl::UnavailableError(
         absl::StrCat("the ring stream from ", sender_, " at ", peer_, " ended")));

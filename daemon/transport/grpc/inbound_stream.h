@@ -28,6 +28,7 @@
 #include "daemon/transport/grpc/data_feeder.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 #include "daemon/transport/tcp/data_key.h"
+#include "daemon/transport/tcp/data_listener.h"
 #include "wire/security/peer_identity.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_callback.h"
@@ -102,6 +103,7 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::string sender_;                // "rank 2 (worker w2)"
   bool frame_received_ = false;       // a frame came after the hello
   std::optional<DataKey> data_key_;   // handed to the sender; revoked when the stream ends
+  std::shared_ptr<DataListener> data_listener_;  // that handed out data_key_
 };
 
 }  // namespace ringsync

@@ -105,8 +105,10 @@ struct HelloPolicy {
   // this host (HostIdentity), so that its segments' payload comes through shared memory.
   bool accept_shm = false;
   // Where a sender whose hello offers a data connection is asked to connect (when it is
-  // not on the shared-memory path); null: its frames stay on the stream. Not owned.
-  DataListener* data_listener = nullptr;
+  // not on the shared-memory path); null: its frames stay on the stream. Shared with the
+  // streams that handed out its keys: a stream revokes its key when gRPC ends it, which
+  // may be after the server that made the stream was shut down.
+  std::shared_ptr<DataListener> data_listener;
   // The largest record a data connection may carry: one frame, as the gRPC server's
   // largest message.
   uint64_t max_data_record_bytes = 0;
@@ -119,6 +121,9 @@ class PeerService final : public v1::Peer::WithRawCallbackMethod_RingStream<v1::
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* RingStream(
       grpc::CallbackServerContext* context) override;
+
+  // Where this service asks for data connections (HelloPolicy::data_listener), or null.
+  const DataListener* data_listener() const { return policy_.data_listener.get(); }
 
  private:
   InboxRegistry& registry_;

@@ -25,10 +25,10 @@ struct PeerTestServer {
   InboxRegistry registry{4, report_refusal};
   const bool accept_shm = false;  // map a same-host sender's slot ring (and its mailbox)
   // Asks senders that offer it for a data connection when set.
-  const std::unique_ptr<DataListener> data_listener;
+  const std::shared_ptr<DataListener> data_listener;
   PeerService service{registry, HelloPolicy{.refusals = report_refusal,
                                             .accept_shm = accept_shm,
-                                            .data_listener = data_listener.get(),
+                                            .data_listener = data_listener,
                                             .max_data_record_bytes = (1 << 20) + kPeerMessageOverheadBytes}};
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port peers dial
@@ -47,7 +47,7 @@ struct PeerTestServer {
   PeerTestServer(const PeerTestServer&) = delete;
   PeerTestServer& operator=(const PeerTestServer&) = delete;
 
-  static std::unique_ptr<DataListener> ListenForData(RefusalReporter refusals) {
+  static std::shared_ptr<DataListener> ListenForData(RefusalReporter refusals) {
     absl::StatusOr<std::unique_ptr<DataListener>> listener =
         DataListener::Listen({.host = "127.0.0.1", .refusals = std::move(refusals)});
     EXPECT_TRUE(listener.ok()) << listener.status();
