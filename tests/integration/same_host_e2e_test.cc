@@ -214,14 +214,10 @@ TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKe
   all_reduce("after");
 }
 
-// A worker killed mid-collective resets its data connections: its neighbours' collectives
-// fail promptly, naming the broken edge, instead of waiting out their deadline.
-TEST(DataConnections, AKilledNeighbourFailsTheCollectivePromptly) {
-  auto cluster = StartCluster(3, {"--segment_bytes=65536", "--peer_transport=tcp",
-                                  "--collective_timeout=60s"},
-                              {}, /*http=*/false, ClusterSecurity::kToken);
-  ASSERT_NE(cluster, nullptr);
-  auto clients = ConnectAll(*cluster);
+// On a cluster of 3: an 8 MB all-reduce everywhere, then one on ranks 0 and 2 only,
+// during which worker 1 is killed with SIGKILL; the outcomes of ranks 0 and 2.
+std::vector<absl::Status> KillRankOneMidCollective(LocalCluster& cluster) {
+  auto clients = ConnectAll(cluster);
   std::vector<std::vector<float>> data(3, std::vector<float>(2'000'000, 1.0f));
   ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
     return client.AllReduce("warm", absl::MakeSpan(data[r]), ReduceOp::kSum);
@@ -231,10 +227,21 @@ TEST(DataConnections, AKilledNeighbourFailsTheCollectivePromptly) {
     handles.push_back(clients[r]->AllReduceAsync("interrupted", absl::MakeSpan(data[r]),
                                                  ReduceOp::kSum));
   }
+  cluster.worker(1).Signal(SIGKILL);
+  std::vector<absl::Status> outcomes;
+  for (CollectiveHandle& handle : handles) outcomes.push_back(handle.Wait());
+  return outcomes;
+}
+
+// A worker killed mid-collective resets its data connections: its neighbours' collectives
+// fail promptly, naming the broken edge, instead of waiting out their deadline.
+TEST(DataConnections, AKilledNeighbourFailsTheCollectivePromptly) {
+  auto cluster = StartCluster(3, {"--segment_bytes=65536", "--peer_transport=tcp",
+                                  "--collective_timeout=60s"},
+                              {}, /*http=*/false, ClusterSecurity::kToken);
+  ASSERT_NE(cluster, nullptr);
   const absl::Time killed = absl::Now();
-  cluster->worker(1).Signal(SIGKILL);
-  for (CollectiveHandle& handle : handles) {
-    const absl::Status s = handle.Wait();
+  for (const absl::Status& s : KillRankOneMidCollective(*cluster)) {
     EXPECT_FALSE(s.ok()) << "rank 1 never took part";
     EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1")) << s;
   }
@@ -256,19 +263,8 @@ TEST(SameHostPath, AKilledWorkerLeavesNoFileBehind) {
   const std::set<std::string> before = ShmFiles();
   auto cluster = StartCluster(3, {"--segment_bytes=65536", "--collective_timeout=20s"});
   ASSERT_NE(cluster, nullptr);
-  auto clients = ConnectAll(*cluster);
-  std::vector<std::vector<float>> data(3, std::vector<float>(2'000'000, 1.0f));
-  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
-    return client.AllReduce("warm", absl::MakeSpan(data[r]), ReduceOp::kSum);
-  }));
-  std::vector<CollectiveHandle> handles;
-  for (int r : {0, 2}) {
-    handles.push_back(clients[r]->AllReduceAsync("interrupted", absl::MakeSpan(data[r]),
-                                                 ReduceOp::kSum));
-  }
-  cluster->worker(1).Signal(SIGKILL);
-  for (CollectiveHandle& handle : handles) {
-    EXPECT_FALSE(handle.Wait().ok()) << "rank 1 never took part";
+  for (const absl::Status& s : KillRankOneMidCollective(*cluster)) {
+    EXPECT_FALSE(s.ok()) << "rank 1 never took part";
   }
   std::set<std::string> after = ShmFiles();
   for (const std::string& name : before) after.erase(name);
