@@ -135,6 +135,21 @@ TEST(SameHostRing, WithoutAMailboxFramesStayOnTheStreamAndPayloadInSlots) {
   ExpectRelayEqualsTheRing(ring, 1000, 1);
 }
 
+// A receiver asks for a data connection on a port the sender cannot reach (it listens on
+// 127.0.0.2; the stream came to 127.0.0.1): each sender says so in its log and sends its
+// frames on the stream, and the results are the same.
+TEST(TcpDataRing, ADataConnectionThatCannotBeMadeLeavesTheFramesOnTheStream) {
+  Ring ring(3, TestTransport{.data = true, .data_host = "127.0.0.2", .name = "Unreachable"});
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ring.link(r).transport(), "grpc") << "rank " << r;
+  ExpectRelayEqualsTheRing(ring, 30000, 1);
+}
+
+TEST(TcpDataRing, EveryLinkSendsItsFramesOnItsDataConnection) {
+  Ring ring(3, ::ringsync::testing::kTcpData);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(ring.link(r).transport(), "tcp") << "rank " << r;
+  ExpectRelayEqualsTheRing(ring, 30000, 1);
+}
+
 TEST_P(GrpcRing, ADisagreementIsReportedOnEveryRankOverTheWire) {
   const int n = 3;
   Ring ring(n, transport());

@@ -23,6 +23,9 @@ struct TestTransport {
   uint64_t slot_bytes = 64 << 10;
   uint64_t mailbox_bytes = 64 << 10;  // 0: slots only, frames on the stream
   bool data = false;
+  // Where the receivers' data ports listen (the streams reach 127.0.0.1): another address
+  // makes every data connection fail, as a firewalled port would.
+  const char* data_host = "127.0.0.1";
   const char* name = "Grpc";
 };
 
@@ -47,7 +50,8 @@ class GrpcTestRing {
   explicit GrpcTestRing(int n, TestTransport transport = kGrpcOnly)
       : n_(n), transport_(transport) {
     for (int r = 0; r < n; ++r) {
-      servers_.push_back(std::make_unique<PeerTestServer>(transport.same_host, transport.data));
+      servers_.push_back(
+          std::make_unique<PeerTestServer>(transport.same_host, transport.data, transport.data_host));
     }
     links_.resize(static_cast<size_t>(n));
   }

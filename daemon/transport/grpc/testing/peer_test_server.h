@@ -33,8 +33,10 @@ struct PeerTestServer {
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port peers dial
 
-  explicit PeerTestServer(bool accept_same_host = false, bool accept_data = false)
-      : accept_shm(accept_same_host), data_listener(accept_data ? ListenForData(report_refusal) : nullptr) {
+  explicit PeerTestServer(bool accept_same_host = false, bool accept_data = false,
+                          const std::string& data_host = "127.0.0.1")
+      : accept_shm(accept_same_host),
+        data_listener(accept_data ? ListenForData(data_host, report_refusal) : nullptr) {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(builder, (1 << 20) + kPeerMessageOverheadBytes);
     ListeningPort port;
@@ -47,9 +49,10 @@ struct PeerTestServer {
   PeerTestServer(const PeerTestServer&) = delete;
   PeerTestServer& operator=(const PeerTestServer&) = delete;
 
-  static std::shared_ptr<DataListener> ListenForData(RefusalReporter refusals) {
+  static std::shared_ptr<DataListener> ListenForData(const std::string& host,
+                                                    RefusalReporter refusals) {
     absl::StatusOr<std::unique_ptr<DataListener>> listener =
-        DataListener::Listen({.host = "127.0.0.1", .refusals = std::move(refusals)});
+        DataListener::Listen({.host = host, .refusals = std::move(refusals)});
     EXPECT_TRUE(listener.ok()) << listener.status();
     return listener.ok() ? *std::move(listener) : nullptr;
   }
