@@ -45,12 +45,12 @@ void DataFeeder::Stop() {
 void DataFeeder::Read() {
   bool first = true;
   while (true) {
-    std::vector<std::byte> record;
-    absl::Status read = ReadRecord(connection_.get(), target_.max_record_bytes, record);
+    absl::StatusOr<ReceivedRecord> record = ReadRecord(connection_.get(), target_.max_record_bytes);
     {
       absl::MutexLock lock(&mu_);
       if (stopped_) return;  // whoever stopped it ended the stream
     }
+    const absl::Status read = record.status();
     if (absl::IsOutOfRange(read)) {
       Fail(absl::UnavailableError(absl::StrCat("the data connection from ", target_.sender, " closed")),
            /*clean_close=*/true);
@@ -60,7 +60,7 @@ void DataFeeder::Read() {
       Fail(read, false);
       return;
     }
-    absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record));
+    absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record->bytes), record->size);
     if (!message.ok()) {
       Fail(message.status(), false);
       return;

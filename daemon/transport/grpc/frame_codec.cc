@@ -293,8 +293,12 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer) {
 
 absl::StatusOr<DecodedMessage> DecodeRecord(std::vector<std::byte> record) {
   auto held = std::make_shared<const std::vector<std::byte>>(std::move(record));
-  const auto* data = reinterpret_cast<const uint8_t*>(held->data());
   const size_t size = held->size();
+  return DecodeRecord(std::shared_ptr<const std::byte[]>(held, held->data()), size);
+}
+
+absl::StatusOr<DecodedMessage> DecodeRecord(std::shared_ptr<const std::byte[]> held, size_t size) {
+  const auto* data = reinterpret_cast<const uint8_t*>(held.get());
   if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return Malformed("a record over 2 GiB");
   }
@@ -318,7 +322,7 @@ absl::StatusOr<DecodedMessage> DecodeRecord(std::vector<std::byte> record) {
   if (!parsed) return Malformed("unparseable header");
   absl::StatusOr<DecodedMessage> out = FromHeader(header, payload.length > 0);
   if (out.ok() && payload.length > 0) {
-    out->frame.payload = Payload::Piece(held->data() + payload.start, payload.length);
+    out->frame.payload = Payload::Piece(held.get() + payload.start, payload.length);
     out->frame.storage = std::move(held);
   }
   return out;

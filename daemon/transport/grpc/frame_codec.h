@@ -76,5 +76,7 @@ absl::StatusOr<DecodedMessage> DecodeMessage(const grpc::ByteBuffer& buffer);
 // protobuf itself refuses (a tag over 32 bits, which DecodeMessage's field walk cuts to
 // 32 bits and re-writes) is refused here.
 absl::StatusOr<DecodedMessage> DecodeRecord(std::vector<std::byte> record);
+// DecodeRecord of the `size` bytes at `record`, which becomes the payload's storage.
+absl::StatusOr<DecodedMessage> DecodeRecord(std::shared_ptr<const std::byte[]> record, size_t size);
 
 }  // namespace ringsync

@@ -129,7 +129,7 @@ absl::StatusOr<size_t> ReadFully(int fd, std::byte* to, size_t bytes) {
 
 }  // namespace
 
-absl::Status ReadRecord(int fd, uint64_t max_record_bytes, std::vector<std::byte>& record) {
+absl::StatusOr<ReceivedRecord> ReadRecord(int fd, uint64_t max_record_bytes) {
   std::byte prefix[kLengthBytes];
   absl::StatusOr<size_t> got = ReadFully(fd, prefix, kLengthBytes);
   if (!got.ok()) return got.status();
@@ -141,14 +141,14 @@ absl::Status ReadRecord(int fd, uint64_t max_record_bytes, std::vector<std::byte
     return absl::DataLossError(absl::StrCat("a data connection record of ", length, " bytes (1..",
                                             max_record_bytes, " allowed)"));
   }
-  record.resize(length);
-  got = ReadFully(fd, record.data(), length);
+  ReceivedRecord record{std::make_unique_for_overwrite<std::byte[]>(length), length};
+  got = ReadFully(fd, record.bytes.get(), length);
   if (!got.ok()) return got.status();
   if (*got < length) {
     return absl::DataLossError(absl::StrCat("the data connection ended after ", *got, " of a ",
                                             length, "-byte record"));
   }
-  return absl::OkStatus();
+  return record;
 }
 
 }  // namespace ringsync

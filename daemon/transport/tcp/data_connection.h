@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,10 +50,18 @@ class RecordSender {
   std::atomic<bool> broken_{false};
 };
 
-// Reads one record into `record` (replacing what it held), blocking until it is in or the
-// connection ends. OutOfRange when the connection ended cleanly between records;
-// DataLoss when it ended inside one, or a record's length is 0 or over
-// `max_record_bytes`; Unavailable when the connection failed (reset).
-absl::Status ReadRecord(int fd, uint64_t max_record_bytes, std::vector<std::byte>& record);
+// One record as read: `size` bytes in storage of its own, which is not zeroed first (a
+// segment's megabyte would be written twice).
+struct ReceivedRecord {
+  std::unique_ptr<std::byte[]> bytes;
+  size_t size = 0;
+  absl::Span<const std::byte> span() const { return {bytes.get(), size}; }
+};
+
+// Reads one record, blocking until it is in or the connection ends. OutOfRange when the
+// connection ended cleanly between records; DataLoss when it ended inside one, or a
+// record's length is 0 or over `max_record_bytes`; Unavailable when the connection
+// failed (reset).
+absl::StatusOr<ReceivedRecord> ReadRecord(int fd, uint64_t max_record_bytes);
 
 }  // namespace ringsync

@@ -62,8 +62,8 @@ absl::StatusOr<Connection> Connect() {
 absl::Span<const std::byte> Bytes(absl::string_view text) {
   return absl::MakeConstSpan(reinterpret_cast<const std::byte*>(text.data()), text.size());
 }
-std::string Text(const std::vector<std::byte>& bytes) {
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+std::string Text(const ReceivedRecord& record) {
+  return std::string(reinterpret_cast<const char*>(record.bytes.get()), record.size);
 }
 
 // Writes `bytes` on `fd` as they are, bypassing RecordSender.
@@ -84,9 +84,13 @@ TEST(DataConnection, DeliversRecordsWholeAndInOrder) {
   std::vector<std::string> read;
   absl::Status end;
   std::jthread reader([&] {  // joined after `sender` is closed, below
-    std::vector<std::byte> record;
-    while ((end = ReadRecord(connection->receiving.get(), kMaxRecordBytes, record)).ok()) {
-      read.push_back(Text(record));
+    while (true) {
+      absl::StatusOr<ReceivedRecord> record = ReadRecord(connection->receiving.get(), kMaxRecordBytes);
+      if (!record.ok()) {
+        end = record.status();
+        break;
+      }
+      read.push_back(Text(*record));
     }
   });
   RecordSender sender(std::move(connection->sending));
@@ -110,10 +114,10 @@ TEST(ReadRecord, SaysOutOfRangeWhenTheSenderClosesBetweenRecords) {
   RecordSender sender(std::move(connection->sending));
   ASSERT_TRUE(sender.Send({Bytes("only")}, In(absl::Seconds(10)), nullptr).ok());
   sender.Close();
-  std::vector<std::byte> record;
-  ASSERT_TRUE(ReadRecord(connection->receiving.get(), kMaxRecordBytes, record).ok());
-  EXPECT_EQ(Text(record), "only");
-  EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes, record).code(),
+  absl::StatusOr<ReceivedRecord> record = ReadRecord(connection->receiving.get(), kMaxRecordBytes);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(Text(*record), "only");
+  EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes).status().code(),
             absl::StatusCode::kOutOfRange);
 }
 
@@ -124,8 +128,7 @@ TEST(ReadRecord, SaysDataLossWhenTheConnectionEndsInsideARecord) {
     ASSERT_TRUE(connection.ok()) << connection.status();
     WriteRaw(connection->sending.get(), cut);
     connection->sending.Reset();
-    std::vector<std::byte> record;
-    EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes, record).code(),
+    EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes).status().code(),
               absl::StatusCode::kDataLoss);
   }
 }
@@ -135,8 +138,8 @@ TEST(ReadRecord, SaysDataLossForARecordOfNoBytesOrOverTheLimit) {
     absl::StatusOr<Connection> connection = Connect();
     ASSERT_TRUE(connection.ok()) << connection.status();
     WriteRaw(connection->sending.get(), LittleEndian32(length) + std::string(101, 'r'));
-    std::vector<std::byte> record;
-    EXPECT_EQ(ReadRecord(connection->receiving.get(), 100, record).code(), absl::StatusCode::kDataLoss)
+    EXPECT_EQ(ReadRecord(connection->receiving.get(), 100).status().code(),
+              absl::StatusCode::kDataLoss)
         << length;
   }
 }
@@ -145,9 +148,9 @@ TEST(ReadRecord, ReadsARecordOfExactlyTheLimit) {
   absl::StatusOr<Connection> connection = Connect();
   ASSERT_TRUE(connection.ok()) << connection.status();
   WriteRaw(connection->sending.get(), LittleEndian32(100) + std::string(100, 'r'));
-  std::vector<std::byte> record;
-  ASSERT_TRUE(ReadRecord(connection->receiving.get(), 100, record).ok());
-  EXPECT_EQ(Text(record), std::string(100, 'r'));
+  absl::StatusOr<ReceivedRecord> record = ReadRecord(connection->receiving.get(), 100);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(Text(*record), std::string(100, 'r'));
 }
 
 TEST(RecordSender, RefusesARecordOfNoBytes) {
