@@ -141,9 +141,9 @@ ABSL_FLAG(std::string, peer_transport, "auto",
           "worker: how frames and payload travel to the right neighbour: auto (through a "
           "shared-memory slot ring and frame mailbox when the neighbour runs on this host — "
           "same boot id, IPC, pid and network namespaces, user — else on a TCP data connection "
-          "beside the gRPC stream, or as gRPC bytes under --security=tls, whose encryption only "
+          "beside the gRPC stream, or as gRPC bytes under mutual TLS (--tls_*), whose encryption only "
           "the stream has), tcp (a data connection to every neighbour, on this host too; not "
-          "with --security=tls) or grpc (always gRPC bytes). The gRPC stream stays open for the "
+          "with mutual TLS) or grpc (always gRPC bytes). The gRPC stream stays open for the "
           "hello and the neighbour's liveness. With auto, --peer_shm_mailbox_bytes=0 keeps "
           "same-host frames on the stream and only segment payload in shared memory.");
 ABSL_FLAG(int32_t, peer_data_port, 0,
@@ -267,8 +267,8 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   }
   if (transport == "tcp" && config.security.transport.tls()) {
     return absl::InvalidArgumentError(
-        "--peer_transport=tcp sends ring data unencrypted beside the TLS stream; use auto or "
-        "grpc with --security=tls");
+        "--peer_transport=tcp sends ring data unencrypted beside the TLS streams (--tls_*); use "
+        "auto or grpc with mutual TLS");
   }
   if (absl::GetFlag(FLAGS_peer_data_port) < 0 || absl::GetFlag(FLAGS_peer_data_port) > 65535) {
     return absl::InvalidArgumentError("--peer_data_port must be between 0 and 65535");

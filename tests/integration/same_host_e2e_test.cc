@@ -214,6 +214,21 @@ TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKe
   all_reduce("after");
 }
 
+// A data connection is authenticated by its key but not encrypted: under mutual TLS a
+// worker asked for one everywhere refuses to start, saying why.
+TEST(DataConnections, AWorkerRefusesToStartWithThemEverywhereUnderMutualTls) {
+  LocalClusterOptions options;
+  options.security = ClusterSecurity::kMutualTls;
+  options.make_certs = RINGSYNC_MAKE_CERTS;
+  options.world_size = 2;
+  options.ringsyncd = RINGSYNCD_PATH;
+  options.worker_flags = {"--peer_transport=tcp"};
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_THAT(std::string(cluster.status().message()),
+              HasSubstr("--peer_transport=tcp sends ring data unencrypted beside the TLS streams"));
+}
+
 // On a cluster of 3: an 8 MB all-reduce everywhere, then one on ranks 0 and 2 only,
 // during which worker 1 is killed with SIGKILL; the outcomes of ranks 0 and 2.
 std::vector<absl::Status> KillRankOneMidCollective(LocalCluster& cluster) {
