@@ -263,9 +263,9 @@ TEST(FrameRecord, IsTheEncodedMessageInOnePieceAndDecodesWithItsPayloadReadInPla
   EXPECT_EQ(*f.spec, *SampleFrame().spec);
   EXPECT_EQ(decoded->frame.payload.ToVector(), payload);
   // One piece, inside the record the storage keeps.
-  const auto* kept = static_cast<const std::vector<std::byte>*>(decoded->frame.storage.get());
+  const auto* kept = static_cast<const std::byte*>(decoded->frame.storage.get());
   ASSERT_EQ(decoded->frame.payload.pieces().size(), 1u);
-  EXPECT_EQ(decoded->frame.payload.pieces()[0].data(), kept->data() + head_bytes);
+  EXPECT_EQ(decoded->frame.payload.pieces()[0].data(), kept + head_bytes);
 }
 
 // The message's bytes as a gRPC message of slices of `piece` bytes each, in separate
