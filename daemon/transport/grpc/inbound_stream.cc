@@ -15,7 +15,6 @@ namespace ringsync {
 
 void InboundStream::Ops::ResumeReading() {
   absl::MutexLock lock(&mu_);
-  if (data_ != nullptr) data_->Resume();
   if (stream_ == nullptr || finishing_ || read_outstanding_) return;
   read_outstanding_ = true;
   stream_->StartRead(&read_buffer_);
@@ -23,7 +22,6 @@ void InboundStream::Ops::ResumeReading() {
 
 void InboundStream::Ops::EndStream(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
-  if (data_ != nullptr) data_->Stop();
   if (stream_ == nullptr || finishing_) return;
   finishing_ = true;
   if (write_outstanding_) {
@@ -62,20 +60,6 @@ void InboundStream::Ops::WriteCompleted() {
 void InboundStream::Ops::StreamGone() {
   absl::MutexLock lock(&mu_);
   stream_ = nullptr;
-  if (data_ != nullptr) data_->Stop();
-}
-
-bool InboundStream::Ops::AdoptData(std::unique_ptr<DataFeeder> data) {
-  absl::MutexLock lock(&mu_);
-  if (stream_ == nullptr || finishing_ || data_ != nullptr) return false;
-  data_ = std::move(data);
-  data_->Start();
-  return true;
-}
-
-bool InboundStream::Ops::has_data() {
-  absl::MutexLock lock(&mu_);
-  return data_ != nullptr;
 }
 
 InboundStream::InboundStream(InboxRegistry& registry, std::string peer, PeerIdentity identity,
@@ -119,7 +103,7 @@ void InboundStream::OnReadDone(bool ok) {
     Fail(absl::InvalidArgumentError("a second hello on an open ring stream"));
     return;
   }
-  if (data_key_.has_value() && ops_->has_data()) {
+  if (ops_->data_connected()) {
     // Frames on two paths would have no order between them.
     Fail(absl::InvalidArgumentError("a frame on a ring stream whose frames come on its data connection"));
     return;
@@ -226,14 +210,21 @@ std::shared_ptr<SlotRingReader> InboundStream::MapOfferedSlots(const PeerHello& 
 
 std::optional<DataKey> InboundStream::ExpectDataConnection(const PeerHello& hello) {
   if (!hello.data_connection || policy_.data_listener == nullptr) return std::nullopt;
-  DataFeederTarget target{inbox_, ops_.get(), ops_, absl::StrCat(sender_, " at ", peer_),
-                          policy_.max_data_record_bytes};
   std::weak_ptr<Ops> ops = ops_;
-  absl::StatusOr<DataKey> key =
-      policy_.data_listener->Expect([ops, target = std::move(target)](UniqueFd connection) mutable {
+  absl::StatusOr<DataKey> key = policy_.data_listener->Expect(
+      [ops, inbox = inbox_, sender = sender_,
+       max_record_bytes = policy_.max_data_record_bytes](UniqueFd connection) {
         std::shared_ptr<Ops> stream = ops.lock();
-        if (stream == nullptr) return;
-        stream->AdoptData(std::make_unique<DataFeeder>(std::move(connection), std::move(target)));
+        if (stream == nullptr) return;  // it ended: the connection closes unread
+        absl::StatusOr<std::unique_ptr<IncomingRecords>> records =
+            IncomingRecords::Adopt(std::move(connection), max_record_bytes);
+        if (!records.ok()) {
+          spdlog::warn("the data connection of the ring stream from {}: {}", sender,
+                       std::string(records.status().message()));
+          return;
+        }
+        stream->MarkDataConnected();
+        inbox->AttachData(stream.get(), *std::move(records));
       });
   if (!key.ok()) {
     spdlog::warn("the ring stream from {}: {}", sender_, std::string(key.status().message()));

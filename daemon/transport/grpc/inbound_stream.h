@@ -18,6 +18,7 @@
 // After OnDone nothing starts: the call is gone.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +26,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/shm/slot_ring.h"
-#include "daemon/transport/grpc/data_feeder.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 #include "daemon/transport/tcp/data_key.h"
 #include "daemon/transport/tcp/data_listener.h"
@@ -63,10 +63,9 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     grpc::ByteBuffer ReadCompleted();
     void WriteCompleted();
     void StreamGone();
-    // The stream's frames come on `data` from now on: it starts reading. False (and
-    // `data` dropped) when the stream is finishing.
-    bool AdoptData(std::unique_ptr<DataFeeder> data);
-    bool has_data();
+    // The stream's frames come on its data connection from now on.
+    void MarkDataConnected() { data_connected_ = true; }
+    bool data_connected() const { return data_connected_; }
 
    private:
     absl::Mutex mu_;
@@ -77,7 +76,7 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     bool write_outstanding_ ABSL_GUARDED_BY(mu_) = false;
     bool finishing_ ABSL_GUARDED_BY(mu_) = false;  // EndStream was called
     std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);  // behind the write
-    std::unique_ptr<DataFeeder> data_ ABSL_GUARDED_BY(mu_);  // the data connection's reader
+    std::atomic<bool> data_connected_{false};
   };
 
   void AcceptHello(const struct PeerHello& hello);

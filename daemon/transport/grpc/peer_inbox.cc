@@ -28,6 +28,17 @@ absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(std::vector<std::byte> record,
   return std::move(message->frame);
 }
 
+// A data connection's record: a frame as a mailbox record carries it, its payload inline.
+absl::StatusOr<ReceivedFrame> DecodeDataRecord(ReceivedRecord record) {
+  absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record.bytes), record.size);
+  if (!message.ok()) return message.status();
+  if (message->is_hello) return absl::InvalidArgumentError("a hello on the data connection");
+  if (message->shm.has_value()) {
+    return absl::InvalidArgumentError("a frame names a shared-memory slot on a data connection");
+  }
+  return std::move(message->frame);
+}
+
 }  // namespace
 
 PeerInbox::PeerInbox(uint64_t generation, size_t capacity, absl::Duration mailbox_spin,
@@ -64,6 +75,7 @@ absl::Status PeerInbox::Expect(const ExpectedSender& sender) {
     reading_paused_ = false;
     stream_end_ = refused;
     DropMailboxLocked();
+    DropDataLocked();
   }
   if (impostor != nullptr) impostor->EndStream(refused);
   return refused;
@@ -90,8 +102,9 @@ absl::Status PeerInbox::Attach(std::shared_ptr<InboxFeeder> feeder, int sender_r
     // The same neighbour reconnecting (it gave up its previous stream) replaces it.
     replaced = std::exchange(feeder_, std::move(feeder));
     // A new stream brings its own mailbox, if any; what the old one still held is lost
-    // with it, as a replaced gRPC stream's unread messages are.
+    // with it, as a replaced gRPC stream's unread messages are; so is its data connection.
     DropMailboxLocked();
+    DropDataLocked();
     ever_attached_ = true;
     sender_rank_ = sender_rank;
     sender_worker_ = sender_worker;
@@ -122,6 +135,43 @@ void PeerInbox::AttachMailbox(const InboxFeeder* feeder, std::shared_ptr<SlotRin
 
 void PeerInbox::RingLocked() {
   if (mailbox_ != nullptr) mailbox_->mailbox()->Ring();
+  if (data_ != nullptr) data_->Wake();
+}
+
+void PeerInbox::AttachData(const InboxFeeder* feeder, std::shared_ptr<IncomingRecords> records) {
+  absl::MutexLock lock(&mu_);
+  if (feeder_.get() != feeder || records == nullptr) return;
+  DropDataLocked();
+  data_ = std::move(records);
+  ++data_attached_;
+  data_first_frame_ = true;
+}
+
+void PeerInbox::DropDataLocked() {
+  if (data_ == nullptr) return;
+  data_->Wake();  // a receiver asleep on it looks again, and finds it gone
+  data_->Close();
+  data_ = nullptr;
+}
+
+void PeerInbox::DrainDataLocked() {
+  while (data_ != nullptr && queue_.size() < capacity_) {
+    absl::StatusOr<std::optional<ReceivedRecord>> record = data_->TryRead();
+    if (!record.ok()) {
+      DoomFeederLocked(absl::IsOutOfRange(record.status())
+                           ? absl::UnavailableError("its data connection closed")
+                           : absl::Status(record.status().code(),
+                                          absl::StrCat("its data connection: ", record.status().message())));
+      return;
+    }
+    if (!record->has_value()) return;
+    absl::StatusOr<ReceivedFrame> frame = DecodeDataRecord(*std::move(*record));
+    if (!frame.ok()) {
+      DoomFeederLocked(frame.status());
+      return;
+    }
+    if (!AdmitLocked(*std::move(frame), std::exchange(data_first_frame_, false))) return;
+  }
 }
 
 void PeerInbox::DropMailboxLocked() {
@@ -185,6 +235,7 @@ void PeerInbox::DoomFeederLocked(const absl::Status& why) {
   }
   stream_end_ = status;
   DropMailboxLocked();
+  DropDataLocked();
 }
 
 void PeerInbox::EndDoomedFeeders() {
@@ -271,15 +322,31 @@ absl::Status PeerInbox::AwaitFrame(const WaitLimit& limit) {
   while (true) {
     // Read before the look: a frame that comes after the look rings past it.
     std::shared_ptr<SlotRingReader> slots = mailbox_;  // stays mapped while this sleeps
+    std::shared_ptr<IncomingRecords> records = data_;  // stays open while this sleeps
     const uint32_t seen = slots != nullptr ? slots->mailbox()->doorbell() : 0;
     DrainMailboxLocked();
+    DrainDataLocked();
     if (ready()) break;
+    if (records != nullptr && data_ == records) {
+      // Frames come on the data connection: sleep in poll on it (and on its wake-up, which
+      // this process uses for anything else this wait looks at).
+      if (limit.IsCancelled()) return Explain(absl::CancelledError(absl::StrCat(what, ": cancelled")));
+      const absl::Duration left = limit.deadline.Left();
+      if (left <= absl::ZeroDuration()) {
+        return Explain(absl::DeadlineExceededError(absl::StrCat(what, ": timed out")));
+      }
+      mu_.Unlock();
+      records->Wait(std::min(left, kCancelPollInterval));
+      mu_.Lock();
+      continue;
+    }
     if (mailbox_ == nullptr) {
       // Frames come by gRPC: they are pushed under mu_, which wakes this wait; so does a
-      // mailbox attaching.
+      // mailbox or a data connection attaching.
       const uint64_t mailboxes_before = mailboxes_attached_;
+      const uint64_t data_before = data_attached_;
       auto ready_or_mailbox = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return ready() || mailboxes_attached_ != mailboxes_before;
+        return ready() || mailboxes_attached_ != mailboxes_before || data_attached_ != data_before;
       };
       if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&ready_or_mailbox), limit, what);
           !s.ok()) {
@@ -325,6 +392,7 @@ void PeerInbox::Close(const absl::Status& why) {
     queue_.clear();
     feeder = std::move(feeder_);
     DropMailboxLocked();
+    DropDataLocked();
   }
   if (feeder != nullptr) feeder->EndStream(why);
 }
@@ -334,6 +402,7 @@ size_t PeerInbox::queued() {
   {
     absl::MutexLock lock(&mu_);
     DrainMailboxLocked();
+    DrainDataLocked();
     queued = queue_.size();
   }
   EndDoomedFeeders();
@@ -345,6 +414,7 @@ uint64_t PeerInbox::newest_aborted_sequence() {
   {
     absl::MutexLock lock(&mu_);
     DrainMailboxLocked();
+    DrainDataLocked();
     newest = newest_aborted_;
   }
   EndDoomedFeeders();

@@ -13,7 +13,10 @@
 // (AttachMailbox) delivers its frames through it instead of gRPC messages. The thread
 // that waits in Pop/Peek takes them out itself, sleeping on the mailbox's doorbell, so a
 // frame costs the receiver one wake-up. Frames are validated exactly as gRPC's (the same
-// decoder), and fenced alike. The mailbox's bounded size is the back-pressure.
+// decoder), and fenced alike. The mailbox's bounded size is the back-pressure. A stream
+// whose frames come on a data connection (AttachData) is read the same way, by the
+// waiting thread, sleeping in poll on the socket; what it leaves unread waits in the
+// kernel, and TCP's flow control holds the sender back.
 //
 // Thread-safety: all methods are safe from any thread (gRPC callback threads included).
 #pragma once
@@ -34,6 +37,7 @@
 #include "core/link/link.h"
 #include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/sequence_fence.h"
+#include "daemon/transport/tcp/incoming_records.h"
 
 namespace ringsync {
 
@@ -99,6 +103,13 @@ class PeerInbox {
   // is the attached stream and `slots` has a mailbox.
   void AttachMailbox(const InboxFeeder* feeder, std::shared_ptr<SlotRingReader> slots);
 
+  // The attached stream `feeder` sends its frames on the data connection `records`
+  // (daemon/transport/tcp/): from now on frames come from there, in order, read by the
+  // thread that waits in Pop/Peek itself, as a mailbox's; a connection that holds what no
+  // sender writes, or ends, ends the stream. Ignored (and `records` dropped, which closes
+  // it) unless `feeder` is the attached stream.
+  void AttachData(const InboxFeeder* feeder, std::shared_ptr<IncomingRecords> records);
+
   // Called by the feeder for each frame, `first_on_stream` for the first after its hello;
   // returns whether there is room for another (if not, the feeder waits for
   // ResumeReading). A frame out of sequence order is refused (PermissionDenied) and not
@@ -135,6 +146,8 @@ class PeerInbox {
   bool AdmitLocked(ReceivedFrame frame, bool first_on_stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the frames the mailbox holds into queue_, in order, while there is room.
   void DrainMailboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for the frames the data connection holds.
+  void DrainDataLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The attached stream broke for `why` (its mailbox held garbage, a frame out of order):
   // it is detached now, and ended by EndDoomedFeeders once mu_ is released.
   void DoomFeederLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -144,6 +157,8 @@ class PeerInbox {
   // Forgets the mailbox (its stream was replaced, refused, broken, or the inbox closed),
   // waking whoever sleeps on it.
   void DropMailboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets and closes the data connection, waking whoever waits on it.
+  void DropDataLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t generation_;
   const int stride_;
@@ -171,6 +186,11 @@ class PeerInbox {
   // records (each: "the next frame came on the stream") wait for one of them.
   std::deque<ReceivedFrame> via_stream_ ABSL_GUARDED_BY(mu_);
   uint64_t stream_markers_ ABSL_GUARDED_BY(mu_) = 0;
+  // The attached stream's data connection, or null. Kept after that stream ends, until
+  // the connection ends or another stream attaches.
+  std::shared_ptr<IncomingRecords> data_ ABSL_GUARDED_BY(mu_);
+  uint64_t data_attached_ ABSL_GUARDED_BY(mu_) = 0;
+  bool data_first_frame_ ABSL_GUARDED_BY(mu_) = false;  // no frame taken from it yet
   std::vector<std::pair<std::shared_ptr<InboxFeeder>, absl::Status>> doomed_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,57 @@
+// IncomingRecords: the reading end of a data connection (data_connection.h) for a thread
+// that reads only when it wants a record — the ring's receiver, while it waits for its next
+// frame — so that a frame reaches it without a hand-off between threads. TryRead never
+// blocks: it takes what the connection holds and keeps a record read in part for the next
+// call. Wait sleeps until the connection has bytes for it (or ended) or Wake is called.
+//
+// Thread-safety: TryRead from one thread at a time; Wait from one thread; Wake and Close
+// from any.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/transport/tcp/data_connection.h"
+#include "daemon/transport/tcp/unique_fd.h"
+
+namespace ringsync {
+
+class IncomingRecords {
+ public:
+  // `connection`: an accepted data connection. Records longer than `max_record_bytes` are
+  // refused as ReadRecord refuses them.
+  static absl::StatusOr<std::unique_ptr<IncomingRecords>> Adopt(UniqueFd connection,
+                                                                uint64_t max_record_bytes);
+
+  // The next whole record, or nullopt when the connection holds no more of it yet. Errors
+  // as ReadRecord's (OutOfRange: the connection ended cleanly between records); after an
+  // error the connection is unusable.
+  absl::StatusOr<std::optional<ReceivedRecord>> TryRead();
+  // Sleeps until the connection may have bytes for TryRead (or has ended), Wake was called
+  // (since the last Wait returned), or `max_wait` passed.
+  void Wait(absl::Duration max_wait);
+  // Ends a Wait in progress, or the next one at once.
+  void Wake();
+  // Shuts the connection down: the sender sees it end.
+  void Close();
+
+ private:
+  IncomingRecords(UniqueFd connection, UniqueFd wake, uint64_t max_record_bytes)
+      : connection_(std::move(connection)), wake_(std::move(wake)), max_record_bytes_(max_record_bytes) {}
+
+  const UniqueFd connection_;  // non-blocking
+  const UniqueFd wake_;        // an eventfd
+  const uint64_t max_record_bytes_;
+  // The record being read: its length's bytes first, then its own.
+  std::array<std::byte, 4> length_bytes_{};
+  size_t length_got_ = 0;
+  ReceivedRecord record_;
+  size_t record_got_ = 0;
+};
+
+}  // namespace ringsync
