@@ -71,38 +71,34 @@ std::vector<std::vector<Bytes>> RunCases(const std::vector<std::string>& flags, 
   return results;
 }
 
-TEST(SameHostPath, ResultsEqualTheGrpcPathBitForBit) {
-  const std::vector<std::string> small_segments = {"--segment_bytes=65536"};
-  std::vector<std::string> shm = small_segments, grpc = small_segments;
-  shm.push_back("--peer_transport=auto");
-  grpc.push_back("--peer_transport=grpc");
-  const auto through_grpc = RunCases(grpc, 3, /*registered=*/false);
-  const auto through_shm = RunCases(shm, 3, /*registered=*/true);
+// Every case's result on every rank of `tried` is bit for bit that of `through_grpc`.
+void ExpectSameResults(const std::vector<std::vector<Bytes>>& tried,
+                       const std::vector<std::vector<Bytes>>& through_grpc) {
+  ASSERT_EQ(tried.size(), std::size(kCases));
   ASSERT_EQ(through_grpc.size(), std::size(kCases));
-  ASSERT_EQ(through_shm.size(), std::size(kCases));
   for (size_t i = 0; i < std::size(kCases); ++i) {
-    for (int r = 0; r < 3; ++r) {
-      EXPECT_TRUE(through_shm[i][r] == through_grpc[i][r])
+    for (size_t r = 0; r < tried[i].size(); ++r) {
+      EXPECT_TRUE(tried[i][r] == through_grpc[i][r])
           << kCases[i].count << " x " << DTypeName(kCases[i].dtype) << ", rank " << r;
     }
   }
 }
 
+TEST(SameHostPath, ResultsEqualTheGrpcPathBitForBit) {
+  const std::vector<std::string> small_segments = {"--segment_bytes=65536"};
+  std::vector<std::string> shm = small_segments, grpc = small_segments;
+  shm.push_back("--peer_transport=auto");
+  grpc.push_back("--peer_transport=grpc");
+  ExpectSameResults(RunCases(shm, 3, /*registered=*/true), RunCases(grpc, 3, /*registered=*/false));
+}
+
 TEST(DataConnections, ResultsEqualTheGrpcPathBitForBit) {
-  const auto through_grpc = RunCases({"--segment_bytes=65536", "--peer_transport=grpc"}, 3,
-                                     /*registered=*/false);
   // Under the cluster token: data connections carry no encryption, so mutual TLS keeps
   // frames on its streams.
-  const auto through_tcp = RunCases({"--segment_bytes=65536", "--peer_transport=tcp"}, 3,
-                                    /*registered=*/false, ClusterSecurity::kToken);
-  ASSERT_EQ(through_grpc.size(), std::size(kCases));
-  ASSERT_EQ(through_tcp.size(), std::size(kCases));
-  for (size_t i = 0; i < std::size(kCases); ++i) {
-    for (int r = 0; r < 3; ++r) {
-      EXPECT_TRUE(through_tcp[i][r] == through_grpc[i][r])
-          << kCases[i].count << " x " << DTypeName(kCases[i].dtype) << ", rank " << r;
-    }
-  }
+  ExpectSameResults(RunCases({"--segment_bytes=65536", "--peer_transport=tcp"}, 3,
+                             /*registered=*/false, ClusterSecurity::kToken),
+                    RunCases({"--segment_bytes=65536", "--peer_transport=grpc"}, 3,
+                             /*registered=*/false));
 }
 
 std::string Metrics(LocalCluster& cluster, int worker) {
