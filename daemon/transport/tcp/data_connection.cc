@@ -110,45 +110,4 @@ void RecordSender::Close() {
   ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
-namespace {
-
-// Reads exactly `bytes` into `to`; how many arrived before the connection ended.
-absl::StatusOr<size_t> ReadFully(int fd, std::byte* to, size_t bytes) {
-  size_t got = 0;
-  while (got < bytes) {
-    const ssize_t n = ::recv(fd, to + got, bytes - got, MSG_WAITALL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("the data connection failed: ", std::strerror(errno)));
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  return got;
-}
-
-}  // namespace
-
-absl::StatusOr<ReceivedRecord> ReadRecord(int fd, uint64_t max_record_bytes) {
-  std::byte prefix[kLengthBytes];
-  absl::StatusOr<size_t> got = ReadFully(fd, prefix, kLengthBytes);
-  if (!got.ok()) return got.status();
-  if (*got == 0) return absl::OutOfRangeError("the data connection closed");
-  if (*got < kLengthBytes) return absl::DataLossError("the data connection ended inside a record's length");
-  const uint64_t length = static_cast<uint64_t>(prefix[0]) | static_cast<uint64_t>(prefix[1]) << 8 |
-                          static_cast<uint64_t>(prefix[2]) << 16 | static_cast<uint64_t>(prefix[3]) << 24;
-  if (length == 0 || length > max_record_bytes) {
-    return absl::DataLossError(absl::StrCat("a data connection record of ", length, " bytes (1..",
-                                            max_record_bytes, " allowed)"));
-  }
-  ReceivedRecord record{std::make_unique_for_overwrite<std::byte[]>(length), length};
-  got = ReadFully(fd, record.bytes.get(), length);
-  if (!got.ok()) return got.status();
-  if (*got < length) {
-    return absl::DataLossError(absl::StrCat("the data connection ended after ", *got, " of a ",
-                                            length, "-byte record"));
-  }
-  return record;
-}
-
 }  // namespace ringsync

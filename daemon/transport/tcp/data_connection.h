@@ -11,8 +11,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <memory>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -50,18 +48,6 @@ class RecordSender {
   std::atomic<bool> broken_{false};
 };
 
-// One record as read: `size` bytes in storage of its own, which is not zeroed first (a
-// segment's megabyte would be written twice).
-struct ReceivedRecord {
-  std::unique_ptr<std::byte[]> bytes;
-  size_t size = 0;
-  absl::Span<const std::byte> span() const { return {bytes.get(), size}; }
-};
-
-// Reads one record, blocking until it is in or the connection ends. OutOfRange when the
-// connection ended cleanly between records; DataLoss when it ended inside one, or a
-// record's length is 0 or over `max_record_bytes`; Unavailable when the connection
-// failed (reset).
-absl::StatusOr<ReceivedRecord> ReadRecord(int fd, uint64_t max_record_bytes);
+// The receiving end reads records with IncomingRecords (incoming_records.h).
 
 }  // namespace ringsync

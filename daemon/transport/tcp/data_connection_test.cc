@@ -9,12 +9,14 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "daemon/transport/tcp/data_listener.h"
+#include "daemon/transport/tcp/incoming_records.h"
 #include "daemon/transport/tcp/socket_address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,14 +29,14 @@ using ::testing::ElementsAre;
 WaitLimit In(absl::Duration d) { return WaitLimit{SteadyDeadline(d)}; }
 constexpr uint64_t kMaxRecordBytes = 4 << 20;
 
-// Both ends of a data connection over loopback, as the sender and the receiver get them;
-// the receiver's reads give up after 10 s, so that a test that would hang fails instead.
+// Both ends of a data connection over loopback, as the sender and the ring's receiver
+// (reading records up to `max_record_bytes`) get them.
 struct Connection {
   UniqueFd sending;
-  UniqueFd receiving;
+  std::unique_ptr<IncomingRecords> receiving;
 };
 
-absl::StatusOr<Connection> Connect() {
+absl::StatusOr<Connection> Connect(uint64_t max_record_bytes = kMaxRecordBytes) {
   absl::Mutex mu;
   UniqueFd adopted;
   absl::StatusOr<std::unique_ptr<DataListener>> listener = DataListener::Listen({});
@@ -54,9 +56,23 @@ absl::StatusOr<Connection> Connect() {
       !s.ok()) {
     return s;
   }
-  const timeval ten_seconds{10, 0};
-  ::setsockopt(adopted.get(), SOL_SOCKET, SO_RCVTIMEO, &ten_seconds, sizeof(ten_seconds));
-  return Connection{*std::move(sending), std::move(adopted)};
+  absl::StatusOr<std::unique_ptr<IncomingRecords>> receiving =
+      IncomingRecords::Adopt(std::move(adopted), max_record_bytes);
+  if (!receiving.ok()) return receiving.status();
+  return Connection{*std::move(sending), *std::move(receiving)};
+}
+
+// The next record, waiting for it as the ring's receiver does, at most 10 s (then
+// DeadlineExceeded), so that a test that would hang fails instead.
+absl::StatusOr<ReceivedRecord> ReadRecord(IncomingRecords& records) {
+  const SteadyDeadline until(absl::Seconds(10));
+  while (true) {
+    absl::StatusOr<std::optional<ReceivedRecord>> next = records.TryRead();
+    if (!next.ok()) return next.status();
+    if (next->has_value()) return **std::move(next);
+    if (until.Passed()) return absl::DeadlineExceededError("no whole record within 10 s");
+    records.Wait(until.Left());
+  }
 }
 
 absl::Span<const std::byte> Bytes(absl::string_view text) {
@@ -85,7 +101,7 @@ TEST(DataConnection, DeliversRecordsWholeAndInOrder) {
   absl::Status end;
   std::jthread reader([&] {  // joined after `sender` is closed, below
     while (true) {
-      absl::StatusOr<ReceivedRecord> record = ReadRecord(connection->receiving.get(), kMaxRecordBytes);
+      absl::StatusOr<ReceivedRecord> record = ReadRecord(*connection->receiving);
       if (!record.ok()) {
         end = record.status();
         break;
@@ -114,10 +130,10 @@ TEST(ReadRecord, SaysOutOfRangeWhenTheSenderClosesBetweenRecords) {
   RecordSender sender(std::move(connection->sending));
   ASSERT_TRUE(sender.Send({Bytes("only")}, In(absl::Seconds(10)), nullptr).ok());
   sender.Close();
-  absl::StatusOr<ReceivedRecord> record = ReadRecord(connection->receiving.get(), kMaxRecordBytes);
+  absl::StatusOr<ReceivedRecord> record = ReadRecord(*connection->receiving);
   ASSERT_TRUE(record.ok()) << record.status();
   EXPECT_EQ(Text(*record), "only");
-  EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes).status().code(),
+  EXPECT_EQ(ReadRecord(*connection->receiving).status().code(),
             absl::StatusCode::kOutOfRange);
 }
 
@@ -128,27 +144,27 @@ TEST(ReadRecord, SaysDataLossWhenTheConnectionEndsInsideARecord) {
     ASSERT_TRUE(connection.ok()) << connection.status();
     WriteRaw(connection->sending.get(), cut);
     connection->sending.Reset();
-    EXPECT_EQ(ReadRecord(connection->receiving.get(), kMaxRecordBytes).status().code(),
+    EXPECT_EQ(ReadRecord(*connection->receiving).status().code(),
               absl::StatusCode::kDataLoss);
   }
 }
 
 TEST(ReadRecord, SaysDataLossForARecordOfNoBytesOrOverTheLimit) {
   for (uint32_t length : {uint32_t{0}, uint32_t{101}}) {
-    absl::StatusOr<Connection> connection = Connect();
+    absl::StatusOr<Connection> connection = Connect(/*max_record_bytes=*/100);
     ASSERT_TRUE(connection.ok()) << connection.status();
     WriteRaw(connection->sending.get(), LittleEndian32(length) + std::string(101, 'r'));
-    EXPECT_EQ(ReadRecord(connection->receiving.get(), 100).status().code(),
+    EXPECT_EQ(ReadRecord(*connection->receiving).status().code(),
               absl::StatusCode::kDataLoss)
         << length;
   }
 }
 
 TEST(ReadRecord, ReadsARecordOfExactlyTheLimit) {
-  absl::StatusOr<Connection> connection = Connect();
+  absl::StatusOr<Connection> connection = Connect(/*max_record_bytes=*/100);
   ASSERT_TRUE(connection.ok()) << connection.status();
   WriteRaw(connection->sending.get(), LittleEndian32(100) + std::string(100, 'r'));
-  absl::StatusOr<ReceivedRecord> record = ReadRecord(connection->receiving.get(), 100);
+  absl::StatusOr<ReceivedRecord> record = ReadRecord(*connection->receiving);
   ASSERT_TRUE(record.ok()) << record.status();
   EXPECT_EQ(Text(*record), std::string(100, 'r'));
 }
@@ -218,7 +234,7 @@ TEST(RecordSender, FailsUnavailableOnceTheReceiverClosedTheConnection) {
   absl::StatusOr<Connection> connection = Connect();
   ASSERT_TRUE(connection.ok()) << connection.status();
   RecordSender sender(std::move(connection->sending));
-  connection->receiving.Reset();
+  connection->receiving.reset();
   absl::Status sent;
   for (int i = 0; i < 100 && sent.ok(); ++i) {
     sent = sender.Send({Bytes("frame")}, In(absl::Seconds(10)), nullptr);

@@ -16,21 +16,30 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/transport/tcp/data_connection.h"
+#include "absl/types/span.h"
 #include "daemon/transport/tcp/unique_fd.h"
 
 namespace ringsync {
 
+// One record as read: `size` bytes in storage of its own, which is not zeroed first (a
+// segment's megabyte would be written twice).
+struct ReceivedRecord {
+  std::unique_ptr<std::byte[]> bytes;
+  size_t size = 0;
+  absl::Span<const std::byte> span() const { return {bytes.get(), size}; }
+};
+
 class IncomingRecords {
  public:
-  // `connection`: an accepted data connection. Records longer than `max_record_bytes` are
-  // refused as ReadRecord refuses them.
+  // `connection`: an accepted data connection (made non-blocking here); a record longer
+  // than `max_record_bytes` is refused (TryRead).
   static absl::StatusOr<std::unique_ptr<IncomingRecords>> Adopt(UniqueFd connection,
                                                                 uint64_t max_record_bytes);
 
-  // The next whole record, or nullopt when the connection holds no more of it yet. Errors
-  // as ReadRecord's (OutOfRange: the connection ended cleanly between records); after an
-  // error the connection is unusable.
+  // The next whole record, or nullopt when the connection holds no more of it yet.
+  // OutOfRange when the connection ended cleanly between records; DataLoss when it ended
+  // inside one, or a record's length is 0 or over `max_record_bytes`; Unavailable when the
+  // connection failed (reset). After an error the connection is unusable.
   absl::StatusOr<std::optional<ReceivedRecord>> TryRead();
   // Sleeps until the connection may have bytes for TryRead (or has ended), Wake was called
   // (since the last Wait returned), or `max_wait` passed.
