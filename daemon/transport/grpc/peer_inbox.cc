@@ -10,31 +10,24 @@
 namespace ringsync {
 namespace {
 
-// A mailbox record is an encoded frame, exactly as a gRPC message would carry it, so it
-// passes the same checks (DecodeRecord); its payload is inline or in one of the sender's
-// slots.
-absl::StatusOr<ReceivedFrame> DecodeMailboxRecord(std::vector<std::byte> record,
-                                                  SlotRingReader& slots) {
-  absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record));
+// A record — a mailbox's or a data connection's — is an encoded frame exactly as a gRPC
+// message carries it, so it passes the same checks (DecodeRecord); this is the frame it
+// holds. A payload in one of the sender's slots is taken from `slots`; where there are
+// none (null) a frame naming one is refused. `where` ("in the frame mailbox", "on the data
+// connection") is for messages.
+absl::StatusOr<ReceivedFrame> FrameOfRecord(absl::StatusOr<DecodedMessage> message,
+                                            SlotRingReader* slots, absl::string_view where) {
   if (!message.ok()) return message.status();
-  if (message->is_hello) return absl::InvalidArgumentError("a hello in the frame mailbox");
+  if (message->is_hello) return absl::InvalidArgumentError(absl::StrCat("a hello ", where));
   if (message->shm.has_value()) {
+    if (slots == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("a frame names a shared-memory slot ", where));
+    }
     absl::StatusOr<SlotRingReader::Payload> payload =
-        slots.Take(message->shm->slot, message->shm->bytes);
+        slots->Take(message->shm->slot, message->shm->bytes);
     if (!payload.ok()) return payload.status();
     message->frame.payload = payload->bytes;
     message->frame.storage = std::move(payload->storage);
-  }
-  return std::move(message->frame);
-}
-
-// A data connection's record: a frame as a mailbox record carries it, its payload inline.
-absl::StatusOr<ReceivedFrame> DecodeDataRecord(ReceivedRecord record) {
-  absl::StatusOr<DecodedMessage> message = DecodeRecord(std::move(record.bytes), record.size);
-  if (!message.ok()) return message.status();
-  if (message->is_hello) return absl::InvalidArgumentError("a hello on the data connection");
-  if (message->shm.has_value()) {
-    return absl::InvalidArgumentError("a frame names a shared-memory slot on a data connection");
   }
   return std::move(message->frame);
 }
@@ -165,7 +158,9 @@ void PeerInbox::DrainDataLocked() {
       return;
     }
     if (!record->has_value()) return;
-    absl::StatusOr<ReceivedFrame> frame = DecodeDataRecord(*std::move(*record));
+    absl::StatusOr<ReceivedFrame> frame =
+        FrameOfRecord(DecodeRecord(std::move((*record)->bytes), (*record)->size), nullptr,
+                      "on the data connection");
     if (!frame.ok()) {
       DoomFeederLocked(frame.status());
       return;
@@ -213,7 +208,8 @@ void PeerInbox::DrainMailboxLocked() {
       ++stream_markers_;
       continue;
     }
-    absl::StatusOr<ReceivedFrame> frame = DecodeMailboxRecord(*std::move(*record), *mailbox_);
+    absl::StatusOr<ReceivedFrame> frame =
+        FrameOfRecord(DecodeRecord(*std::move(*record)), mailbox_.get(), "in the frame mailbox");
     if (!frame.ok()) {
       DoomFeederLocked(frame.status());
       return;
