@@ -113,6 +113,17 @@ std::string Metrics(LocalCluster& cluster, int worker) {
   return result ? result->body : "";
 }
 
+// A 200,000-element float32 sum named `name` on three ranks, rank r contributing
+// (i % 97) * (r + 1) at element i; checked on every rank.
+void ExpectAThreeRankSum(std::vector<std::unique_ptr<Client>>& clients, const std::string& name) {
+  std::vector<std::vector<float>> data(3, std::vector<float>(200'000));
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+    for (size_t i = 0; i < data[r].size(); ++i) data[r][i] = static_cast<float>(i % 97) * (r + 1);
+    return client.AllReduce(name, absl::MakeSpan(data[r]), ReduceOp::kSum);
+  }));
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r][96], 96.0f * 6) << name << ", rank " << r;
+}
+
 // Worker 1 runs with --peer_transport=grpc: it neither offers a slot ring (1 -> 2) nor
 // accepts one (0 -> 1 falls back to gRPC bytes); only 2 -> 0 uses shared memory. Results
 // are unchanged.
@@ -127,12 +138,7 @@ TEST(SameHostPath, ANeighbourThatDeclinesIsServedOverGrpcAndMetricsSaySo) {
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto clients = ConnectAll(**cluster);
-  std::vector<std::vector<float>> data(3, std::vector<float>(200'000));
-  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
-    for (size_t i = 0; i < data[r].size(); ++i) data[r][i] = static_cast<float>(i % 97) * (r + 1);
-    return client.AllReduce("mixed", absl::MakeSpan(data[r]), ReduceOp::kSum);
-  }));
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r][96], 96.0f * 6) << "rank " << r;
+  ExpectAThreeRankSum(clients, "mixed");
   const char* kShm = "ringsync_peer_transport{edge=\"next\",transport=\"shm\"} 1";
   const char* kGrpc = "ringsync_peer_transport{edge=\"next\",transport=\"grpc\"} 1";
   EXPECT_THAT(Metrics(**cluster, 0), HasSubstr(kGrpc)) << "0 -> 1: declined";
@@ -189,15 +195,7 @@ TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKe
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto clients = ConnectAll(**cluster);
-  auto all_reduce = [&](const std::string& name) {
-    std::vector<std::vector<float>> data(3, std::vector<float>(200'000));
-    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
-      for (size_t i = 0; i < data[r].size(); ++i) data[r][i] = static_cast<float>(i % 97) * (r + 1);
-      return client.AllReduce(name, absl::MakeSpan(data[r]), ReduceOp::kSum);
-    }));
-    for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r][96], 96.0f * 6) << name << ", rank " << r;
-  };
-  all_reduce("before");
+  ExpectAThreeRankSum(clients, "before");
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(Metrics(**cluster, r), HasSubstr("ringsync_peer_transport{edge=\"next\",transport=\"tcp\"} 1"))
         << "rank " << r;
@@ -207,7 +205,7 @@ TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKe
   const std::string page = Metrics(**cluster, 0);
   EXPECT_THAT(page, HasSubstr("ringsync_refused_total{reason=\"data_connection_not_a_handshake\"} 1"));
   EXPECT_THAT(page, HasSubstr("ringsync_refused_total{reason=\"data_connection_unknown_key\"} 1"));
-  all_reduce("after");
+  ExpectAThreeRankSum(clients, "after");
 }
 
 // A data connection is authenticated by its key but not encrypted: under mutual TLS a
