@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/ring/input_arrival.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_exchange.h"
 #include "core/ring/ring_pipeline.h"
@@ -26,9 +27,12 @@ namespace {
 
 // The all-reduce as pipeline steps: schedule.h's chunks, combining during
 // reduce-scatter (finalizing the owned chunk at its last step), copying during
-// all-gather.
+// all-gather. Input still arriving is awaited where it is first read: the chunk sent at
+// step 0 segment by segment as it is posted, every other chunk as a segment is combined
+// into it; so every chunk has arrived before the all-gather overwrites it.
 PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
                            const RingOptions& options, Reducer& reducer, const ReduceSpec& rspec,
+                           RingExchange& exchange, absl::Span<std::byte> buffer,
                            RingStats& stats) {
   PipelinePlan plan;
   const int n = me.world_size;
@@ -41,10 +45,23 @@ PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
   plan.segment_elements = SegmentElements(options, spec.dtype);
   const int last_reduce_step = n - 2;
   const size_t esize = DTypeSize(spec.dtype);
-  plan.on_receive = [&reducer, rspec, &stats, last_reduce_step, esize](
-                        const PipelineStep& step, absl::Span<std::byte> dst,
-                        const Payload& payload, size_t elements) -> absl::Status {
+  const InputArrival* arrival = options.input_arrival;
+  if (arrival != nullptr) {
+    plan.await_sent_input = [arrival, &exchange, esize](const ElementRange& segment) {
+      return arrival->AwaitBytes(segment.offset * esize, segment.count * esize, exchange.limit());
+    };
+  }
+  plan.on_receive = [&reducer, rspec, &stats, last_reduce_step, esize, arrival, &exchange,
+                     base = buffer.data()](const PipelineStep& step, absl::Span<std::byte> dst,
+                                           const Payload& payload,
+                                           size_t elements) -> absl::Status {
     if (step.wire_step > last_reduce_step) return CopySegment(dst, payload);
+    if (arrival != nullptr) {
+      if (absl::Status s = arrival->AwaitBytes(dst.data() - base, dst.size(), exchange.limit());
+          !s.ok()) {
+        return s;
+      }
+    }
     ReduceStats rstats;
     const SteadyStopwatch reducing;
     // Straight from the received pieces: combining is element-wise, so the bits do not
@@ -80,8 +97,13 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
     if (stats != nullptr) stats->buffer_untouched = true;
     return agreed;
   }
+  // Scaling first (and a ring of one) reads the whole input at once.
+  const InputArrival* arrival = options.input_arrival;
+  absl::Status result = arrival != nullptr && (spec.pre_scale != 1.0 || me.world_size == 1)
+                            ? arrival->AwaitBytes(0, buffer.size(), exchange.limit())
+                            : absl::OkStatus();
   ReduceStats pre;
-  absl::Status result = reducer.PreScale(rspec, buffer.data(), spec.count, &pre);
+  if (result.ok()) result = reducer.PreScale(rspec, buffer.data(), spec.count, &pre);
   local.overflows += pre.overflows;
   if (result.ok() && me.world_size == 1) {
     ReduceStats fin;
@@ -89,7 +111,8 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
     local.overflows += fin.overflows;
     result = exchange.Annotate(result);
   } else if (result.ok()) {
-    const PipelinePlan plan = AllReducePlan(me, spec, options, reducer, rspec, local);
+    const PipelinePlan plan =
+        AllReducePlan(me, spec, options, reducer, rspec, exchange, buffer, local);
     result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));
   } else {
     result = exchange.Reject(result);

@@ -9,6 +9,8 @@
 
 namespace ringsync {
 
+class InputArrival;  // input_arrival.h
+
 struct RingMember {
   int rank = 0;
   int world_size = 1;
@@ -29,6 +31,10 @@ struct RingOptions {
   absl::Duration abort_notice_timeout = absl::Seconds(2);
   // Optional: cancelling it aborts the collective on every rank with its reason.
   const Cancellation* cancellation = nullptr;
+  // Optional: the buffer's input may still be arriving (input_arrival.h). RingAllReduce
+  // waits for each range before it reads it; the other collectives ignore it (their
+  // callers wait for the whole input first).
+  const InputArrival* input_arrival = nullptr;
 };
 
 // What one rank did during a collective, for tests and metrics.

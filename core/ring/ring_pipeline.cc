@@ -72,8 +72,9 @@ class SendCursor {
              size_t esize)
       : plan_(plan), shape_(shape), buffer_(buffer), esize_(esize) {}
 
-  // `received[i]`: segments step i has received so far.
-  void PostReady(const std::vector<size_t>& received, SendQueue& sends) {
+  // `received[i]`: segments step i has received so far. Fails only when the plan's
+  // await_sent_input does.
+  absl::Status PostReady(const std::vector<size_t>& received, SendQueue& sends) {
     while (step_ < plan_.steps.size()) {
       const PipelineStep& step = plan_.steps[step_];
       if (step.send_chunk < 0 || segment_ >= shape_.segments(step.send_chunk)) {
@@ -86,13 +87,17 @@ class SendCursor {
         const size_t needed = before->recv_chunk == step.send_chunk
                                   ? segment_ + 1
                                   : shape_.segments(before->recv_chunk);
-        if (received[step_ - 1] < needed) return;
+        if (received[step_ - 1] < needed) return absl::OkStatus();
       }
       const ElementRange range = shape_.segment(step.send_chunk, segment_);
+      if ((before == nullptr || before->recv_chunk < 0) && plan_.await_sent_input) {
+        if (absl::Status s = plan_.await_sent_input(range); !s.ok()) return s;
+      }
       sends.Post({step.wire_step, static_cast<int>(segment_), step.send_chunk, range,
                   Bytes(buffer_, range, esize_)});
       ++segment_;
     }
+    return absl::OkStatus();
   }
 
  private:
@@ -110,7 +115,7 @@ absl::Status ReceiveAll(const PipelinePlan& plan, const PlanShape& shape, RingEx
                         size_t esize) {
   SendCursor cursor(plan, shape, buffer, esize);
   std::vector<size_t> received(plan.steps.size(), 0);
-  cursor.PostReady(received, sends);
+  if (absl::Status s = cursor.PostReady(received, sends); !s.ok()) return s;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PipelineStep& step = plan.steps[i];
     if (step.recv_chunk < 0) continue;
@@ -131,7 +136,7 @@ absl::Status ReceiveAll(const PipelinePlan& plan, const PlanShape& shape, RingEx
         return s;
       }
       ++received[i];
-      cursor.PostReady(received, sends);
+      if (absl::Status s = cursor.PostReady(received, sends); !s.ok()) return s;
     }
   }
   return absl::OkStatus();

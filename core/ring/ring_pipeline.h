@@ -52,6 +52,10 @@ struct PipelinePlan {
   std::function<absl::Status(const PipelineStep& step, absl::Span<std::byte> dst,
                              const Payload& payload, size_t elements)>
       on_receive;
+  // Optional: waits until the bytes of a segment sent as they lie in the buffer (at a step
+  // after which nothing was received: the caller's own input) have arrived, before the
+  // segment is posted (input_arrival.h).
+  std::function<absl::Status(const ElementRange& segment)> await_sent_input;
 };
 
 // Elements per segment for RingOptions::segment_bytes (at least one).

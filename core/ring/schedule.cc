@@ -17,4 +17,13 @@ RingStep AllReduceStep(int rank, int world_size, int step) {
   return {RingPhase::kAllGather, s, RingMod(rank - s + 1, n), RingMod(rank - s, n)};
 }
 
+std::vector<ElementRange> AllReduceInputOrder(int rank, int world_size, size_t count) {
+  std::vector<ElementRange> order;
+  order.reserve(world_size);
+  for (int k = 0; k < world_size; ++k) {
+    order.push_back(ChunkRange(count, world_size, RingMod(rank - k, world_size)));
+  }
+  return order;
+}
+
 }  // namespace ringsync

@@ -14,6 +14,11 @@
 // lets segments flow through a rank without waiting for whole chunks.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
+#include "core/ring/partition.h"
+
 namespace ringsync {
 
 enum class RingPhase { kReduceScatter, kAllGather };
@@ -37,5 +42,12 @@ RingStep AllReduceStep(int rank, int world_size, int step);
 
 // The chunk rank r holds fully reduced after the reduce-scatter: (r + 1) mod N.
 int OwnedChunk(int rank, int world_size);
+
+// The chunks of a `count`-element all-reduce in the order rank r first reads its own
+// input of them: the chunk it sends at step 0, then the chunk it combines at each step of
+// the reduce-scatter — r, r-1, ..., r-N+1 (mod N). A tensor copied in this order lets
+// the ring start before the copy ends (input_arrival.h).
+// REQUIRES: 0 <= rank < world_size.
+std::vector<ElementRange> AllReduceInputOrder(int rank, int world_size, size_t count);
 
 }  // namespace ringsync

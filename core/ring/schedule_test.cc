@@ -110,5 +110,21 @@ TEST(Schedule, EachRankSendsTwoNMinusOneOverNOfTheBuffer) {
   }
 }
 
+TEST(Schedule, TheInputOrderIsTheChunkSentFirstThenEachChunkCombinedInTheReduceScatter) {
+  for (int n = 1; n <= 8; ++n) {
+    for (int r = 0; r < n; ++r) {
+      std::vector<ElementRange> expected = {ChunkRange(1000, n, AllReduceStep(r, n, 0).send_chunk)};
+      for (int t = 0; t < n - 1; ++t) {
+        expected.push_back(ChunkRange(1000, n, AllReduceStep(r, n, t).recv_chunk));
+      }
+      EXPECT_EQ(AllReduceInputOrder(r, n, 1000), expected) << "n " << n << " rank " << r;
+      // Every chunk once: all of the input is read before the all-gather overwrites it.
+      size_t covered = 0;
+      for (const ElementRange& chunk : expected) covered += chunk.count;
+      EXPECT_EQ(covered, 1000u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringsync
