@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
 #include "wire/call_channel_layout.h"
+#include "wire/arrival_marks.h"
 #include "wire/attach_token.h"
 #include "wire/registered_buffer_key.h"
 #include "client/src/registered_buffer_state.h"
@@ -236,6 +237,8 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     return completed(std::move(why));
   }
   int world_size = 0;
+  int rank = -1;
+  bool takes_arriving_input = false;
   uint64_t max_inline_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -246,6 +249,8 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
           "); the worker has dropped this client's collectives: connect a new Client")));
     }
     world_size = info_.world_size();
+    rank = info_.rank();
+    takes_arriving_input = info_.takes_arriving_input();
     max_inline_bytes = info_.max_inline_bytes();
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
@@ -273,8 +278,17 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
       in.has_value() && target_.is_unix()) {
     pending->UseRegistered(in->id, in->offset);
-  } else if (std::shared_ptr<RegisteredMemory> staged =
-                 use_shared_memory ? Stage(pending->call(), *bytes) : nullptr) {
+  } else if (const bool arriving = takes_arriving_input && ArrivesWhileRunning(pending->call());
+             std::shared_ptr<RegisteredMemory> staged =
+                 use_shared_memory ? Stage(pending->call(), *bytes, arriving) : nullptr) {
+    if (arriving) {
+      // The request goes first and the copy follows it, so the ring starts on the first
+      // blocks while the rest are still being copied (wire/arrival_marks.h).
+      pending->UseStagingArriving(std::move(staged), staging_);
+      StartRpc(pending);
+      pending->CopyInArriving(rank, world_size);
+      return pending;
+    }
     pending->UseStaging(std::move(staged), staging_);
   } else if (std::optional<StagingArena::Slice> slice =
                  use_shared_memory ? std::nullopt : StageInArena(pending->call(), *bytes)) {
@@ -300,15 +314,21 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
   return registered_->Find(call.output, bytes.output);
 }
 
+bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call) {
+  // A fused call's pieces are gathered at once; other kinds read their input at once.
+  return call.spec.kind == CollectiveKind::kAllReduce && call.pieces.empty();
+}
+
 std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CollectiveCall& call,
-                                                    const CallBytes& bytes) {
+                                                    const CallBytes& bytes, bool arriving) {
   const CollectiveKind kind = call.spec.kind;
   // Only where the result has the input's size: the worker reduces these in place.
   if (staging_ == nullptr || bytes.output == 0 || bytes.input != bytes.output ||
       (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast)) {
     return nullptr;
   }
-  absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging_->Acquire(bytes.output);
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer =
+      staging_->Acquire(arriving ? ArrivalBufferBytes(bytes.output) : bytes.output);
   return buffer.ok() ? *std::move(buffer) : nullptr;  // a file then (staging_buffers.h)
 }
 

@@ -107,8 +107,13 @@ class ClientCore {
   std::optional<RegisteredBufferRegistry::Location> InRegisteredBuffer(
       const CollectiveCall& call, const CallBytes& bytes) const;
   // Registered memory to stage `call`'s tensor in, for an all-reduce or broadcast
-  // (staging_buffers.h); null where it cannot be had (then a file carries it).
-  std::shared_ptr<RegisteredMemory> Stage(const CollectiveCall& call, const CallBytes& bytes);
+  // (staging_buffers.h), with room for arrival marks after it when `arriving`; null where
+  // it cannot be had (then a file carries it).
+  std::shared_ptr<RegisteredMemory> Stage(const CollectiveCall& call, const CallBytes& bytes,
+                                          bool arriving);
+  // Whether a staged `call` may be copied in while the worker already runs it (to a
+  // worker that takes arriving input): an all-reduce of one buffer.
+  static bool ArrivesWhileRunning(const CollectiveCall& call);
   // A slice of the staging arena for a small all-reduce or broadcast (staging_arena.h),
   // registering the arena first when there is none yet; nullopt where it cannot be had
   // (then the tensor travels inline).

@@ -4,8 +4,10 @@
 #include <atomic>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ring/schedule.h"
 #include "core/sync/wait_limit.h"
 #include "spdlog/spdlog.h"
 
@@ -101,6 +103,61 @@ void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,
   staging_ = std::move(staging);
 }
 
+void PendingCollective::UseStagingArriving(std::shared_ptr<RegisteredMemory> buffer,
+                                           std::shared_ptr<StagingBuffers> staging) {
+  const ArrivalLayout layout = ClientArrivalLayout(bytes_.output);
+  ArrivalMarker(static_cast<std::byte*>(buffer->data()) + layout.marks_offset, layout.blocks())
+      .Reset();
+  NameRegistered(buffer->id(), 0);
+  v1::InputArrivalMarks* marks = request_.mutable_registered()->mutable_arrival();
+  marks->set_block_bytes(layout.block_bytes);
+  marks->set_marks_offset(layout.marks_offset);
+  arrival_ = layout;
+  staged_ = std::move(buffer);
+  staging_ = std::move(staging);
+  absl::MutexLock lock(&mu_);
+  copying_in_ = true;
+}
+
+void PendingCollective::CopyInArriving(int rank, int world_size) {
+  const ArrivalLayout& layout = *arrival_;
+  auto* to = static_cast<std::byte*>(staged_->data());
+  const auto* from = static_cast<const std::byte*>(call_.input);
+  ArrivalMarker marker(to + layout.marks_offset, layout.blocks());
+  std::vector<bool> copied(layout.blocks(), false);
+  auto copy_block = [&](uint64_t block) {
+    if (copied[block]) return true;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finish_later_.has_value()) return false;  // over already: no one reads the rest
+    }
+    const uint64_t begin = block * layout.block_bytes;
+    std::memcpy(to + begin, from + begin, std::min(layout.block_bytes, bytes_.output - begin));
+    marker.Mark(block);
+    copied[block] = true;
+    return true;
+  };
+  const size_t esize = DTypeSize(call_.spec.dtype);
+  bool going = true;
+  if (rank >= 0 && rank < world_size) {
+    for (const ElementRange& chunk : AllReduceInputOrder(rank, world_size, call_.spec.count)) {
+      if (chunk.count == 0) continue;
+      const uint64_t last = (chunk.end() * esize - 1) / layout.block_bytes;
+      for (uint64_t b = chunk.offset * esize / layout.block_bytes; going && b <= last; ++b) {
+        going = copy_block(b);
+      }
+    }
+  }
+  for (uint64_t b = 0; going && b < layout.blocks(); ++b) going = copy_block(b);
+  std::optional<FinishLater> finish;
+  {
+    absl::MutexLock lock(&mu_);
+    copying_in_ = false;
+    finish = std::exchange(finish_later_, std::nullopt);
+  }
+  if (finish.has_value()) FinishNow(std::move(finish->rpc_status), finish->worker_done);
+}
+
 void PendingCollective::UseArenaSlice(StagingArena::Slice slice) {
   GatherInput(reinterpret_cast<char*>(slice.data()));
   NameRegistered(slice.buffer_id(), slice.offset());
@@ -108,6 +165,17 @@ void PendingCollective::UseArenaSlice(StagingArena::Slice slice) {
 }
 
 void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (copying_in_) {
+      finish_later_ = FinishLater{std::move(rpc_status), worker_done};
+      return;
+    }
+  }
+  FinishNow(std::move(rpc_status), worker_done);
+}
+
+void PendingCollective::FinishNow(absl::Status rpc_status, bool worker_done) {
   absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
   if (region_.has_value() && worker_done) pool_->Release(*std::move(region_));
   region_.reset();

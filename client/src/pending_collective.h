@@ -27,6 +27,7 @@
 #include "grpcpp/client_context.h"
 #include "ringsync/collective_handle.h"
 #include "ringsync/v1/worker.pb.h"
+#include "wire/arrival_marks.h"
 
 namespace ringsync::internal {
 
@@ -55,6 +56,18 @@ class PendingCollective {
   void UseStaging(std::shared_ptr<RegisteredMemory> buffer,
                   std::shared_ptr<StagingBuffers> staging);
 
+  // As UseStaging, but nothing is copied yet: the request names arrival marks after the
+  // tensor (wire/arrival_marks.h; `buffer` holds ArrivalBufferBytes of the output), and
+  // CopyInArriving copies the input in once the request is on its way. All-reduce of one
+  // buffer (no pieces) only.
+  void UseStagingArriving(std::shared_ptr<RegisteredMemory> buffer,
+                          std::shared_ptr<StagingBuffers> staging);
+  // Copies the input into the staging buffer block by block in the order rank `rank` of
+  // `world_size` reads it (AllReduceInputOrder; front to back when the rank is unknown),
+  // marking each, so the worker's ring starts before the copy ends. Stops early once the
+  // collective has finished (failed); a Finish that came during the copy completes after
+  // it, so the buffer is never handed on while this writes into it.
+  void CopyInArriving(int rank, int world_size);
   // As UseStaging, in a slice of the client's staging arena (staging_arena.h), which goes
   // back to it when the collective completes.
   void UseArenaSlice(StagingArena::Slice slice);
@@ -71,6 +84,7 @@ class PendingCollective {
   // or retired (a cancelled RPC's collective may still be running in the worker). Then the
   // collective completes.
   void Finish(absl::Status rpc_status, bool worker_done);
+  bool arriving() const { return arrival_.has_value(); }
 
   bool Ready() const;
   absl::Status Wait();
@@ -88,6 +102,7 @@ class PendingCollective {
 
  private:
   absl::Status CopyResultOut();
+  void FinishNow(absl::Status rpc_status, bool worker_done);
   // Names [offset, offset + output bytes) of registered buffer `id` in the request.
   void NameRegistered(uint64_t id, uint64_t offset);
   // The caller's input into `to` (bytes_.input bytes), from its one buffer or, for a
@@ -107,12 +122,20 @@ class PendingCollective {
   std::shared_ptr<StagingBuffers> staging_;   // where staged_ came from
   std::optional<StagingArena::Slice> slice_;  // or the arena slice it is staged in
   bool registered_ = false;
+  std::optional<ArrivalLayout> arrival_;  // set by UseStagingArriving
   std::function<void(const absl::Status&)> on_complete_;
   std::function<void()> on_wait_;
 
   mutable absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // While CopyInArriving copies: a Finish that came meanwhile waits here for its end.
+  bool copying_in_ ABSL_GUARDED_BY(mu_) = false;
+  struct FinishLater {
+    absl::Status rpc_status;
+    bool worker_done = false;
+  };
+  std::optional<FinishLater> finish_later_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringsync::internal

@@ -376,6 +376,7 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   options.timeout = remaining - std::min(options_.abort_notice_timeout, remaining / 4);
   options.cancellation = &cancel;
   options.abort_notice_timeout = std::min(options_.abort_notice_timeout, remaining / 4);
+  options.input_arrival = job.arrival.get();  // read by the ring only (RunAlgorithm)
   if (!job.refusal.ok()) {
     // The request was refused: tell the ring, so every rank fails this collective now.
     RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
@@ -416,8 +417,16 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
   const absl::Span<std::byte> data = job.ResultBuffer(me.world_size);
   switch (job.spec.kind) {
     case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBarrier:  // an all-reduce of nothing
-      switch (const AllReduceAlgorithm algorithm = AlgorithmOf(job.spec, me)) {
+    case CollectiveKind::kBarrier: {  // an all-reduce of nothing
+      const AllReduceAlgorithm algorithm = AlgorithmOf(job.spec, me);
+      if (job.arrival != nullptr && algorithm != AllReduceAlgorithm::kRing) {
+        // Only the ring reads input as it arrives.
+        const WaitLimit limit{SteadyDeadline(options.timeout), options.cancellation};
+        if (absl::Status in = job.arrival->AwaitBytes(0, data.size(), limit); !in.ok()) {
+          return RingExchange(me, link, job.spec, options).Reject(in);
+        }
+      }
+      switch (algorithm) {
         case AllReduceAlgorithm::kDoubling:
         case AllReduceAlgorithm::kDirect:
           // An epoch without stride links (an EpochSource of tests) relays; ranks that do
@@ -436,6 +445,7 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
           break;
       }
       return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+    }
     case CollectiveKind::kBroadcast:
       return RingBroadcast(me, link, job.spec, data, options, &job.stats);
     case CollectiveKind::kAllGather:

@@ -3,6 +3,7 @@
 // the daemon has one per worker over gRPC.
 #include "daemon/worker/collective_executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/link/memory_link.h"
 #include "core/outcome.h"
 #include "core/reduce/cpu_reducer.h"
+#include "core/ring/input_arrival.h"
 #include "core/sync/steady_deadline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -59,7 +61,7 @@ class FixedEpochs final : public EpochSource {
 
 class ExecutorRing {
  public:
-  explicit ExecutorRing(int n) : memory_(n) {
+  explicit ExecutorRing(int n, AlgorithmPolicy algorithm = {}) : memory_(n) {
     for (int r = 0; r < n; ++r) {
       auto epoch = std::make_shared<RingEpoch>();
       epoch->me = RingMember{r, n, /*generation=*/5};
@@ -70,7 +72,9 @@ class ExecutorRing {
       sources_.push_back(std::make_unique<FixedEpochs>(epoch));
       executors_.push_back(std::make_unique<CollectiveExecutor>(
           absl::StrCat("w", r), *sources_.back(), reducer_,
-          ExecutorOptions{.segment_bytes = 64, .reattach_grace = absl::Milliseconds(100)}));
+          ExecutorOptions{.segment_bytes = 64,
+                          .reattach_grace = absl::Milliseconds(100),
+                          .algorithm = algorithm}));
       EXPECT_TRUE(executors_.back()->Attach());
     }
   }
@@ -450,6 +454,109 @@ TEST(CollectiveExecutor, AMembershipChangeFailsTheCollectivesInFlightAndQueuedOn
     EXPECT_TRUE(OutcomeMarkOf(job->status) == OutcomeMark::kMembershipChanged) << job->status;
     EXPECT_THAT(std::string(job->status.message()), HasSubstr("did not run"));
     EXPECT_EQ(job->stats.bytes_sent, 0u) << "no turn on any ring";
+  }
+}
+
+// Input that arrives when the test says so, recording each range the collective awaited.
+class ScriptedArrival final : public InputArrival {
+ public:
+  void Arrive() {
+    absl::MutexLock lock(&mu_);
+    arrived_ = true;
+  }
+  absl::Status AwaitBytes(size_t offset, size_t size, const WaitLimit& limit) const override {
+    absl::MutexLock lock(&mu_);
+    awaited_.push_back({offset, offset + size});
+    return AwaitWithLimit(mu_, absl::Condition(&arrived_), limit, "the test's input did not arrive");
+  }
+  std::vector<std::pair<size_t, size_t>> awaited() const {
+    absl::MutexLock lock(&mu_);
+    return awaited_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  bool arrived_ ABSL_GUARDED_BY(mu_) = false;
+  mutable std::vector<std::pair<size_t, size_t>> awaited_ ABSL_GUARDED_BY(mu_);
+};
+
+// Three ranks all-reduce {r, r + 1, ...} (`count` floats), each job's input arriving
+// through `arrivals[r]`; returns the jobs once done.
+std::vector<std::shared_ptr<CollectiveJob>> SumWhileArriving(
+    ExecutorRing& ring, std::vector<std::shared_ptr<ScriptedArrival>>& arrivals, size_t count,
+    absl::Duration timeout = kWait) {
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + i);
+    jobs.push_back(Job(CollectiveKind::kAllReduce, "arriving", 1, data));
+    jobs.back()->deadline = SteadyDeadline(timeout);
+    jobs.back()->arrival = arrivals[r];
+    ring.executor(r).Submit(jobs.back()).IgnoreError();
+  }
+  return jobs;
+}
+
+std::vector<std::shared_ptr<ScriptedArrival>> ThreeArrivals() {
+  return {std::make_shared<ScriptedArrival>(), std::make_shared<ScriptedArrival>(),
+          std::make_shared<ScriptedArrival>()};
+}
+
+void ExpectTheSum(const std::vector<std::shared_ptr<CollectiveJob>>& jobs, size_t count) {
+  for (const auto& job : jobs) {
+    ASSERT_TRUE(job->status.ok()) << job->status;
+    const std::vector<float> sum = Floats(*job);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(sum[i], static_cast<float>(3 * i + 3)) << i;
+  }
+}
+
+TEST(CollectiveExecutor, AnAllReduceThatIsNotTheRingAwaitsItsWholeInputBeforeItRuns) {
+  ExecutorRing ring(3);  // small tensors relay
+  std::vector<std::shared_ptr<ScriptedArrival>> arrivals = ThreeArrivals();
+  const std::vector<std::shared_ptr<CollectiveJob>> jobs = SumWhileArriving(ring, arrivals, 5);
+  absl::SleepFor(absl::Milliseconds(50));
+  for (const auto& job : jobs) EXPECT_FALSE(job->done.HasBeenNotified()) << "ran before its input";
+  for (const auto& arrival : arrivals) arrival->Arrive();
+  AwaitAll(jobs);
+  ExpectTheSum(jobs, 5);
+  for (const auto& arrival : arrivals) {
+    EXPECT_EQ(arrival->awaited(), (std::vector<std::pair<size_t, size_t>>{{0, 5 * sizeof(float)}}));
+  }
+}
+
+TEST(CollectiveExecutor, TheRingAwaitsItsInputRangeByRangeWhereItReadsIt) {
+  ExecutorRing ring(3, AlgorithmPolicy{.mode = AlgorithmPolicy::Mode::kRing});
+  std::vector<std::shared_ptr<ScriptedArrival>> arrivals = ThreeArrivals();
+  for (const auto& arrival : arrivals) arrival->Arrive();
+  const std::vector<std::shared_ptr<CollectiveJob>> jobs = SumWhileArriving(ring, arrivals, 300);
+  AwaitAll(jobs);
+  ExpectTheSum(jobs, 300);
+  for (const auto& arrival : arrivals) {
+    std::vector<std::pair<size_t, size_t>> ranges = arrival->awaited();
+    EXPECT_GT(ranges.size(), 3u) << "segment by segment (64-byte segments)";
+    std::sort(ranges.begin(), ranges.end());
+    size_t covered = 0;
+    for (const auto& [begin, end] : ranges) {
+      EXPECT_LE(begin, covered) << "a gap: bytes read that were never awaited";
+      covered = std::max(covered, end);
+    }
+    EXPECT_EQ(covered, 300 * sizeof(float));
+  }
+}
+
+TEST(CollectiveExecutor, InputThatNeverArrivesFailsEveryRankByTheDeadlineNamingTheWait) {
+  for (const AlgorithmPolicy::Mode mode : {AlgorithmPolicy::Mode::kRing, AlgorithmPolicy::Mode::kRelay}) {
+    ExecutorRing ring(3, AlgorithmPolicy{.mode = mode});
+    std::vector<std::shared_ptr<ScriptedArrival>> arrivals = ThreeArrivals();
+    arrivals[0]->Arrive();
+    arrivals[2]->Arrive();
+    const std::vector<std::shared_ptr<CollectiveJob>> jobs =
+        SumWhileArriving(ring, arrivals, 100, absl::Seconds(1));
+    AwaitAll(jobs);
+    for (const auto& job : jobs) EXPECT_FALSE(job->status.ok());
+    EXPECT_THAT(std::string(jobs[1]->status.message()),
+                HasSubstr("the test's input did not arrive"));
+    EXPECT_THAT(std::string(jobs[1]->status.message()), HasSubstr("rank 1 (generation 5"));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "core/sync/steady_deadline.h"
 #include "core/sync/steady_stopwatch.h"
 #include "core/collective.h"
+#include "core/ring/input_arrival.h"
 #include "core/ring/ring_member.h"
 #include "daemon/worker/registered_buffers.h"
 #include "daemon/worker/shared_tensor.h"
@@ -48,6 +49,10 @@ struct CollectiveJob {
   // A tensor in a registered buffer (registered_buffers.h): the ring works in that
   // memory itself; the worker holds no copy. Set when registered.mapping is not null.
   RegisteredBuffers::Slice registered;
+  // Set when the client is still copying the registered tensor in (an all-reduce's plain
+  // span it staged there): the ring awaits each range before reading it
+  // (core/ring/input_arrival.h); any other algorithm awaits all of it first.
+  std::shared_ptr<const InputArrival> arrival;
   // Set once the ring may have written into the caller's memory (a registered buffer):
   // a failure after it leaves that memory unspecified, before it untouched.
   bool touched_caller_memory = false;

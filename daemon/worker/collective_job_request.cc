@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "wire/arrival_marks.h"
 #include "wire/collective_request.h"
 
 namespace ringsync {
@@ -107,6 +108,26 @@ absl::Status OpenShared(const v1::SharedTensor& shared, const JobRequestLimits& 
   return absl::OkStatus();
 }
 
+// The marks a registered tensor's client sets as its input lands (wire/arrival_marks.h),
+// checked against the buffer they lie in.
+absl::StatusOr<std::shared_ptr<const InputArrival>> ArrivalOf(
+    const v1::RegisteredTensor& registered, const CollectiveSpec& spec,
+    const std::shared_ptr<SealedMapping>& mapping) {
+  if (spec.kind != CollectiveKind::kAllReduce) {
+    return Invalid("registered.arrival", absl::StrCat("a ", CollectiveKindName(spec.kind),
+                                                      " reads its input at once (all-reduce "
+                                                      "only)"));
+  }
+  const ArrivalLayout layout{registered.offset(), registered.size_bytes(),
+                             registered.arrival().block_bytes(),
+                             registered.arrival().marks_offset()};
+  const absl::Span<std::byte> buffer = mapping->bytes();
+  if (absl::Status valid = ValidateArrivalLayout(layout, buffer.size()); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid ", valid.message()));
+  }
+  return std::make_shared<ArrivalMarks>(buffer.data() + layout.marks_offset, layout, mapping);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
@@ -150,6 +171,12 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> JobFromRequest(CollectiveKind rpc
         limits.registered->Find(registered.buffer_id(), registered.offset(), registered.size_bytes());
     if (!slice.ok()) return slice.status();
     (*job)->registered = *std::move(slice);
+    if (registered.has_arrival()) {
+      absl::StatusOr<std::shared_ptr<const InputArrival>> arrival =
+          ArrivalOf(registered, (*job)->spec, (*job)->registered.mapping);
+      if (!arrival.ok()) return arrival.status();
+      (*job)->arrival = *std::move(arrival);
+    }
     return job;
   }
   if (!job.ok() || !request.has_shared()) return job;

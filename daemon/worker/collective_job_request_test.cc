@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "wire/arrival_marks.h"
 #include "wire/collective_request.h"
 
 namespace ringsync {
@@ -242,6 +243,54 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
                               .status()
                               .message()),
               HasSubstr("all-reduce and broadcast only"));
+  close(fd);
+}
+
+TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgainstItsBuffer) {
+  constexpr uint64_t kTensor = 256 << 10;  // 65,536 floats: 4 blocks
+  const uint64_t buffer_bytes = ArrivalBufferBytes(kTensor);
+  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(posix_fallocate(fd, 0, buffer_bytes), 0);
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  RegisteredBuffers buffers(RegisteredBufferLimits{});
+  const uint64_t id = buffers.Register(getpid(), getuid(), fd, buffer_bytes).value();
+  JobRequestLimits limits;
+  limits.registered = &buffers;
+
+  const ArrivalLayout layout = ClientArrivalLayout(kTensor);
+  v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, kTensor / 4));
+  request.mutable_registered()->set_buffer_id(id);
+  request.mutable_registered()->set_size_bytes(kTensor);
+  request.mutable_registered()->mutable_arrival()->set_block_bytes(layout.block_bytes);
+  request.mutable_registered()->mutable_arrival()->set_marks_offset(layout.marks_offset);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kAllReduce, request, limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_NE((*job)->arrival, nullptr);
+  // Nothing marked yet (the memfd is zeroed): the first block is awaited, not read.
+  const WaitLimit now{SteadyDeadline(absl::ZeroDuration())};
+  EXPECT_TRUE(absl::IsDeadlineExceeded((*job)->arrival->AwaitBytes(0, 4, now)));
+
+  v1::CollectiveRequest inside = request;
+  inside.mutable_registered()->mutable_arrival()->set_marks_offset(1024);
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllReduce, inside, limits)
+                              .status()
+                              .message()),
+              HasSubstr("invalid registered.arrival.marks_offset: the marks [1024, 1044) "
+                        "overlap the tensor"));
+  v1::CollectiveRequest tiny = request;
+  tiny.mutable_registered()->mutable_arrival()->set_block_bytes(512);
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllReduce, tiny, limits)
+                              .status()
+                              .message()),
+              HasSubstr("invalid registered.arrival.block_bytes: 512 is below the least"));
+
+  v1::CollectiveRequest broadcast = Request(Floats(CollectiveKind::kBroadcast, kTensor / 4));
+  *broadcast.mutable_registered() = request.registered();
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kBroadcast, broadcast, limits)
+                              .status()
+                              .message()),
+              HasSubstr("invalid registered.arrival: a broadcast reads its input at once"));
   close(fd);
 }
 

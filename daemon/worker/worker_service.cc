@@ -217,6 +217,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_reduce_device(options_.reduce_device);
   info->set_protocol_version(kProtocolVersion);
   info->set_max_inline_bytes(options_.max_inline_bytes);
+  info->set_takes_arriving_input(true);
 }
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
