@@ -57,6 +57,11 @@ absl::Status ValidateArrivalLayout(const ArrivalLayout& layout, uint64_t buffer_
   auto invalid = [](absl::string_view field, absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("registered.arrival.", field, ": ", why));
   };
+  if (layout.tensor_offset > buffer_bytes || layout.tensor_bytes > buffer_bytes - layout.tensor_offset) {
+    return invalid("size_bytes", absl::StrCat("the tensor's ", layout.tensor_bytes, " bytes at ",
+                                              layout.tensor_offset, " do not fit the buffer's ",
+                                              buffer_bytes));
+  }
   if (layout.block_bytes < kMinArrivalBlockBytes) {
     return invalid("block_bytes", absl::StrCat(layout.block_bytes, " is below the least, ",
                                                kMinArrivalBlockBytes));

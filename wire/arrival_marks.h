@@ -38,7 +38,7 @@ struct ArrivalLayout {
   uint64_t marks_offset = 0;
 
   uint64_t blocks() const {
-    return block_bytes == 0 ? 0 : (tensor_bytes + block_bytes - 1) / block_bytes;
+    return block_bytes == 0 ? 0 : tensor_bytes / block_bytes + (tensor_bytes % block_bytes != 0);
   }
   uint64_t marks_bytes() const { return sizeof(uint32_t) * (1 + blocks()); }
 };
@@ -49,9 +49,9 @@ struct ArrivalLayout {
 ArrivalLayout ClientArrivalLayout(uint64_t tensor_bytes);
 uint64_t ArrivalBufferBytes(uint64_t tensor_bytes);
 
-// InvalidArgument naming the field unless the layout fits a buffer of `buffer_bytes`: block
-// size and count within bounds, the marks aligned, inside the buffer and clear of the
-// tensor.
+// InvalidArgument naming the field unless the layout fits a buffer of `buffer_bytes`: the
+// tensor inside it, block size and count within bounds, the marks aligned, inside the
+// buffer and clear of the tensor.
 absl::Status ValidateArrivalLayout(const ArrivalLayout& layout, uint64_t buffer_bytes);
 
 // The client's side: marks blocks as their bytes land. `marks` points at the layout's

@@ -56,6 +56,11 @@ TEST(ArrivalLayout, TheWorkerRefusesALayoutOutOfBoundsNamingTheField) {
   const uint64_t buffer = ArrivalBufferBytes(8 * kMiB);
   ASSERT_TRUE(ValidateArrivalLayout(good, buffer).ok());
 
+  ArrivalLayout beyond = good;
+  beyond.tensor_offset = UINT64_MAX - 10;
+  EXPECT_THAT(ValidateArrivalLayout(beyond, buffer).message(),
+              HasSubstr("registered.arrival.size_bytes: the tensor's 8388608 bytes at"));
+
   ArrivalLayout tiny_blocks = good;
   tiny_blocks.block_bytes = 4096;
   EXPECT_THAT(ValidateArrivalLayout(tiny_blocks, buffer).message(),
