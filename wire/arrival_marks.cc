@@ -19,7 +19,16 @@ constexpr absl::Duration kMarkWaitSlice = absl::Milliseconds(20);
 
 uint64_t RoundUp(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
 
-// Word `i` of the marks: 0 is the count, 1 + b the mark of block b. Not const: the futex
+constexpr uint64_t kCountWord = 0;
+constexpr uint64_t kAwaitedWord = 1;
+constexpr uint64_t kFirstMark = 2;
+
+// A client's blocks: at least a ring segment (1 MiB by default), so that the worker, which
+// reads segment by segment, sleeps at most about once per segment.
+constexpr uint64_t kClientBlockBytes = uint64_t{1} << 20;
+
+// Word `i` of the marks: kCountWord, kAwaitedWord, then kFirstMark + b for block b. Not
+// const: the futex
 // calls take a plain pointer, though waiting never writes.
 std::atomic_ref<uint32_t> Word(const std::byte* marks, uint64_t i) {
   return std::atomic_ref<uint32_t>(
@@ -43,7 +52,7 @@ ArrivalLayout ClientArrivalLayout(uint64_t tensor_bytes) {
   ArrivalLayout layout;
   layout.tensor_bytes = tensor_bytes;
   layout.block_bytes =
-      std::max(kMinArrivalBlockBytes, RoundUp((tensor_bytes + 1023) / 1024, 4096));
+      std::max(kClientBlockBytes, RoundUp((tensor_bytes + 1023) / 1024, 4096));
   layout.marks_offset = RoundUp(tensor_bytes, 64);
   return layout;
 }
@@ -90,13 +99,17 @@ absl::Status ValidateArrivalLayout(const ArrivalLayout& layout, uint64_t buffer_
 }
 
 void ArrivalMarker::Reset() {
-  for (uint64_t i = 0; i <= blocks_; ++i) Word(marks_, i).store(0, std::memory_order_relaxed);
+  for (uint64_t i = 0; i < kFirstMark + blocks_; ++i) {
+    Word(marks_, i).store(0, std::memory_order_relaxed);
+  }
 }
 
 void ArrivalMarker::Mark(uint64_t block) {
-  Word(marks_, 1 + block).store(1, std::memory_order_release);
-  Word(marks_, 0).fetch_add(1, std::memory_order_release);
-  WakeAll(marks_);
+  // Sequentially consistent with the worker's store of the awaited block and its load of
+  // the mark: either it sees this mark before it sleeps, or this sees it waits for it.
+  Word(marks_, kFirstMark + block).store(1, std::memory_order_seq_cst);
+  Word(marks_, kCountWord).fetch_add(1, std::memory_order_release);
+  if (Word(marks_, kAwaitedWord).load(std::memory_order_seq_cst) == block + 1) WakeAll(marks_);
 }
 
 absl::Status ArrivalMarks::AwaitBytes(size_t offset, size_t size, const WaitLimit& limit) const {
@@ -111,8 +124,11 @@ absl::Status ArrivalMarks::AwaitBytes(size_t offset, size_t size, const WaitLimi
   while (true) {
     // The count before the marks: a mark made after this load changes it, so the wait
     // below returns at once instead of missing the wake-up.
-    const uint32_t count = Word(marks_, 0).load(std::memory_order_acquire);
-    while (next <= last && Word(marks_, 1 + next).load(std::memory_order_acquire) != 0) ++next;
+    const uint32_t count = Word(marks_, kCountWord).load(std::memory_order_acquire);
+    while (next <= last &&
+           Word(marks_, kFirstMark + next).load(std::memory_order_acquire) != 0) {
+      ++next;
+    }
     if (next > last) return absl::OkStatus();
     const std::string missing = absl::StrCat(
         "block ", next, " of ", layout_.blocks(), " (bytes from ", next * layout_.block_bytes,
@@ -125,6 +141,10 @@ absl::Status ArrivalMarks::AwaitBytes(size_t offset, size_t size, const WaitLimi
           "the client's input did not arrive in time: ", missing,
           " was never copied in (is the training process stalled or gone?)"));
     }
+    // Tell the client which mark to wake this thread for, then look at that mark once
+    // more (see Mark) before sleeping.
+    Word(marks_, kAwaitedWord).store(next + 1, std::memory_order_seq_cst);
+    if (Word(marks_, kFirstMark + next).load(std::memory_order_seq_cst) != 0) continue;
     WaitWhile(marks_, count, std::min(kMarkWaitSlice, limit.deadline.Left()));
   }
 }

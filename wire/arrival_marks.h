@@ -3,17 +3,21 @@
 // core/ring/input_arrival.h).
 //
 // Layout, at CollectiveRequest.registered.arrival.marks_offset of the tensor's buffer
-// (4-byte aligned, outside the tensor): a uint32 count of blocks marked so far — a futex
-// word the client wakes waiters on after each mark — then one uint32 per block: 0 until
-// the block's bytes are in, non-zero after. Blocks are arrival.block_bytes long, the
-// last one shorter.
+// (4-byte aligned, outside the tensor), uint32 words: the count of blocks marked so far (a
+// futex word); the block the worker waits for, plus one (0: none), which the worker
+// writes; then one word per block: 0 until the block's bytes are in, non-zero after.
+// Blocks are arrival.block_bytes long, the last one shorter. The client wakes the count's
+// waiters only when it marks the block the worker waits for, so a worker that needs a
+// later block sleeps through the marks before it. One thread waits at a time (the ring's
+// receiving thread); another's wake-ups would come as late as its wait's slices.
 //
 // Order: the client zeroes the marks before it sends the request and writes each mark
 // (release) after the block's bytes; the worker reads marks with acquire, so once it sees
 // a block marked it sees the block's bytes. The client writes no block twice.
 //
-// The client is not trusted: the worker only ever reads the marks, bounds every index by
-// the layout it validated, and waits for marks no longer than the collective's limit.
+// The client is not trusted: the worker writes only the awaited-block word, bounds every
+// index by the layout it validated, and waits for marks no longer than the collective's
+// limit.
 #pragma once
 
 #include <cstddef>
@@ -40,12 +44,12 @@ struct ArrivalLayout {
   uint64_t blocks() const {
     return block_bytes == 0 ? 0 : tensor_bytes / block_bytes + (tensor_bytes % block_bytes != 0);
   }
-  uint64_t marks_bytes() const { return sizeof(uint32_t) * (1 + blocks()); }
+  uint64_t marks_bytes() const { return sizeof(uint32_t) * (2 + blocks()); }
 };
 
 // The layout a client uses for a tensor of `tensor_bytes` at the start of a buffer: blocks
-// of max(kMinArrivalBlockBytes, tensor_bytes / 1024) rounded up to 4 KiB, the marks after
-// the tensor (64-byte aligned). The buffer must hold ArrivalBufferBytes(tensor_bytes).
+// of max(1 MiB, tensor_bytes / 1024) rounded up to 4 KiB, the marks after the tensor
+// (64-byte aligned). The buffer must hold ArrivalBufferBytes(tensor_bytes).
 ArrivalLayout ClientArrivalLayout(uint64_t tensor_bytes);
 uint64_t ArrivalBufferBytes(uint64_t tensor_bytes);
 
@@ -62,7 +66,7 @@ class ArrivalMarker {
 
   // Every block unmarked, the count 0: before the request names the marks.
   void Reset();
-  // Block `block`'s bytes are in; wakes a worker waiting for them.
+  // Block `block`'s bytes are in; wakes the worker if it waits for them.
   void Mark(uint64_t block);
 
  private:
@@ -79,7 +83,8 @@ class ArrivalMarks : public InputArrival {
       : marks_(marks), layout_(layout), keep_mapped_(std::move(keep_mapped)) {}
 
   // Offsets are the tensor's (0 is its first byte). Waits on the count word in slices of
-  // at most 20 ms, so a cancellation is seen even if the client never wakes it.
+  // at most 20 ms, so a cancellation is seen even if the client never wakes it. Writes
+  // the awaited-block word (the only write to the marks).
   absl::Status AwaitBytes(size_t offset, size_t size, const WaitLimit& limit) const override;
 
  private:

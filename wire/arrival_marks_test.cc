@@ -38,12 +38,13 @@ WaitLimit Within(absl::Duration timeout, const Cancellation* cancellation = null
   return WaitLimit{SteadyDeadline(timeout), cancellation};
 }
 
-TEST(ArrivalLayout, AClientCutsATensorIntoAtMostAThousandBlocksOfAtLeast64KiBAndPutsTheMarksAfterIt) {
-  const ArrivalLayout small = ClientArrivalLayout(100'000);
-  EXPECT_EQ(small.block_bytes, kMinArrivalBlockBytes);
-  EXPECT_EQ(small.blocks(), 2u);
-  EXPECT_EQ(small.marks_offset, 100'032u);  // 64-byte aligned, after the tensor
-  EXPECT_EQ(ArrivalBufferBytes(100'000), 100'032u + 3 * 4);
+TEST(ArrivalLayout, AClientCutsATensorIntoAtMostAThousandBlocksOfAtLeast1MiBAndPutsTheMarksAfterIt) {
+  const ArrivalLayout small = ClientArrivalLayout(2'100'000);
+  EXPECT_EQ(small.block_bytes, kMiB);
+  EXPECT_EQ(small.blocks(), 3u);
+  EXPECT_EQ(small.marks_offset, 2'100'032u);  // 64-byte aligned, after the tensor
+  // The count, the awaited block, a mark per block.
+  EXPECT_EQ(ArrivalBufferBytes(2'100'000), 2'100'032u + (2 + 3) * 4);
 
   const ArrivalLayout large = ClientArrivalLayout(256 * kMiB + 1);
   EXPECT_LE(large.blocks(), 1024u);
@@ -97,9 +98,9 @@ TEST(ArrivalLayout, TheWorkerRefusesALayoutOutOfBoundsNamingTheField) {
 
 class ArrivalMarksTest : public ::testing::Test {
  protected:
-  static constexpr uint64_t kTensor = 1 * kMiB;  // 16 blocks of 64 KiB
-  ArrivalLayout layout_ = ClientArrivalLayout(kTensor);
-  SharedPages pages_{ArrivalBufferBytes(kTensor)};
+  static constexpr uint64_t kTensor = 1 * kMiB;  // 16 blocks of 64 KiB, the marks after
+  ArrivalLayout layout_{0, kTensor, kMinArrivalBlockBytes, kTensor};
+  SharedPages pages_{kTensor + layout_.marks_bytes()};
   std::byte* marks_ = pages_.data() + layout_.marks_offset;
   ArrivalMarker marker_{marks_, layout_.blocks()};
   ArrivalMarks marks_seen_{marks_, layout_, nullptr};
@@ -128,6 +129,19 @@ TEST_F(ArrivalMarksTest, AWaiterWakesWhenAnotherThreadMarksTheLastBlockItNeeds) 
     }
   });
   EXPECT_TRUE(marks_seen_.AwaitBytes(0, kTensor, Within(absl::Seconds(10))).ok());
+  client.join();
+}
+
+TEST_F(ArrivalMarksTest, AWaiterForALaterBlockSleepsThroughTheMarksBeforeItAndWakesOnItsOwn) {
+  marker_.Reset();
+  std::thread client([&] {
+    for (uint64_t b = 0; b + 1 < layout_.blocks(); ++b) marker_.Mark(b);
+    absl::SleepFor(absl::Milliseconds(60));
+    marker_.Mark(layout_.blocks() - 1);
+  });
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(marks_seen_.AwaitBytes(kTensor - 1, 1, Within(absl::Seconds(10))).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50)) << "it returned before its block came";
   client.join();
 }
 

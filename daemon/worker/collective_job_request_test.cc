@@ -247,7 +247,7 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
 }
 
 TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgainstItsBuffer) {
-  constexpr uint64_t kTensor = 256 << 10;  // 65,536 floats: 4 blocks
+  constexpr uint64_t kTensor = 256 << 10;  // 65,536 floats: one block
   const uint64_t buffer_bytes = ArrivalBufferBytes(kTensor);
   const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   ASSERT_EQ(posix_fallocate(fd, 0, buffer_bytes), 0);
@@ -276,7 +276,7 @@ TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgain
   EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllReduce, inside, limits)
                               .status()
                               .message()),
-              HasSubstr("invalid registered.arrival.marks_offset: the marks [1024, 1044) "
+              HasSubstr("invalid registered.arrival.marks_offset: the marks [1024, 1036) "
                         "overlap the tensor"));
   v1::CollectiveRequest tiny = request;
   tiny.mutable_registered()->mutable_arrival()->set_block_bytes(512);
