@@ -1,4 +1,4 @@
-// Fuzzes the worker's side of arrival marks (wire/arrival_marks.h): a layout a client
+// Fuzzes the worker's side of arrival marks (daemon/shm/arrival_marks.h): a layout a client
 // named in its request, checked by ValidateArrivalLayout, then marks the client wrote as
 // it liked, read by ArrivalMarks::AwaitBytes for ranges the ring asks for.
 //
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "wire/arrival_marks.h"
+#include "daemon/shm/arrival_marks.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
 #include "wire/call_channel_layout.h"
-#include "wire/arrival_marks.h"
+#include "daemon/shm/arrival_marks.h"
 #include "wire/attach_token.h"
 #include "wire/registered_buffer_key.h"
 #include "client/src/registered_buffer_state.h"
@@ -283,7 +283,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
                  use_shared_memory ? Stage(pending->call(), *bytes, arriving) : nullptr) {
     if (arriving) {
       // The request goes first and the copy follows it, so the ring starts on the first
-      // blocks while the rest are still being copied (wire/arrival_marks.h).
+      // blocks while the rest are still being copied (daemon/shm/arrival_marks.h).
       pending->UseStagingArriving(std::move(staged), staging_);
       StartRpc(pending);
       pending->CopyInArriving(rank, world_size);

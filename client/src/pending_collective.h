@@ -27,7 +27,7 @@
 #include "grpcpp/client_context.h"
 #include "ringsync/collective_handle.h"
 #include "ringsync/v1/worker.pb.h"
-#include "wire/arrival_marks.h"
+#include "daemon/shm/arrival_marks.h"
 
 namespace ringsync::internal {
 
@@ -57,7 +57,7 @@ class PendingCollective {
                   std::shared_ptr<StagingBuffers> staging);
 
   // As UseStaging, but nothing is copied yet: the request names arrival marks after the
-  // tensor (wire/arrival_marks.h; `buffer` holds ArrivalBufferBytes of the output), and
+  // tensor (daemon/shm/arrival_marks.h; `buffer` holds ArrivalBufferBytes of the output), and
   // CopyInArriving copies the input in once the request is on its way. All-reduce of one
   // buffer (no pieces) only.
   void UseStagingArriving(std::shared_ptr<RegisteredMemory> buffer,

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "wire/arrival_marks.h"
+#include "daemon/shm/arrival_marks.h"
 #include "wire/collective_request.h"
 
 namespace ringsync {
@@ -108,7 +108,7 @@ absl::Status OpenShared(const v1::SharedTensor& shared, const JobRequestLimits& 
   return absl::OkStatus();
 }
 
-// The marks a registered tensor's client sets as its input lands (wire/arrival_marks.h),
+// The marks a registered tensor's client sets as its input lands (daemon/shm/arrival_marks.h),
 // checked against the buffer they lie in.
 absl::StatusOr<std::shared_ptr<const InputArrival>> ArrivalOf(
     const v1::RegisteredTensor& registered, const CollectiveSpec& spec,

@@ -11,7 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "wire/arrival_marks.h"
+#include "daemon/shm/arrival_marks.h"
 #include "wire/collective_request.h"
 
 namespace ringsync {

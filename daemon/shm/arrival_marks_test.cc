@@ -1,5 +1,5 @@
 // Specification of the arrival marks a client and its worker share (arrival_marks.h).
-#include "wire/arrival_marks.h"
+#include "daemon/shm/arrival_marks.h"
 
 #include <sys/mman.h>
 #include <sys/wait.h>

@@ -1,15 +1,10 @@
-#include "wire/arrival_marks.h"
-
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
+#include "daemon/shm/arrival_marks.h"
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/shm/shared_futex.h"
 
 namespace ringsync {
 namespace {
@@ -28,22 +23,11 @@ constexpr uint64_t kFirstMark = 2;
 constexpr uint64_t kClientBlockBytes = uint64_t{1} << 20;
 
 // Word `i` of the marks: kCountWord, kAwaitedWord, then kFirstMark + b for block b. Not
-// const: the futex
-// calls take a plain pointer, though waiting never writes.
-std::atomic_ref<uint32_t> Word(const std::byte* marks, uint64_t i) {
-  return std::atomic_ref<uint32_t>(
-      *reinterpret_cast<uint32_t*>(const_cast<std::byte*>(marks) + i * sizeof(uint32_t)));
-}
-
-// Not FUTEX_PRIVATE: the client and the worker are two processes sharing the page.
-void WakeAll(std::byte* marks) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(marks), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-void WaitWhile(const std::byte* marks, uint32_t count, absl::Duration at_most) {
-  const timespec timeout = absl::ToTimespec(at_most);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(const_cast<std::byte*>(marks)), FUTEX_WAIT,
-          count, &timeout, nullptr, 0);
+// const: the worker writes the awaited word, and futex calls take a plain pointer.
+std::atomic<uint32_t>* Word(const std::byte* marks, uint64_t i) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  return reinterpret_cast<std::atomic<uint32_t>*>(const_cast<std::byte*>(marks) +
+                                                  i * sizeof(uint32_t));
 }
 
 }  // namespace
@@ -100,16 +84,18 @@ absl::Status ValidateArrivalLayout(const ArrivalLayout& layout, uint64_t buffer_
 
 void ArrivalMarker::Reset() {
   for (uint64_t i = 0; i < kFirstMark + blocks_; ++i) {
-    Word(marks_, i).store(0, std::memory_order_relaxed);
+    Word(marks_, i)->store(0, std::memory_order_relaxed);
   }
 }
 
 void ArrivalMarker::Mark(uint64_t block) {
   // Sequentially consistent with the worker's store of the awaited block and its load of
   // the mark: either it sees this mark before it sleeps, or this sees it waits for it.
-  Word(marks_, kFirstMark + block).store(1, std::memory_order_seq_cst);
-  Word(marks_, kCountWord).fetch_add(1, std::memory_order_release);
-  if (Word(marks_, kAwaitedWord).load(std::memory_order_seq_cst) == block + 1) WakeAll(marks_);
+  Word(marks_, kFirstMark + block)->store(1, std::memory_order_seq_cst);
+  Word(marks_, kCountWord)->fetch_add(1, std::memory_order_release);
+  if (Word(marks_, kAwaitedWord)->load(std::memory_order_seq_cst) == block + 1) {
+    SharedFutexWake(Word(marks_, kCountWord));
+  }
 }
 
 absl::Status ArrivalMarks::AwaitBytes(size_t offset, size_t size, const WaitLimit& limit) const {
@@ -124,9 +110,9 @@ absl::Status ArrivalMarks::AwaitBytes(size_t offset, size_t size, const WaitLimi
   while (true) {
     // The count before the marks: a mark made after this load changes it, so the wait
     // below returns at once instead of missing the wake-up.
-    const uint32_t count = Word(marks_, kCountWord).load(std::memory_order_acquire);
+    const uint32_t count = Word(marks_, kCountWord)->load(std::memory_order_acquire);
     while (next <= last &&
-           Word(marks_, kFirstMark + next).load(std::memory_order_acquire) != 0) {
+           Word(marks_, kFirstMark + next)->load(std::memory_order_acquire) != 0) {
       ++next;
     }
     if (next > last) return absl::OkStatus();
@@ -143,9 +129,10 @@ absl::Status ArrivalMarks::AwaitBytes(size_t offset, size_t size, const WaitLimi
     }
     // Tell the client which mark to wake this thread for, then look at that mark once
     // more (see Mark) before sleeping.
-    Word(marks_, kAwaitedWord).store(next + 1, std::memory_order_seq_cst);
-    if (Word(marks_, kFirstMark + next).load(std::memory_order_seq_cst) != 0) continue;
-    WaitWhile(marks_, count, std::min(kMarkWaitSlice, limit.deadline.Left()));
+    Word(marks_, kAwaitedWord)->store(next + 1, std::memory_order_seq_cst);
+    if (Word(marks_, kFirstMark + next)->load(std::memory_order_seq_cst) != 0) continue;
+    SharedFutexWait(Word(marks_, kCountWord), count,
+                    std::min(kMarkWaitSlice, limit.deadline.Left()));
   }
 }
 
