@@ -11,7 +11,9 @@
 #include "wire/call_channel_layout.h"
 #include "daemon/shm/arrival_marks.h"
 #include "wire/attach_token.h"
+#include "wire/descriptor_socket.h"
 #include "wire/registered_buffer_key.h"
+#include "client/src/descriptor_handover.h"
 #include "client/src/registered_buffer_state.h"
 #include "client/src/registered_memory.h"
 #include "absl/strings/cord.h"
@@ -376,11 +378,27 @@ absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
 absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(size_t size_bytes) {
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisteredMemory::Create(size_bytes);
   if (!memory.ok()) return memory.status();
-  grpc::ClientContext context;
-  PrepareControlCall(context, kRegisterTimeout);
   v1::RegisterBufferRequest request;
   request.set_fd((*memory)->fd());
   request.set_size_bytes(size_bytes);
+  bool descriptor_socket = false;
+  {
+    absl::MutexLock lock(&mu_);
+    descriptor_socket = info_.descriptor_socket();
+  }
+  if (descriptor_socket) {
+    // Over the worker's descriptor socket: it needs no pid the worker can see.
+    absl::StatusOr<std::string> nonce = HandOverDescriptor(
+        DescriptorSocketPath(target_.unix_socket_path), (*memory)->fd(), kRegisterTimeout);
+    if (nonce.ok()) {
+      request.set_descriptor_nonce(*std::move(nonce));
+    } else {
+      spdlog::debug("ringsync: {}; registering by descriptor number instead",
+                    std::string(nonce.status().message()));
+    }
+  }
+  grpc::ClientContext context;
+  PrepareControlCall(context, kRegisterTimeout);
   v1::RegisterBufferResponse response;
   const grpc::Status status = stub_->RegisterBuffer(&context, request, &response);
   if (!status.ok()) {

@@ -66,14 +66,22 @@ absl::StatusOr<std::shared_ptr<SealedMapping>> SealedMapping::Map(
         std::strerror(errno), "); sharing memory needs both processes in the same pid "
         "namespace, as the same user"));
   }
-  absl::Status checked = CheckDescriptor(fd, fd_path, owner_uid, size_bytes);
-  void* data = MAP_FAILED;
-  if (checked.ok()) {
-    data = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (data == MAP_FAILED) checked = Invalid(fd_path, absl::StrCat("mmap: ", std::strerror(errno)));
-  }
+  absl::StatusOr<std::shared_ptr<SealedMapping>> mapped =
+      MapDescriptor(fd, fd_path, owner_uid, size_bytes);
   ::close(fd);  // the mapping keeps the memory
-  if (!checked.ok()) return checked;
+  return mapped;
+}
+
+absl::StatusOr<std::shared_ptr<SealedMapping>> SealedMapping::MapDescriptor(
+    int fd, const std::string& what, uid_t owner_uid, uint64_t size_bytes) {
+  if (size_bytes == 0 || size_bytes > std::numeric_limits<size_t>::max()) {
+    return Invalid(what, absl::StrCat("size ", size_bytes, " is out of range"));
+  }
+  if (absl::Status checked = CheckDescriptor(fd, what, owner_uid, size_bytes); !checked.ok()) {
+    return checked;
+  }
+  void* data = ::mmap(nullptr, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) return Invalid(what, absl::StrCat("mmap: ", std::strerror(errno)));
   return std::shared_ptr<SealedMapping>(
       new SealedMapping(static_cast<std::byte*>(data), static_cast<size_t>(size_bytes)));
 }

@@ -33,6 +33,13 @@ class SealedMapping {
   static absl::StatusOr<std::shared_ptr<SealedMapping>> Map(const std::string& fd_path,
                                                                 uid_t owner_uid,
                                                                 uint64_t size_bytes);
+  // The same checks and mapping for a descriptor this process holds already (one the
+  // other process handed over, SCM_RIGHTS); `what` names it in errors. `fd` stays open:
+  // the caller's to close (the mapping does not need it).
+  static absl::StatusOr<std::shared_ptr<SealedMapping>> MapDescriptor(int fd,
+                                                                      const std::string& what,
+                                                                      uid_t owner_uid,
+                                                                      uint64_t size_bytes);
   SealedMapping(const SealedMapping&) = delete;
   SealedMapping& operator=(const SealedMapping&) = delete;
   ~SealedMapping();

@@ -11,6 +11,12 @@ absl::Status Invalid(absl::string_view what, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("registered buffer ", what, ": ", why));
 }
 
+absl::Status TooMany(size_t registered) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the training process already has ", registered, " registered buffers, the worker's "
+      "--max_registered_buffers; free one first"));
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> RegisteredBuffers::Register(pid_t pid, uid_t uid, int64_t fd,
@@ -18,11 +24,28 @@ absl::StatusOr<uint64_t> RegisteredBuffers::Register(pid_t pid, uid_t uid, int64
   if (pid <= 0) {
     return absl::FailedPreconditionError(
         "registered buffers need the training process's pid, which the worker cannot see "
-        "(another pid namespace, or a client over TCP)");
+        "(another pid namespace, or a client over TCP): hand the descriptor over the "
+        "worker's descriptor socket instead");
   }
   if (fd < 0 || fd > std::numeric_limits<int>::max()) {
     return Invalid(absl::StrCat("fd ", fd), "not a descriptor number");
   }
+  return Add(size_bytes, [&] {
+    return SealedMapping::Map(absl::StrCat("/proc/", pid, "/fd/", fd), uid, size_bytes);
+  });
+}
+
+absl::StatusOr<uint64_t> RegisteredBuffers::RegisterDescriptor(uid_t uid, const UniqueFd& fd,
+                                                               uint64_t size_bytes) {
+  return Add(size_bytes, [&] {
+    return SealedMapping::MapDescriptor(fd.get(), "(a descriptor the client handed over)", uid,
+                                        size_bytes);
+  });
+}
+
+absl::StatusOr<uint64_t> RegisteredBuffers::Add(
+    uint64_t size_bytes,
+    absl::FunctionRef<absl::StatusOr<std::shared_ptr<SealedMapping>>()> map) {
   if (size_bytes == 0 || size_bytes > limits_.max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "registered buffer of ", size_bytes, " bytes: it must hold 1..", limits_.max_bytes,
@@ -30,21 +53,13 @@ absl::StatusOr<uint64_t> RegisteredBuffers::Register(pid_t pid, uid_t uid, int64
   }
   {
     absl::MutexLock lock(&mu_);
-    if (buffers_.size() >= limits_.max_buffers) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the training process already has ", buffers_.size(), " registered buffers, the "
-          "worker's --max_registered_buffers; free one first"));
-    }
+    if (buffers_.size() >= limits_.max_buffers) return TooMany(buffers_.size());
   }
-  absl::StatusOr<std::shared_ptr<SealedMapping>> mapping =
-      SealedMapping::Map(absl::StrCat("/proc/", pid, "/fd/", fd), uid, size_bytes);
+  absl::StatusOr<std::shared_ptr<SealedMapping>> mapping = map();
   if (!mapping.ok()) return mapping.status();
   absl::MutexLock lock(&mu_);
-  if (buffers_.size() >= limits_.max_buffers) {  // another registration won the race
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the training process already has ", buffers_.size(),
-        " registered buffers, the worker's --max_registered_buffers; free one first"));
-  }
+  // Another registration may have won the race.
+  if (buffers_.size() >= limits_.max_buffers) return TooMany(buffers_.size());
   const uint64_t id = next_id_++;
   buffers_.emplace(id, *std::move(mapping));
   return id;

@@ -103,6 +103,32 @@ TEST(RegisteredBuffers, ABadDescriptorOrAnInvisiblePidIsRefused) {
   ::close(pipe_fds[1]);
 }
 
+TEST(RegisteredBuffers, AHandedOverDescriptorNeedsNoPidAndPassesTheSameChecksAndBounds) {
+  RegisteredBuffers table = Table(/*max_buffers=*/1);
+  Memfd sealed(8192), unsealed(8192, true, false);
+  // A client in another pid namespace: the worker sees no pid, only the descriptor.
+  const UniqueFd handed(::dup(sealed.fd));
+  absl::StatusOr<uint64_t> id = table.RegisterDescriptor(getuid(), handed, 8192);
+  ASSERT_TRUE(id.ok()) << id.status();
+  absl::StatusOr<RegisteredBuffers::Slice> slice = table.Find(*id, 0, 8);
+  ASSERT_TRUE(slice.ok());
+  std::memcpy(slice->bytes.data(), "shared!", 8);
+  char seen[8];
+  ASSERT_EQ(::pread(sealed.fd, seen, 8, 0), 8);
+  EXPECT_STREQ(seen, "shared!");
+
+  ASSERT_TRUE(table.Release(*id).ok());
+  const UniqueFd not_sealed(::dup(unsealed.fd));
+  EXPECT_THAT(std::string(table.RegisterDescriptor(getuid(), not_sealed, 8192).status().message()),
+              HasSubstr("(a descriptor the client handed over): not a memfd sealed"));
+  EXPECT_TRUE(absl::IsInvalidArgument(table.RegisterDescriptor(getuid(), handed, 4096).status()))
+      << "the size must be the memfd's own";
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      table.RegisterDescriptor(getuid() + 1, handed, 8192).status())) << "another user's";
+  ASSERT_TRUE(table.RegisterDescriptor(getuid(), handed, 8192).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(table.RegisterDescriptor(getuid(), handed, 8192).status()));
+}
+
 TEST(RegisteredBuffers, CountAndSizeAreBounded) {
   RegisteredBuffers table = Table(/*max_buffers=*/2, /*max_bytes=*/8192);
   Memfd a(4096), b(4096), c(4096), big(16384);

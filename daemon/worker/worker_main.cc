@@ -33,6 +33,7 @@
 #include "daemon/worker/ring_manager.h"
 #include "daemon/shm/frame_mailbox.h"
 #include "daemon/worker/shm_sweep.h"
+#include "daemon/worker/descriptor_inbox.h"
 #include "daemon/worker/socket_path.h"
 #include "daemon/worker/unix_socket_listener.h"
 #include "daemon/worker/worker_metrics.h"
@@ -388,6 +389,7 @@ class WorkerServing {
   std::string advertised_;  // the peer address other workers dial
   std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<UnixSocketListener> socket_;
+  std::unique_ptr<DescriptorInbox> descriptors_;  // removes its socket file when destroyed
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<HttpEndpoint> http_;
   std::unique_ptr<CoordinatorSession> session_;
@@ -441,6 +443,21 @@ int WorkerServing::StartClientServer() {
   absl::StatusOr<std::unique_ptr<UnixSocketListener>> socket = UnixSocketListener::Listen(path);
   if (!socket.ok()) return StartFailed(kFailed, socket.status().message());
   socket_ = *std::move(socket);
+  // Beside it, where a client in another pid namespace hands over its buffers'
+  // descriptors; without it (a path too long) those clients stage in files.
+  const std::string descriptor_path = DescriptorSocketPath(path);
+  absl::StatusOr<std::unique_ptr<DescriptorInbox>> inbox =
+      PrepareSocketPath(descriptor_path, parts_.config.default_socket).ok()
+          ? DescriptorInbox::Listen(descriptor_path, DescriptorInboxLimits{})
+          : absl::FailedPreconditionError(absl::StrCat("cannot use ", descriptor_path));
+  if (inbox.ok()) {
+    descriptors_ = *std::move(inbox);
+    parts_.worker_service.UseDescriptorInbox(descriptors_.get());
+  } else {
+    spdlog::warn("no descriptor socket ({}): a training process in another pid namespace "
+                 "stages its tensors in shared-memory files",
+                 inbox.status().message());
+  }
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder,
                          static_cast<int>(absl::GetFlag(FLAGS_max_inline_bytes)) +
@@ -521,6 +538,7 @@ void WorkerServing::Stop() {
   if (client_server_ != nullptr) {
     client_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   }
+  descriptors_.reset();  // no RegisterBuffer runs any more; removes its socket file
   if (peer_server_ != nullptr) {
     peer_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   }

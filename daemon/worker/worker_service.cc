@@ -218,6 +218,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_protocol_version(kProtocolVersion);
   info->set_max_inline_bytes(options_.max_inline_bytes);
   info->set_takes_arriving_input(true);
+  info->set_descriptor_socket(descriptors_ != nullptr);
 }
 
 grpc::Status WorkerService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
@@ -479,8 +480,7 @@ grpc::Status WorkerService::RegisterBuffer(grpc::ServerContext* context,
         "worker ", options_.worker_id, ": registered buffers are for a training process on "
         "the worker's unix socket")));
   }
-  absl::StatusOr<uint64_t> id = registered_.Register(
-      limits.shared_owner->pid, limits.shared_owner->uid, request->fd(), request->size_bytes());
+  absl::StatusOr<uint64_t> id = RegisterOf(*request, *limits.shared_owner);
   if (!id.ok()) {
     Refuse("registered_buffer_refused", id.status().message());
     return FromThisWorker(context, absl::Status(id.status().code(),
@@ -489,6 +489,19 @@ grpc::Status WorkerService::RegisterBuffer(grpc::ServerContext* context,
   }
   response->set_buffer_id(*id);
   return grpc::Status::OK;
+}
+
+absl::StatusOr<uint64_t> WorkerService::RegisterOf(const v1::RegisterBufferRequest& request,
+                                                   const PeerCredentials& client) {
+  if (request.descriptor_nonce().empty()) {
+    return registered_.Register(client.pid, client.uid, request.fd(), request.size_bytes());
+  }
+  if (descriptors_ == nullptr) {
+    return absl::FailedPreconditionError("this worker has no descriptor socket");
+  }
+  absl::StatusOr<UniqueFd> fd = descriptors_->Take(request.descriptor_nonce());
+  if (!fd.ok()) return absl::InvalidArgumentError(fd.status().message());
+  return registered_.RegisterDescriptor(client.uid, *fd, request.size_bytes());
 }
 
 grpc::Status WorkerService::ReleaseBuffer(grpc::ServerContext* context,

@@ -21,6 +21,7 @@
 #include "daemon/metrics/refusals.h"
 #include "daemon/worker/client_call_channel.h"
 #include "daemon/worker/client_gate.h"
+#include "daemon/worker/descriptor_inbox.h"
 #include "daemon/worker/collective_executor.h"
 #include "daemon/worker/collective_job_request.h"
 #include "daemon/worker/registered_buffers.h"
@@ -53,6 +54,9 @@ class WorkerService final : public WorkerServiceBase {
 
   // Ends open Attach streams (shutdown).
   void Stop() { stopping_ = true; }
+  // Where clients hand over registered buffers' descriptors (descriptor_inbox.h); set
+  // before the service serves, and outliving it. Without one, only /proc paths work.
+  void UseDescriptorInbox(DescriptorInbox* inbox) { descriptors_ = inbox; }
 
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
@@ -108,6 +112,10 @@ class WorkerService final : public WorkerServiceBase {
   // tensors only from a client attached over the unix socket, on the unix socket.
   JobRequestLimits LimitsFor(const AttachedClient& client,
                              const grpc::ServerContextBase& context) const;
+  // Registers the buffer `request` names for `client`: its descriptor from the
+  // descriptor socket when it names a nonce, else by /proc path.
+  absl::StatusOr<uint64_t> RegisterOf(const v1::RegisterBufferRequest& request,
+                                      const PeerCredentials& client);
   void Refuse(absl::string_view reason, absl::string_view detail);
   void FillInfo(const RingStatus& status, v1::WorkerInfo* info) const;
   // Removes the detached client's files left in shm_dir, those it kept for reuse and any
@@ -123,6 +131,7 @@ class WorkerService final : public WorkerServiceBase {
   const LocalPeers* const peers_;
   metrics::Refusals* const refusals_;
   ClientGate gate_;
+  DescriptorInbox* descriptors_ = nullptr;
   std::atomic<bool> stopping_{false};
   // Shared files the attached client asked the worker to leave in place (reuse).
   absl::Mutex kept_mu_;

@@ -2,6 +2,9 @@
 // What a user may rely on: the same result as a plain span, bit for bit; bounds that say
 // which flag to raise; and after a failure, a status that tells whether the buffer is
 // untouched.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -21,6 +24,7 @@ using testing::ExpectAllOk;
 using testing::OnEveryRank;
 using testing::StartCluster;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Non-exact float inputs: the rounding order must be the plain path's too.
 Bytes RandomInput(DType dtype, size_t count, int rank) {
@@ -167,6 +171,41 @@ TEST(StagedSpanEndToEnd, SmallSpansInTheStagingArenaEqualInlineOnesBitForBit) {
     EXPECT_EQ(results[0][i], results[0][i % (counts.size() + 1)]) << "ranks differ";
   }
   EXPECT_EQ(results[0][counts.size()], RandomInput(DType::kFloat32, 5000, 1)) << "the root's";
+}
+
+// A trainer in its own container lives in a pid namespace its worker cannot see into
+// (deploy/docker-compose.yml runs them so): here worker 1 runs in a pid namespace of its
+// own, where this test's process has no pid. Its buffers' descriptors go over the
+// worker's descriptor socket, so its large tensors are staged in registered memory (and
+// its calls take the call channel), not shared-memory files and RPCs.
+TEST(RegisteredBufferEndToEnd, ATrainingProcessTheWorkerCannotSeeStagesInRegisteredMemory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "making a pid namespace (unshare --pid) needs root";
+  LocalClusterOptions options;
+  options.world_size = 2;
+  options.ringsyncd = RINGSYNCD_PATH;
+  options.http = true;
+  options.worker_launcher_of[1] = {"/usr/bin/unshare", "--pid", "--fork", "--kill-child=SIGTERM"};
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<std::unique_ptr<Client>> clients = ConnectAll(**cluster);
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+    std::vector<float> tensor(1 << 20);
+    for (int i = 0; i < 3; ++i) {
+      std::fill(tensor.begin(), tensor.end(), static_cast<float>(r + i));
+      if (absl::Status s = client.AllReduce("step", absl::MakeSpan(tensor), ReduceOp::kSum);
+          !s.ok()) {
+        return s;
+      }
+      if (tensor[12345] != static_cast<float>(1 + 2 * i)) return absl::InternalError("a wrong sum");
+    }
+    return absl::OkStatus();
+  }));
+  const std::string page =
+      testing::HttpGet((*cluster)->worker_http_address(1), "/metrics", (*cluster)->http_token())
+          .body;
+  EXPECT_THAT(page, HasSubstr("ringsync_collective_data_total{path=\"registered\"} 3"))
+      << "three 4 MiB tensors, staged in registered memory";
+  EXPECT_THAT(page, Not(HasSubstr("ringsync_collective_data_total{path=\"file\"}")));
 }
 
 TEST(RegisteredBufferEndToEnd, BroadcastWritesTheRootsBytesIntoEveryRanksBuffer) {

@@ -237,6 +237,10 @@ std::vector<std::string> LocalCluster::WorkerArgv(int i, const std::string& name
   if (auto own = options_.worker_flags_of.find(i); own != options_.worker_flags_of.end()) {
     argv.insert(argv.end(), own->second.begin(), own->second.end());
   }
+  if (auto launcher = options_.worker_launcher_of.find(i);
+      launcher != options_.worker_launcher_of.end()) {
+    argv.insert(argv.begin(), launcher->second.begin(), launcher->second.end());
+  }
   return argv;
 }
 

@@ -39,6 +39,9 @@ struct LocalClusterOptions {
   std::vector<std::string> coordinator_flags;   // extra flags, e.g. "--heartbeat_timeout=2s"
   std::vector<std::string> worker_flags;        // extra flags for every worker
   std::map<int, std::vector<std::string>> worker_flags_of;  // and for worker i only
+  // A command worker i runs under, e.g. {"/usr/bin/unshare", "--pid", "--fork",
+  // "--kill-child=SIGTERM"} for a pid namespace of its own (as a container has).
+  std::map<int, std::vector<std::string>> worker_launcher_of;
   absl::Duration startup_timeout = absl::Seconds(30);
   // Serve /metrics, /healthz, /readyz on every daemon (--http_listen=127.0.0.1:0); the
   // bound addresses are coordinator_http_address() and worker_http_address(i).

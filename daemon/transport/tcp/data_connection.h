@@ -16,7 +16,7 @@
 #include "absl/types/span.h"
 #include "core/sync/wait_limit.h"
 #include "daemon/transport/tcp/data_key.h"
-#include "daemon/transport/tcp/unique_fd.h"
+#include "daemon/process/unique_fd.h"
 
 namespace ringsync {
 

@@ -27,7 +27,7 @@
 #include "absl/time/time.h"
 #include "core/sync/steady_deadline.h"
 #include "daemon/transport/tcp/data_key.h"
-#include "daemon/transport/tcp/unique_fd.h"
+#include "daemon/process/unique_fd.h"
 #include "wire/security/token_check.h"
 
 namespace ringsync {

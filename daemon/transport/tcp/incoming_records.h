@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "daemon/transport/tcp/unique_fd.h"
+#include "daemon/process/unique_fd.h"
 
 namespace ringsync {
 

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/sync/wait_limit.h"
-#include "daemon/transport/tcp/unique_fd.h"
+#include "daemon/process/unique_fd.h"
 
 namespace ringsync {
 

@@ -1,0 +1,86 @@
+#include "client/src/descriptor_handover.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "wire/descriptor_socket.h"
+
+namespace ringsync::internal {
+namespace {
+
+// Closes the connection however the hand-over ends.
+class Connection {
+ public:
+  Connection() : fd_(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) {}
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  const int fd_;
+};
+
+absl::Status Failed(const std::string& path, absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat("cannot hand a buffer's descriptor to the worker at ",
+                                             path, ": ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> HandOverDescriptor(const std::string& socket_path, int fd,
+                                               absl::Duration timeout) {
+  sockaddr_un address{};
+  if (socket_path.size() >= sizeof(address.sun_path)) return Failed(socket_path, "path too long");
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, socket_path.data(), socket_path.size());
+  Connection connection;
+  if (connection.get() < 0) return Failed(socket_path, std::strerror(errno));
+  const timeval limit = absl::ToTimeval(timeout);
+  ::setsockopt(connection.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  ::setsockopt(connection.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) !=
+      0) {
+    return Failed(socket_path, std::strerror(errno));
+  }
+
+  std::string nonce(kDescriptorNonceBytes, '\0');
+  absl::BitGen random;
+  for (char& c : nonce) c = static_cast<char>(absl::Uniform<uint8_t>(random));
+  iovec data{nonce.data(), nonce.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* attached = CMSG_FIRSTHDR(&message);
+  attached->cmsg_level = SOL_SOCKET;
+  attached->cmsg_type = SCM_RIGHTS;
+  attached->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(attached), &fd, sizeof(int));
+  if (::sendmsg(connection.get(), &message, MSG_NOSIGNAL) != static_cast<ssize_t>(nonce.size())) {
+    return Failed(socket_path, std::strerror(errno));
+  }
+  char answer = 0;
+  const ssize_t got = ::recv(connection.get(), &answer, 1, 0);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the worker's descriptor socket ", socket_path, " did not answer within ",
+        absl::FormatDuration(timeout)));
+  }
+  if (got != 1 || answer != 'Y') {
+    return Failed(socket_path, "the worker refused it (it holds too many not yet registered)");
+  }
+  return nonce;
+}
+
+}  // namespace ringsync::internal

@@ -1,0 +1,141 @@
+#include "daemon/worker/descriptor_inbox.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace ringsync {
+namespace {
+
+// Room for one descriptor more than a handover may carry, so that a second one is seen
+// (and closed) rather than cut off unnoticed.
+constexpr size_t kControlBytes = CMSG_SPACE(2 * sizeof(int));
+
+// Every descriptor in `message`'s control data, owned.
+std::vector<UniqueFd> ReceivedDescriptors(msghdr& message) {
+  std::vector<UniqueFd> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.emplace_back(fd);
+    }
+  }
+  return fds;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DescriptorInbox>> DescriptorInbox::Listen(
+    const std::string& path, DescriptorInboxLimits limits) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("unix socket path ", path, " is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  UniqueFd listen(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listen.valid()) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (::bind(listen.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::listen(listen.get(), 64) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix socket ", path, ": ", std::strerror(errno)));
+  }
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  return std::unique_ptr<DescriptorInbox>(
+      new DescriptorInbox(path, limits, std::move(listen), std::move(wake)));
+}
+
+DescriptorInbox::DescriptorInbox(std::string path, DescriptorInboxLimits limits, UniqueFd listen,
+                                 UniqueFd wake)
+    : path_(std::move(path)), limits_(limits), listen_(std::move(listen)), wake_(std::move(wake)) {
+  thread_ = std::thread([this] { AcceptLoop(); });
+}
+
+DescriptorInbox::~DescriptorInbox() {
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  thread_.join();
+  ::unlink(path_.c_str());
+}
+
+absl::StatusOr<UniqueFd> DescriptorInbox::Take(absl::string_view nonce) {
+  absl::MutexLock lock(&mu_);
+  DropExpiredLocked();
+  auto it = held_.find(nonce);
+  if (it == held_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no descriptor was handed over on ", path_, " under that nonce (or it waited longer than ",
+        absl::FormatDuration(limits_.hold_for), ")"));
+  }
+  UniqueFd fd = std::move(it->second.fd);
+  held_.erase(it);
+  return fd;
+}
+
+void DescriptorInbox::DropExpiredLocked() {
+  absl::erase_if(held_, [](const auto& entry) { return entry.second.until.Passed(); });
+}
+
+void DescriptorInbox::AcceptLoop() {
+  pollfd waits[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+  while (true) {
+    if (::poll(waits, 2, -1) < 0 && errno != EINTR) {
+      spdlog::error("descriptor socket {}: poll: {}", path_, std::strerror(errno));
+      return;
+    }
+    if (waits[1].revents != 0) return;
+    if (waits[0].revents == 0) continue;
+    UniqueFd connection(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!connection.valid()) {
+      if (errno == EMFILE || errno == ENFILE) ::poll(nullptr, 0, 100);  // let some close
+      continue;
+    }
+    Receive(connection);
+  }
+}
+
+void DescriptorInbox::Receive(const UniqueFd& connection) {
+  pollfd wait{connection.get(), POLLIN, 0};
+  const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(limits_.handover_timeout));
+  if (::poll(&wait, 1, timeout_ms) <= 0) return;  // silent: closed unanswered
+  char nonce[kDescriptorNonceBytes + 1];
+  alignas(cmsghdr) char control[kControlBytes];
+  iovec data{nonce, sizeof(nonce)};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t got = ::recvmsg(connection.get(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  std::vector<UniqueFd> fds = got >= 0 ? ReceivedDescriptors(message) : std::vector<UniqueFd>{};
+  const bool well_formed = got == static_cast<ssize_t>(kDescriptorNonceBytes) &&
+                           fds.size() == 1 && (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
+  bool held = false;
+  if (well_formed) {
+    absl::MutexLock lock(&mu_);
+    DropExpiredLocked();
+    std::string key(nonce, kDescriptorNonceBytes);
+    if (held_.size() < limits_.max_held && !held_.contains(key)) {
+      held_.emplace(std::move(key), Held{std::move(fds[0]), SteadyDeadline(limits_.hold_for)});
+      held = true;
+    }
+  }
+  const char answer = held ? 'Y' : 'N';
+  (void)!::send(connection.get(), &answer, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+}  // namespace ringsync
