@@ -82,7 +82,7 @@ test-tsan: deps
 # plus what earlier runs found (build-fuzz/corpus); a crash leaves its input in
 # build-fuzz/artifacts and fails the target. Low priority: it shares the machine.
 FUZZ_TARGETS = frame_decoder_fuzzer worker_request_fuzzer coordinator_request_fuzzer \
-  frame_mailbox_fuzzer
+  frame_mailbox_fuzzer arrival_marks_fuzzer
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
 fuzz: deps

@@ -5,7 +5,11 @@
 #   source bench/local_cluster.sh
 #   WORK=$(mktemp -d ...); BIN=build/bin; NRANKS=4
 #   start_local_cluster "--log_level=debug"   # worker flags, comma-separated (may be "")
-#   (CLUSTER_FLAGS in the environment: ringsync-local-cluster's own, e.g. --security=tls)
+#   (CLUSTER_FLAGS in the environment: ringsync-local-cluster's own, e.g. --security=tls;
+#   CLUSTER_LAUNCHER: a command the cluster runs under, e.g. "unshare --pid --fork
+#   --kill-child=SIGTERM" (root): its workers then cannot see the benchmark's processes,
+#   as a worker in a container of its own cannot see its trainer; WORKER_PIDS is then
+#   empty, the pids file holding the namespace's own pids)
 #   ... "${TARGETS[@]}" (SDK targets, rank order), "${WORKER_PIDS[@]}", BENCH_PIDS+=(pid)
 # The EXIT trap kills the BENCH_PIDS still running (removing their SDK shared-memory
 # files, named after their PID: client/src/shared_memory_region.h), stops the cluster
@@ -24,8 +28,8 @@ trap cleanup_local_cluster EXIT
 trap 'exit 130' INT TERM
 
 start_local_cluster() {  # $1: worker flags, comma-separated
-  # shellcheck disable=SC2086  # CLUSTER_FLAGS: zero or more flags, split on spaces
-  "$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
+  # shellcheck disable=SC2086  # CLUSTER_LAUNCHER, CLUSTER_FLAGS: words split on spaces
+  ${CLUSTER_LAUNCHER:-} "$BIN/ringsync-local-cluster" --world_size="$NRANKS" --targets_file="$WORK/targets" \
     --pids_file="$WORK/pids" ${1:+--worker_flags="$1"} ${CLUSTER_FLAGS:-} >"$WORK/cluster.log" 2>&1 &
   LAUNCHER=$!
   for _ in $(seq 300); do
@@ -35,7 +39,8 @@ start_local_cluster() {  # $1: worker flags, comma-separated
   done
   [[ -s $WORK/targets ]] || { echo "cluster did not start in 30 s" >&2; exit 1; }
   mapfile -t TARGETS <"$WORK/targets"
-  mapfile -t WORKER_PIDS <"$WORK/pids"
+  WORKER_PIDS=()
+  [[ -n ${CLUSTER_LAUNCHER:-} ]] || mapfile -t WORKER_PIDS <"$WORK/pids"
 }
 
 stop_local_cluster() {
