@@ -20,8 +20,7 @@ BENCH_PIDS=()
 cleanup_local_cluster() {
   for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${BENCH_PIDS[@]}"; do wait "$p" 2>/dev/null || true; rm -f /dev/shm/ringsync-"$p"-*; done
-  if [[ -n $LAUNCHER ]]; then kill -TERM "$LAUNCHER" 2>/dev/null || true; wait "$LAUNCHER" 2>/dev/null || true; fi
-  LAUNCHER=""
+  if [[ -n $LAUNCHER ]]; then stop_local_cluster 2>/dev/null; fi
   rm -rf "$WORK"
 }
 trap cleanup_local_cluster EXIT
@@ -44,5 +43,8 @@ start_local_cluster() {  # $1: worker flags, comma-separated
 }
 
 stop_local_cluster() {
-  kill -TERM "$LAUNCHER"; wait "$LAUNCHER" || true; LAUNCHER=""
+  # Under CLUSTER_LAUNCHER the cluster is the launcher's child (unshare --fork ignores
+  # SIGTERM while it waits for it): stop that child, and the launcher follows.
+  if [[ -n ${CLUSTER_LAUNCHER:-} ]]; then pkill -TERM -P "$LAUNCHER" || true; fi
+  kill -TERM "$LAUNCHER" || true; wait "$LAUNCHER" || true; LAUNCHER=""
 }
