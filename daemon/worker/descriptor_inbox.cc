@@ -38,7 +38,7 @@ std::vector<UniqueFd> ReceivedDescriptors(msghdr& message) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DescriptorInbox>> DescriptorInbox::Listen(
-    const std::string& path, DescriptorInboxLimits limits) {
+    const std::string& path, DescriptorInboxLimits limits, RefusalReporter refused) {
   sockaddr_un address{};
   if (path.size() >= sizeof(address.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("unix socket path ", path, " is longer than ",
@@ -56,13 +56,21 @@ absl::StatusOr<std::unique_ptr<DescriptorInbox>> DescriptorInbox::Listen(
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   return std::unique_ptr<DescriptorInbox>(
-      new DescriptorInbox(path, limits, std::move(listen), std::move(wake)));
+      new DescriptorInbox(path, limits, std::move(refused), std::move(listen), std::move(wake)));
 }
 
-DescriptorInbox::DescriptorInbox(std::string path, DescriptorInboxLimits limits, UniqueFd listen,
-                                 UniqueFd wake)
-    : path_(std::move(path)), limits_(limits), listen_(std::move(listen)), wake_(std::move(wake)) {
+DescriptorInbox::DescriptorInbox(std::string path, DescriptorInboxLimits limits,
+                                 RefusalReporter refused, UniqueFd listen, UniqueFd wake)
+    : path_(std::move(path)),
+      limits_(limits),
+      refused_(std::move(refused)),
+      listen_(std::move(listen)),
+      wake_(std::move(wake)) {
   thread_ = std::thread([this] { AcceptLoop(); });
+}
+
+void DescriptorInbox::Refuse(absl::string_view reason, absl::string_view detail) const {
+  if (refused_) refused_(reason, absl::StrCat("a descriptor handed over on ", path_, ": ", detail));
 }
 
 DescriptorInbox::~DescriptorInbox() {
@@ -111,7 +119,11 @@ void DescriptorInbox::AcceptLoop() {
 void DescriptorInbox::Receive(const UniqueFd& connection) {
   pollfd wait{connection.get(), POLLIN, 0};
   const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(limits_.handover_timeout));
-  if (::poll(&wait, 1, timeout_ms) <= 0) return;  // silent: closed unanswered
+  if (::poll(&wait, 1, timeout_ms) <= 0) {  // silent: closed unanswered
+    Refuse("descriptor_handover_timeout",
+           absl::StrCat("nothing sent within ", absl::FormatDuration(limits_.handover_timeout)));
+    return;
+  }
   char nonce[kDescriptorNonceBytes + 1];
   alignas(cmsghdr) char control[kControlBytes];
   iovec data{nonce, sizeof(nonce)};
@@ -125,13 +137,21 @@ void DescriptorInbox::Receive(const UniqueFd& connection) {
   const bool well_formed = got == static_cast<ssize_t>(kDescriptorNonceBytes) &&
                            fds.size() == 1 && (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
   bool held = false;
-  if (well_formed) {
+  if (!well_formed) {
+    Refuse("descriptor_handover_malformed",
+           absl::StrCat(got, " bytes with ", fds.size(), " descriptors; one descriptor with a ",
+                        kDescriptorNonceBytes, "-byte nonce expected"));
+  } else {
     absl::MutexLock lock(&mu_);
     DropExpiredLocked();
     std::string key(nonce, kDescriptorNonceBytes);
     if (held_.size() < limits_.max_held && !held_.contains(key)) {
       held_.emplace(std::move(key), Held{std::move(fds[0]), SteadyDeadline(limits_.hold_for)});
       held = true;
+    } else {
+      Refuse("descriptor_handover_full",
+             absl::StrCat(held_.size(), " wait to be registered (at most ", limits_.max_held,
+                          "), or its nonce waits already"));
     }
   }
   const char answer = held ? 'Y' : 'N';

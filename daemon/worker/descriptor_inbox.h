@@ -16,7 +16,10 @@
 // at most `hold_for`; RegisterBuffer, authenticated by the attach token, does every check
 // on it (sealed_mapping.h). The inbox itself trusts nothing: at most `max_held` wait, a
 // connection that says nothing within `handover_timeout` is closed, and every descriptor
-// received beyond the one is closed at once. Connections are served one at a time.
+// received beyond the one is closed at once. Connections are served one at a time. Each
+// refusal is reported (ringsync_refused_total): descriptor_handover_malformed (not one
+// descriptor with a 16-byte nonce), descriptor_handover_full (max_held wait, or the nonce
+// waits already), descriptor_handover_timeout (silent).
 //
 // Thread-safety: Take is thread-safe; the accept loop runs on its own thread until
 // destruction, which also removes the socket file.
@@ -36,6 +39,7 @@
 #include "core/sync/steady_deadline.h"
 #include "daemon/process/unique_fd.h"
 #include "wire/descriptor_socket.h"
+#include "wire/security/token_check.h"
 
 namespace ringsync {
 
@@ -48,8 +52,10 @@ struct DescriptorInboxLimits {
 class DescriptorInbox {
  public:
   // Binds and listens on `path` (PrepareSocketPath has made it ready) and starts serving.
+  // `refused` (may be empty) hears every refusal.
   static absl::StatusOr<std::unique_ptr<DescriptorInbox>> Listen(const std::string& path,
-                                                                 DescriptorInboxLimits limits);
+                                                                 DescriptorInboxLimits limits,
+                                                                 RefusalReporter refused = {});
   ~DescriptorInbox();
   DescriptorInbox(const DescriptorInbox&) = delete;
   DescriptorInbox& operator=(const DescriptorInbox&) = delete;
@@ -65,7 +71,9 @@ class DescriptorInbox {
     UniqueFd fd;
     SteadyDeadline until;
   };
-  DescriptorInbox(std::string path, DescriptorInboxLimits limits, UniqueFd listen, UniqueFd wake);
+  DescriptorInbox(std::string path, DescriptorInboxLimits limits, RefusalReporter refused,
+                  UniqueFd listen, UniqueFd wake);
+  void Refuse(absl::string_view reason, absl::string_view detail) const;
   void AcceptLoop();
   // Reads one handover from `connection` and answers it.
   void Receive(const UniqueFd& connection);
@@ -73,6 +81,7 @@ class DescriptorInbox {
 
   const std::string path_;
   const DescriptorInboxLimits limits_;
+  const RefusalReporter refused_;
   const UniqueFd listen_;
   const UniqueFd wake_;  // an eventfd that ends the accept loop
   absl::Mutex mu_;

@@ -10,8 +10,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/src/descriptor_handover.h"
 #include "gmock/gmock.h"
@@ -40,7 +42,11 @@ class DescriptorInboxTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name()).substr(0, 40);
     std::filesystem::create_directories(dir_);
     path_ = DescriptorSocketPath((dir_ / "w.sock").string());
-    absl::StatusOr<std::unique_ptr<DescriptorInbox>> inbox = DescriptorInbox::Listen(path_, limits);
+    absl::StatusOr<std::unique_ptr<DescriptorInbox>> inbox = DescriptorInbox::Listen(
+        path_, limits, [this](absl::string_view reason, absl::string_view) {
+          absl::MutexLock lock(&mu_);
+          refusals_.emplace_back(reason);
+        });
     ASSERT_TRUE(inbox.ok()) << inbox.status();
     inbox_ = *std::move(inbox);
   }
@@ -81,9 +87,16 @@ class DescriptorInboxTest : public ::testing::Test {
     return ::recv(connection.get(), &answer, 1, 0) == 1 ? answer : '\0';
   }
 
+  std::vector<std::string> refusals() {
+    absl::MutexLock lock(&mu_);
+    return refusals_;
+  }
+
   std::filesystem::path dir_;
   std::string path_;
   std::unique_ptr<DescriptorInbox> inbox_;
+  absl::Mutex mu_;
+  std::vector<std::string> refusals_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(DescriptorInboxTest, ADescriptorHandedOverIsTakenOnceUnderItsNonce) {
@@ -124,6 +137,10 @@ TEST_F(DescriptorInboxTest, AMessageWithoutExactlyOneDescriptorOrWithAnotherNonc
   EXPECT_EQ(SendRaw(nonce, {a.get()}), 'Y');
   EXPECT_EQ(SendRaw(nonce, {b.get()}), 'N') << "a nonce already waiting";
   EXPECT_TRUE(SameFile(inbox_->Take(nonce)->get(), a.get()));
+  EXPECT_EQ(refusals(), (std::vector<std::string>{
+                            "descriptor_handover_malformed", "descriptor_handover_malformed",
+                            "descriptor_handover_malformed", "descriptor_handover_malformed",
+                            "descriptor_handover_full"}));
 }
 
 TEST_F(DescriptorInboxTest, ItHoldsAtMostItsBoundAndEachForALimitedTime) {
@@ -154,6 +171,7 @@ TEST_F(DescriptorInboxTest, ASilentConnectionIsClosedAndTheNextOneServed) {
   EXPECT_TRUE(HandOverDescriptor(path_, memfd.get(), kHandOver).ok());
   char answer;
   EXPECT_EQ(::recv(silent.get(), &answer, 1, 0), 0) << "closed unanswered";
+  EXPECT_EQ(refusals(), std::vector<std::string>{"descriptor_handover_timeout"});
 }
 
 TEST_F(DescriptorInboxTest, NoWorkerThereIsAClearErrorAndItsEndRemovesTheSocket) {

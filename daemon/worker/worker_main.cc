@@ -448,7 +448,8 @@ int WorkerServing::StartClientServer() {
   const std::string descriptor_path = DescriptorSocketPath(path);
   absl::StatusOr<std::unique_ptr<DescriptorInbox>> inbox =
       PrepareSocketPath(descriptor_path, parts_.config.default_socket).ok()
-          ? DescriptorInbox::Listen(descriptor_path, DescriptorInboxLimits{})
+          ? DescriptorInbox::Listen(descriptor_path, DescriptorInboxLimits{},
+                                    ReporterOf(parts_.refusals))
           : absl::FailedPreconditionError(absl::StrCat("cannot use ", descriptor_path));
   if (inbox.ok()) {
     descriptors_ = *std::move(inbox);
