@@ -184,7 +184,10 @@ TEST(RegisteredBufferEndToEnd, ATrainingProcessTheWorkerCannotSeeStagesInRegiste
   options.world_size = 2;
   options.ringsyncd = RINGSYNCD_PATH;
   options.http = true;
-  options.worker_launcher_of[1] = {"/usr/bin/unshare", "--pid", "--fork", "--kill-child=SIGTERM"};
+  // With a /proc of its own, as a container has (LeakSanitizer lists the worker's threads
+  // there; through the host's /proc it could not stop them and reported false leaks).
+  options.worker_launcher_of[1] = {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc",
+                                   "--kill-child=SIGTERM"};
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::vector<std::unique_ptr<Client>> clients = ConnectAll(**cluster);
