@@ -9,25 +9,12 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/process/unique_fd.h"
 #include "wire/descriptor_socket.h"
+#include "wire/unix_socket_address.h"
 
 namespace ringsync::internal {
 namespace {
-
-// Closes the connection however the hand-over ends.
-class Connection {
- public:
-  Connection() : fd_(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) {}
-  ~Connection() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  int get() const { return fd_; }
-
- private:
-  const int fd_;
-};
 
 absl::Status Failed(const std::string& path, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat("cannot hand a buffer's descriptor to the worker at ",
@@ -38,17 +25,16 @@ absl::Status Failed(const std::string& path, absl::string_view what) {
 
 absl::StatusOr<std::string> HandOverDescriptor(const std::string& socket_path, int fd,
                                                absl::Duration timeout) {
-  sockaddr_un address{};
-  if (socket_path.size() >= sizeof(address.sun_path)) return Failed(socket_path, "path too long");
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, socket_path.data(), socket_path.size());
-  Connection connection;
-  if (connection.get() < 0) return Failed(socket_path, std::strerror(errno));
+  const absl::StatusOr<sockaddr_un> address = UnixSocketAddress(socket_path);
+  if (!address.ok()) return Failed(socket_path, "path too long");
+  // Closed however the hand-over ends.
+  const UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!connection.valid()) return Failed(socket_path, std::strerror(errno));
   const timeval limit = absl::ToTimeval(timeout);
   ::setsockopt(connection.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
   ::setsockopt(connection.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-  if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) !=
-      0) {
+  if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&*address),
+                sizeof(*address)) != 0) {
     return Failed(socket_path, std::strerror(errno));
   }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "wire/unix_socket_address.h"
 
 namespace ringsync {
 namespace {
@@ -39,16 +40,11 @@ std::vector<UniqueFd> ReceivedDescriptors(msghdr& message) {
 
 absl::StatusOr<std::unique_ptr<DescriptorInbox>> DescriptorInbox::Listen(
     const std::string& path, DescriptorInboxLimits limits, RefusalReporter refused) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("unix socket path ", path, " is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
-  }
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
+  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
+  if (!address.ok()) return address.status();
   UniqueFd listen(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listen.valid()) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  if (::bind(listen.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+  if (::bind(listen.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0 ||
       ::listen(listen.get(), 64) != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on unix socket ", path, ": ", std::strerror(errno)));

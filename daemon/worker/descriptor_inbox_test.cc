@@ -18,6 +18,7 @@
 #include "client/src/descriptor_handover.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "wire/unix_socket_address.h"
 
 namespace ringsync {
 namespace {
@@ -61,9 +62,7 @@ class DescriptorInboxTest : public ::testing::Test {
   // Sends `nonce` with `fds` attached as one message; the inbox's answer ('\0': none).
   char SendRaw(const std::string& nonce, const std::vector<int>& fds) {
     UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, path_.data(), path_.size());
+    const sockaddr_un address = UnixSocketAddress(path_).value();
     if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
       return '\0';
     }
@@ -163,9 +162,7 @@ TEST_F(DescriptorInboxTest, ItHoldsAtMostItsBoundAndEachForALimitedTime) {
 TEST_F(DescriptorInboxTest, ASilentConnectionIsClosedAndTheNextOneServed) {
   Start({.handover_timeout = absl::Milliseconds(100)});
   UniqueFd silent(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path_.data(), path_.size());
+  const sockaddr_un address = UnixSocketAddress(path_).value();
   ASSERT_EQ(::connect(silent.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
   const UniqueFd memfd = Memfd();
   EXPECT_TRUE(HandOverDescriptor(path_, memfd.get(), kHandOver).ok());

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "wire/unix_socket_address.h"
 #include "absl/strings/str_format.h"
 
 namespace ringsync {
@@ -22,14 +23,12 @@ absl::Status Refused(absl::string_view path, absl::string_view why) {
 
 // Whether a worker answers on the socket at `path`.
 bool SomeoneListens(const std::string& path) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) return false;
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
+  const absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
+  if (!address.ok()) return false;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const bool connected =
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) == 0;
   ::close(fd);
   return connected;
 }

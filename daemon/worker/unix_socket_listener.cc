@@ -13,21 +13,17 @@
 #include "daemon/logging/string_view_formatter.h"
 #include "grpcpp/server_posix.h"
 #include "spdlog/spdlog.h"
+#include "wire/unix_socket_address.h"
 
 namespace ringsync {
 
 absl::StatusOr<std::unique_ptr<UnixSocketListener>> UnixSocketListener::Listen(
     const std::string& path) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("unix socket path ", path, " is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
-  }
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.data(), path.size());
+  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
+  if (!address.ok()) return address.status();
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0 ||
       ::listen(fd, SOMAXCONN) != 0) {
     const int error = errno;
     ::close(fd);
