@@ -12,6 +12,8 @@ build_packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev
+  # libcrypto (OpenSSL): sealed data connections under mutual TLS (AES-256-GCM).
+  libssl-dev
   # make fuzz: clang with its libFuzzer, ASan and UBSan runtimes (libclang-rt-14-dev).
   clang libclang-rt-14-dev
   # prometheus-cpp: the daemons' metrics (we link only its core library; the package
@@ -32,11 +34,12 @@ build_packages=(
 )
 runtime_packages=(
   # Every library ringsyncd, ringsyncctl and ringsync-train-example link directly
-  # (ldd + dpkg -S); libgrpc29, libre2-9, libc-ares2, libssl3 come in as libgrpc++1.51's
+  # (ldd + dpkg -S); libgrpc29, libre2-9, libc-ares2 come in as libgrpc++1.51's
   # dependencies. libcpp-httplib0.11: the HTTP endpoint (--http_listen, /metrics);
-  # libprometheus-cpp-core1.0: the metrics it serves.
+  # libprometheus-cpp-core1.0: the metrics it serves; libssl3: libcrypto, which seals
+  # data connections.
   libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 libcpp-httplib0.11
-  libprometheus-cpp-core1.0
+  libprometheus-cpp-core1.0 libssl3
   ca-certificates
 )
 

@@ -142,10 +142,10 @@ ABSL_FLAG(std::string, peer_transport, "auto",
           "worker: how frames and payload travel to the right neighbour: auto (through a "
           "shared-memory slot ring and frame mailbox when the neighbour runs on this host — "
           "same boot id, IPC, pid and network namespaces, user — else on a TCP data connection "
-          "beside the gRPC stream, or as gRPC bytes under mutual TLS (--tls_*), whose encryption only "
-          "the stream has), tcp (a data connection to every neighbour, on this host too; not "
-          "with mutual TLS) or grpc (always gRPC bytes). The gRPC stream stays open for the "
-          "hello and the neighbour's liveness. With auto, --peer_shm_mailbox_bytes=0 keeps "
+          "beside the gRPC stream, its records sealed with AES-256-GCM under mutual TLS "
+          "(--tls_*) by a key only the stream's TLS carried), tcp (a data connection to every "
+          "neighbour, on this host too) or grpc (always gRPC bytes). The gRPC stream stays open "
+          "for the hello and the neighbour's liveness. With auto, --peer_shm_mailbox_bytes=0 keeps "
           "same-host frames on the stream and only segment payload in shared memory.");
 ABSL_FLAG(int32_t, peer_data_port, 0,
           "worker: TCP port for the data connections of the ring streams this worker accepts "
@@ -265,11 +265,6 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   const std::string transport = absl::GetFlag(FLAGS_peer_transport);
   if (transport != "auto" && transport != "tcp" && transport != "grpc") {
     return absl::InvalidArgumentError("--peer_transport must be auto, tcp or grpc");
-  }
-  if (transport == "tcp" && config.security.transport.tls()) {
-    return absl::InvalidArgumentError(
-        "--peer_transport=tcp sends ring data unencrypted beside the TLS streams (--tls_*); use "
-        "auto or grpc with mutual TLS");
   }
   if (absl::GetFlag(FLAGS_peer_data_port) < 0 || absl::GetFlag(FLAGS_peer_data_port) > 65535) {
     return absl::InvalidArgumentError("--peer_data_port must be between 0 and 65535");
@@ -575,12 +570,11 @@ void SweepSharedMemory() {
 }
 
 // The port for the data connections of the ring streams this worker accepts, on the
-// host of --peer_listen; null when frames stay on the streams (--peer_transport=grpc, or
-// auto under TLS, whose encryption only the streams have).
+// host of --peer_listen; null when frames stay on the streams (--peer_transport=grpc).
 absl::StatusOr<std::shared_ptr<DataListener>> ListenForDataConnections(
     const WorkerConfig& config, const RefusalReporter& refusals) {
   const std::string transport = absl::GetFlag(FLAGS_peer_transport);
-  if (transport == "grpc" || config.security.transport.tls()) return nullptr;
+  if (transport == "grpc") return nullptr;
   absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
   if (!target.ok()) return absl::InvalidArgumentError(absl::StrCat("--peer_listen: ", target.status().message()));
   std::string host = target->substr(0, target->rfind(':'));
@@ -618,6 +612,7 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
                             .refusals = report_refusal,
                             .accept_shm = same_host_path,
                             .data_listener = *data_listener,
+                            .seal_data_connections = config.security.transport.tls(),
                             .max_data_record_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)) +
                                                      kPeerMessageOverheadBytes});
   GrpcLinkFactory links(config.worker_id, registry, config.security.transport, config.keepalive,

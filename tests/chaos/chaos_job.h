@@ -30,8 +30,8 @@ struct ChaosJobOptions {
   std::vector<std::string> worker_flags;
   std::vector<std::string> coordinator_flags;
   std::vector<std::string> trainer_flags;  // for every trainer, e.g. "--steps=40"
-  // How the daemons authenticate: mutual TLS as deployed, or the cluster token (under
-  // which ring frames may take data connections, --peer_transport=tcp).
+  // How the daemons authenticate: mutual TLS as deployed (data connections sealed), or
+  // the cluster token (data connections in the clear).
   ClusterSecurity security = ClusterSecurity::kMutualTls;
 };
 

@@ -18,11 +18,13 @@ namespace {
 
 // Before the outcome decision, a kill during the all-gather let the ranks that received
 // the last chunks complete while the others failed (defect 3b; about one run in ten).
-// Every frame on a data connection (TCP beside the gRPC streams), under the cluster token.
+// Every frame on a data connection (TCP beside the gRPC streams), sealed under mutual TLS
+// as between hosts in the compose deployment. (The cluster token's connections in the
+// clear go through the same cuts in tests/chaos/netns_chaos_test.py.)
 ChaosJobOptions OverDataConnections() {
   ChaosJobOptions shape;
   shape.worker_flags = {"--peer_transport=tcp"};
-  shape.security = ClusterSecurity::kToken;
+  shape.security = ClusterSecurity::kMutualTls;
   return shape;
 }
 

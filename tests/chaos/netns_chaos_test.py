@@ -55,9 +55,10 @@ def check(trainers):
 class LinkCuts(unittest.TestCase):
     def cut_and_heal(self, project, cut_s, compose_file=None):
         """Cuts w2's link for cut_s mid-training, restores it; returns the verdict.
-        compose_file: None for the compose file as it is (mutual TLS, frames on the gRPC
-        streams); netns_cluster.token_only_compose() for the cluster token alone, under
-        which every frame between hosts takes a data connection (TCP beside the stream)."""
+        compose_file: None for the compose file as it is (mutual TLS: every frame between
+        hosts on a sealed data connection, TCP beside the stream);
+        netns_cluster.token_only_compose() for the cluster token alone (the same
+        connections, in the clear)."""
         with Cluster(project, WORKERS, compose_file=compose_file) as cluster:
             trainers = start_trainers(cluster)
             for trainer in trainers:

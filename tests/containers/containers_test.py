@@ -433,11 +433,16 @@ class Cluster(ProjectTest):
         rows = [line for line in outputs[0].splitlines() if re.match(r"\s*67108864\s", line)]
         self.assertEqual(len(rows), 1, outputs[0])
         self.assertEqual(rows[0].split()[-1], "0", f"#wrong: {rows[0]}")
-        data_paths = [line for line in worker_metrics(p, "w0").splitlines()
+        page = worker_metrics(p, "w0")
+        data_paths = [line for line in page.splitlines()
                       if line.startswith("ringsync_collective_data_total")]
         log(f"w0: {data_paths}")
         self.assertTrue(any('path="registered"' in line for line in data_paths), data_paths)
         self.assertFalse(any('path="file"' in line for line in data_paths), data_paths)
+        # The workers' containers are hosts of their own to each other: w0's frames to w1
+        # take a data connection, sealed under the compose file's mutual TLS.
+        self.assertIn('ringsync_peer_transport{edge="next",transport="tcp"} 1', page)
+        self.assertIn("go on a sealed data connection", p.logs("w0", tail=100000))
 
 
 def worker_metrics(p, worker):

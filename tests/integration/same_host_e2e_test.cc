@@ -93,12 +93,16 @@ TEST(SameHostPath, ResultsEqualTheGrpcPathBitForBit) {
 }
 
 TEST(DataConnections, ResultsEqualTheGrpcPathBitForBit) {
-  // Under the cluster token: data connections carry no encryption, so mutual TLS keeps
-  // frames on its streams.
+  // Under the cluster token records travel in the clear; under mutual TLS (RunCases'
+  // default) sealed.
+  const std::vector<std::vector<Bytes>> through_grpc =
+      RunCases({"--segment_bytes=65536", "--peer_transport=grpc"}, 3, /*registered=*/false);
   ExpectSameResults(RunCases({"--segment_bytes=65536", "--peer_transport=tcp"}, 3,
                              /*registered=*/false, ClusterSecurity::kToken),
-                    RunCases({"--segment_bytes=65536", "--peer_transport=grpc"}, 3,
-                             /*registered=*/false));
+                    through_grpc);
+  ExpectSameResults(RunCases({"--segment_bytes=65536", "--peer_transport=tcp"}, 3,
+                             /*registered=*/false, ClusterSecurity::kMutualTls),
+                    through_grpc);
 }
 
 std::string Metrics(LocalCluster& cluster, int worker) {
@@ -208,19 +212,32 @@ TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKe
   ExpectAThreeRankSum(clients, "after");
 }
 
-// A data connection is authenticated by its key but not encrypted: under mutual TLS a
-// worker asked for one everywhere refuses to start, saying why.
-TEST(DataConnections, AWorkerRefusesToStartWithThemEverywhereUnderMutualTls) {
+// Under mutual TLS (the default between hosts, `auto`, here forced on one host with
+// `tcp`) every edge's frames go on a data connection too, each sealed with a key its TLS
+// stream carried: the metrics say tcp, each worker's log says sealed, and a caller on the
+// data port without its stream's key is still closed unanswered.
+TEST(DataConnections, UnderMutualTlsEveryEdgeUsesASealedOne) {
   LocalClusterOptions options;
   options.security = ClusterSecurity::kMutualTls;
   options.make_certs = RINGSYNC_MAKE_CERTS;
-  options.world_size = 2;
+  options.world_size = 3;
   options.ringsyncd = RINGSYNCD_PATH;
-  options.worker_flags = {"--peer_transport=tcp"};
+  options.http = true;
+  options.worker_flags = {"--segment_bytes=65536", "--peer_transport=tcp"};
+  const int data_port = FreePort();
+  options.worker_flags_of[0] = {absl::StrCat("--peer_data_port=", data_port)};
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
-  ASSERT_FALSE(cluster.ok());
-  EXPECT_THAT(std::string(cluster.status().message()),
-              HasSubstr("--peer_transport=tcp sends ring data unencrypted beside the TLS streams"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto clients = ConnectAll(**cluster);
+  ExpectAThreeRankSum(clients, "sealed");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(Metrics(**cluster, r), HasSubstr("ringsync_peer_transport{edge=\"next\",transport=\"tcp\"} 1"))
+        << "rank " << r;
+    EXPECT_THAT((*cluster)->Log((*cluster)->worker_id(r)), HasSubstr("go on a sealed data connection"))
+        << "rank " << r;
+  }
+  EXPECT_TRUE(ClosedUnanswered(data_port, "RSDATA1\n" + std::string(16, '\0')));
+  ExpectAThreeRankSum(clients, "after");
 }
 
 // On a cluster of 3: an 8 MB all-reduce everywhere, then one on ranks 0 and 2 only,

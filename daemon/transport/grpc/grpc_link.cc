@@ -80,9 +80,20 @@ std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighb
                                           OutboundStream& stream,
                                           const OutboundStream::DataOffer& offer,
                                           const WaitLimit& limit) {
+  // Under mutual TLS the frames leave the encrypted stream only sealed.
+  if (neighbours.security.tls() && !offer.seal.has_value()) {
+    spdlog::warn("rank {} (generation {}): {} asked for a data connection without a seal key; "
+                 "its frames go on the TLS stream",
+                 me.rank, me.generation, neighbours.next_description);
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<RecordSealer>> sealer =
+      offer.seal.has_value() ? RecordSealer::Create(*offer.seal) : std::unique_ptr<RecordSealer>();
   absl::StatusOr<sockaddr_storage> address = AddressOfGrpcPeer(stream.peer_address(), offer.port);
   absl::StatusOr<UniqueFd> connection =
-      address.ok() ? ConnectDataConnection(*address, offer.key, limit) : address.status();
+      !sealer.ok()    ? sealer.status()
+      : address.ok()  ? ConnectDataConnection(*address, offer.key, limit)
+                      : address.status();
   if (!connection.ok()) {
     spdlog::warn("rank {} (generation {}): no data connection to {} ({}); its frames go on the "
                  "gRPC stream",
@@ -90,9 +101,10 @@ std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighb
                  std::string(connection.status().message()));
     return nullptr;
   }
-  spdlog::info("rank {} (generation {}): frames to {} go on a data connection to {}", me.rank,
-               me.generation, neighbours.next_description, DescribeAddress(*address));
-  return std::make_unique<RecordSender>(*std::move(connection));
+  spdlog::info("rank {} (generation {}): frames to {} go on a{} data connection to {}", me.rank,
+               me.generation, neighbours.next_description, offer.seal.has_value() ? " sealed" : "",
+               DescribeAddress(*address));
+  return std::make_unique<RecordSender>(*std::move(connection), *std::move(sealer));
 }
 
 }  // namespace

@@ -30,9 +30,14 @@ std::unique_ptr<testing::LinkPair> MakeGrpcPair() {
 std::unique_ptr<testing::LinkPair> MakeTcpDataPair() {
   return std::make_unique<GrpcPair>(testing::kTcpData);
 }
+// ... sealed, as under mutual TLS.
+std::unique_ptr<testing::LinkPair> MakeTcpSealedPair() {
+  return std::make_unique<GrpcPair>(testing::kTcpSealed);
+}
 
 INSTANTIATE_TEST_SUITE_P(Grpc, LinkConformance, ::testing::Values(&MakeGrpcPair));
 INSTANTIATE_TEST_SUITE_P(TcpData, LinkConformance, ::testing::Values(&MakeTcpDataPair));
+INSTANTIATE_TEST_SUITE_P(TcpSealed, LinkConformance, ::testing::Values(&MakeTcpSealedPair));
 
 }  // namespace
 }  // namespace ringsync

@@ -145,9 +145,11 @@ TEST(TcpDataRing, ADataConnectionThatCannotBeMadeLeavesTheFramesOnTheStream) {
 }
 
 TEST(TcpDataRing, EveryLinkSendsItsFramesOnItsDataConnection) {
-  Ring ring(3, ::ringsync::testing::kTcpData);
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(ring.link(r).transport(), "tcp") << "rank " << r;
-  ExpectRelayEqualsTheRing(ring, 30000, 1);
+  for (const auto& transport : {::ringsync::testing::kTcpData, ::ringsync::testing::kTcpSealed}) {
+    Ring ring(3, transport);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(ring.link(r).transport(), "tcp") << "rank " << r;
+    ExpectRelayEqualsTheRing(ring, 30000, 1);
+  }
 }
 
 TEST_P(GrpcRing, ADisagreementIsReportedOnEveryRankOverTheWire) {

@@ -181,9 +181,10 @@ void InboundStream::AcceptHello(const PeerHello& hello) {
   ack.set_shm_accepted(slots_ != nullptr);
   ack.set_mailbox_accepted(mailbox);
   if (slots_ == nullptr) {
-    if (const std::optional<DataKey> key = ExpectDataConnection(hello); key.has_value()) {
+    if (const std::optional<DataKeys> keys = ExpectDataConnection(hello); keys.has_value()) {
       ack.set_data_port(static_cast<uint32_t>(policy_.data_listener->port()));
-      ack.set_data_key(DataKeyBytes(*key));
+      ack.set_data_key(DataKeyBytes(keys->key));
+      if (keys->seal.has_value()) ack.set_data_seal_key(RecordSealKeyBytes(*keys->seal));
     }
   }
   grpc::Slice slice(ack.SerializeAsString());
@@ -208,16 +209,29 @@ std::shared_ptr<SlotRingReader> InboundStream::MapOfferedSlots(const PeerHello& 
   return *std::move(slots);
 }
 
-std::optional<DataKey> InboundStream::ExpectDataConnection(const PeerHello& hello) {
+std::optional<InboundStream::DataKeys> InboundStream::ExpectDataConnection(const PeerHello& hello) {
   if (!hello.data_connection || policy_.data_listener == nullptr) return std::nullopt;
+  std::optional<RecordSealKey> seal;
+  if (policy_.seal_data_connections) {
+    absl::StatusOr<RecordSealKey> made = NewRecordSealKey();
+    if (!made.ok()) {
+      spdlog::warn("the ring stream from {}: {}", sender_, std::string(made.status().message()));
+      return std::nullopt;
+    }
+    seal = *made;
+  }
   std::weak_ptr<Ops> ops = ops_;
   absl::StatusOr<DataKey> key = policy_.data_listener->Expect(
-      [ops, inbox = inbox_, sender = sender_,
+      [ops, inbox = inbox_, sender = sender_, seal,
        max_record_bytes = policy_.max_data_record_bytes](UniqueFd connection) {
         std::shared_ptr<Ops> stream = ops.lock();
         if (stream == nullptr) return;  // it ended: the connection closes unread
+        absl::StatusOr<std::unique_ptr<RecordOpener>> opener =
+            seal.has_value() ? RecordOpener::Create(*seal) : std::unique_ptr<RecordOpener>();
         absl::StatusOr<std::unique_ptr<IncomingRecords>> records =
-            IncomingRecords::Adopt(std::move(connection), max_record_bytes);
+            opener.ok() ? IncomingRecords::Adopt(std::move(connection), max_record_bytes,
+                                                 *std::move(opener))
+                        : opener.status();
         if (!records.ok()) {
           spdlog::warn("the data connection of the ring stream from {}: {}", sender,
                        std::string(records.status().message()));
@@ -232,7 +246,7 @@ std::optional<DataKey> InboundStream::ExpectDataConnection(const PeerHello& hell
   }
   data_key_ = *key;
   data_listener_ = policy_.data_listener;
-  return data_key_;
+  return DataKeys{*key, seal};
 }
 
 void InboundStream::Refuse(absl::string_view reason, const absl::Status& status) {

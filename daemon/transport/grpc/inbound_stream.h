@@ -28,6 +28,7 @@
 #include "daemon/shm/slot_ring.h"
 #include "daemon/transport/grpc/peer_inbox.h"
 #include "daemon/transport/tcp/data_key.h"
+#include "daemon/transport/tcp/record_seal.h"
 #include "daemon/transport/tcp/data_listener.h"
 #include "wire/security/peer_identity.h"
 #include "grpcpp/grpcpp.h"
@@ -83,9 +84,15 @@ class InboundStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // Maps the slot ring `hello` offers when policy and host allow; null otherwise (the
   // stream then carries payload as gRPC bytes).
   std::shared_ptr<SlotRingReader> MapOfferedSlots(const struct PeerHello& hello);
-  // Asks for the data connection `hello` offers when policy allows: the key the sender
-  // presents on it, or nullopt (its frames then come on the stream).
-  std::optional<DataKey> ExpectDataConnection(const struct PeerHello& hello);
+  // What the sender is given for its data connection: the key it presents on it, and
+  // (under mutual TLS) the key that seals its records.
+  struct DataKeys {
+    DataKey key;
+    std::optional<RecordSealKey> seal;
+  };
+  // Asks for the data connection `hello` offers when policy allows: its keys, or nullopt
+  // (its frames then come on the stream).
+  std::optional<DataKeys> ExpectDataConnection(const struct PeerHello& hello);
   void Fail(const absl::Status& status);
   // Ends the stream with `status`, counted as a refusal under `reason`.
   void Refuse(absl::string_view reason, const absl::Status& status);

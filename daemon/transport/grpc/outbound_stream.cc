@@ -301,9 +301,12 @@ void OutboundStream::OnReadDone(bool ok) {
   accepted_ = accepted;
   shm_accepted_ = accepted && ack.shm_accepted();
   mailbox_accepted_ = shm_accepted_ && ack.mailbox_accepted();
-  if (absl::StatusOr<DataKey> key = ParseDataKey(ack.data_key());
-      accepted && !shm_accepted_ && ack.data_port() > 0 && ack.data_port() <= 65535 && key.ok()) {
-    data_offer_ = DataOffer{static_cast<int>(ack.data_port()), *key};
+  absl::StatusOr<DataKey> key = ParseDataKey(ack.data_key());
+  absl::StatusOr<RecordSealKey> seal = ParseRecordSealKey(ack.data_seal_key());
+  if (accepted && !shm_accepted_ && ack.data_port() > 0 && ack.data_port() <= 65535 && key.ok() &&
+      (ack.data_seal_key().empty() || seal.ok())) {
+    data_offer_ = DataOffer{static_cast<int>(ack.data_port()), *key,
+                            seal.ok() ? std::optional<RecordSealKey>(*seal) : std::nullopt};
   }
   // Keep a read pending: it ends when the peer finishes the stream. This completion is
   // the only place that re-arms it, and the call cannot be done while it runs.

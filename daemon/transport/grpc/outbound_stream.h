@@ -42,6 +42,7 @@
 #include "daemon/transport/grpc/frame_codec.h"
 #include "daemon/transport/grpc/posted_write.h"
 #include "daemon/transport/tcp/data_key.h"
+#include "daemon/transport/tcp/record_seal.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "wire/grpc_options.h"
@@ -109,6 +110,7 @@ class OutboundStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, gr
   struct DataOffer {
     int port = 0;
     DataKey key{};
+    std::optional<RecordSealKey> seal;  // PeerAck.data_seal_key: its records are sealed
   };
   std::optional<DataOffer> data_offer() const {
     absl::MutexLock lock(&mu_);

@@ -109,6 +109,9 @@ struct HelloPolicy {
   // streams that handed out its keys: a stream revokes its key when gRPC ends it, which
   // may be after the server that made the stream was shut down.
   std::shared_ptr<DataListener> data_listener;
+  // Mutual TLS: hand each such sender a seal key with its data key, inside the stream's
+  // TLS, and open every record of its data connection with it (record_seal.h).
+  bool seal_data_connections = false;
   // The largest record a data connection may carry: one frame, as the gRPC server's
   // largest message.
   uint64_t max_data_record_bytes = 0;

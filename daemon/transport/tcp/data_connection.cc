@@ -63,16 +63,26 @@ absl::Status RecordSender::Send(absl::Span<const absl::Span<const std::byte>> pi
   if (broken_.load()) return absl::UnavailableError("the data connection broke earlier");
   uint64_t length = 0;
   for (absl::Span<const std::byte> piece : pieces) length += piece.size();
-  if (length == 0 || length > UINT32_MAX) {
+  const uint64_t overhead = sealer_ != nullptr ? kRecordSealTagBytes : 0;
+  if (length == 0 || length + overhead > UINT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("a record of ", length, " bytes"));
   }
-  const uint8_t prefix[kLengthBytes] = {
-      static_cast<uint8_t>(length), static_cast<uint8_t>(length >> 8),
-      static_cast<uint8_t>(length >> 16), static_cast<uint8_t>(length >> 24)};
+  length += overhead;
+  const std::byte prefix[kLengthBytes] = {
+      static_cast<std::byte>(length), static_cast<std::byte>(length >> 8),
+      static_cast<std::byte>(length >> 16), static_cast<std::byte>(length >> 24)};
   absl::InlinedVector<iovec, 4> vectors;
-  vectors.push_back({const_cast<uint8_t*>(prefix), kLengthBytes});
-  for (absl::Span<const std::byte> piece : pieces) {
-    if (!piece.empty()) vectors.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+  vectors.push_back({const_cast<std::byte*>(prefix), kLengthBytes});
+  if (sealer_ != nullptr) {
+    if (absl::Status sealed = sealer_->Seal(prefix, pieces, sealed_); !sealed.ok()) {
+      broken_ = true;  // the record's number is spent: the receiver could open no later one
+      return sealed;
+    }
+    vectors.push_back({sealed_.data(), sealed_.size()});
+  } else {
+    for (absl::Span<const std::byte> piece : pieces) {
+      if (!piece.empty()) vectors.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+    }
   }
   size_t first = 0;  // vectors[first..] are still to go, the first one advanced in place
   while (first < vectors.size()) {

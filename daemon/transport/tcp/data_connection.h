@@ -3,7 +3,8 @@
 // FrameHead + payload (daemon/transport/grpc/frame_codec.h), exactly a frame mailbox's
 // record — so that a frame costs a write and a read, not gRPC's HTTP/2 framing and its
 // thread hand-offs. The gRPC stream it belongs to stays open beside it for the hello, the
-// acceptance and the sender's liveness.
+// acceptance and the sender's liveness. Under mutual TLS every record is sealed
+// (record_seal.h): the length prefix stays in the clear, the rest is ciphertext and tag.
 #pragma once
 
 #include <sys/socket.h>
@@ -11,11 +12,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/sync/wait_limit.h"
 #include "daemon/transport/tcp/data_key.h"
+#include "daemon/transport/tcp/record_seal.h"
 #include "daemon/process/unique_fd.h"
 
 namespace ringsync {
@@ -28,7 +32,10 @@ absl::StatusOr<UniqueFd> ConnectDataConnection(const sockaddr_storage& address, 
 // The sending end. Thread-safety: one thread sends at a time; Close and broken from any.
 class RecordSender {
  public:
-  explicit RecordSender(UniqueFd fd) : fd_(std::move(fd)) {}
+  // `sealer`: seals every record (the receiver opens them with the same key); null: they
+  // go in the clear.
+  explicit RecordSender(UniqueFd fd, std::unique_ptr<RecordSealer> sealer = nullptr)
+      : fd_(std::move(fd)), sealer_(std::move(sealer)) {}
   ~RecordSender() { Close(); }
 
   // Writes one record, the concatenation of `pieces` (1 byte to 4 GiB - 1), waiting
@@ -40,11 +47,14 @@ class RecordSender {
   absl::Status Send(absl::Span<const absl::Span<const std::byte>> pieces, const WaitLimit& limit,
                     const std::function<bool()>& gone);
   bool broken() const { return broken_.load(); }
+  bool sealed() const { return sealer_ != nullptr; }
   // Shuts the connection down: its receiver sees it end; a Send in progress fails.
   void Close();
 
  private:
   const UniqueFd fd_;
+  const std::unique_ptr<RecordSealer> sealer_;
+  std::vector<std::byte> sealed_;  // the sealed record being sent, its storage kept
   std::atomic<bool> broken_{false};
 };
 

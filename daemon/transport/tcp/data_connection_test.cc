@@ -36,7 +36,8 @@ struct Connection {
   std::unique_ptr<IncomingRecords> receiving;
 };
 
-absl::StatusOr<Connection> Connect(uint64_t max_record_bytes = kMaxRecordBytes) {
+absl::StatusOr<Connection> Connect(uint64_t max_record_bytes = kMaxRecordBytes,
+                                   std::unique_ptr<RecordOpener> opener = nullptr) {
   absl::Mutex mu;
   UniqueFd adopted;
   absl::StatusOr<std::unique_ptr<DataListener>> listener = DataListener::Listen({});
@@ -57,7 +58,7 @@ absl::StatusOr<Connection> Connect(uint64_t max_record_bytes = kMaxRecordBytes) 
     return s;
   }
   absl::StatusOr<std::unique_ptr<IncomingRecords>> receiving =
-      IncomingRecords::Adopt(std::move(adopted), max_record_bytes);
+      IncomingRecords::Adopt(std::move(adopted), max_record_bytes, std::move(opener));
   if (!receiving.ok()) return receiving.status();
   return Connection{*std::move(sending), *std::move(receiving)};
 }
@@ -122,6 +123,75 @@ TEST(DataConnection, DeliversRecordsWholeAndInOrder) {
   reader.join();
   EXPECT_THAT(read, ElementsAre("x", "hello, world", big, "last"));
   EXPECT_EQ(end.code(), absl::StatusCode::kOutOfRange) << end;
+}
+
+// Both ends of a sealed connection: the receiver opens with the key the sender seals with.
+struct Sealed {
+  RecordSealKey key{};
+  Connection connection;
+  std::unique_ptr<RecordSender> sender;
+};
+absl::StatusOr<Sealed> ConnectSealed(uint64_t max_record_bytes = kMaxRecordBytes) {
+  absl::StatusOr<RecordSealKey> key = NewRecordSealKey();
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::unique_ptr<RecordOpener>> opener = RecordOpener::Create(*key);
+  absl::StatusOr<std::unique_ptr<RecordSealer>> sealer = RecordSealer::Create(*key);
+  if (!opener.ok() || !sealer.ok()) return absl::InternalError("no cipher");
+  absl::StatusOr<Connection> connection = Connect(max_record_bytes, *std::move(opener));
+  if (!connection.ok()) return connection.status();
+  auto sender = std::make_unique<RecordSender>(std::move(connection->sending), *std::move(sealer));
+  return Sealed{*key, Connection{UniqueFd(), std::move(connection->receiving)}, std::move(sender)};
+}
+
+TEST(SealedDataConnection, DeliversRecordsWholeAndInOrderUpToTheLimit) {
+  absl::StatusOr<Sealed> sealed = ConnectSealed(/*max_record_bytes=*/1 << 20);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_TRUE(sealed->sender->sealed());
+  const std::string full(1 << 20, 'f');  // the limit is the plaintext's: the tag comes on top
+  for (const std::string& record : {std::string("a frame head"), full, std::string("last")}) {
+    ASSERT_TRUE(sealed->sender->Send({Bytes(record)}, In(absl::Seconds(10)), nullptr).ok());
+    absl::StatusOr<ReceivedRecord> read = ReadRecord(*sealed->connection.receiving);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(Text(*read), record);
+  }
+}
+
+TEST(SealedDataConnection, ShowsTheWireNeitherThePayloadNorTheRecordsInTheClear) {
+  absl::StatusOr<std::unique_ptr<RecordSealer>> sealer = RecordSealer::Create(RecordSealKey{});
+  ASSERT_TRUE(sealer.ok());
+  // What an eavesdropper reads: the connection without the key.
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  RecordSender sender(std::move(connection->sending), *std::move(sealer));
+  const std::string gradient(4096, 'g');
+  ASSERT_TRUE(sender.Send({Bytes(gradient)}, In(absl::Seconds(10)), nullptr).ok());
+  absl::StatusOr<ReceivedRecord> seen = ReadRecord(*connection->receiving);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->size, gradient.size() + kRecordSealTagBytes);
+  EXPECT_EQ(Text(*seen).find("gggggggg"), std::string::npos);
+}
+
+TEST(SealedDataConnection, SaysDataLossForARecordNotSealedWithItsKey) {
+  // A record in the clear (a sender that does not seal), and one sealed under another key
+  // (a stranger that learned the one-time data key but not the seal key).
+  absl::StatusOr<RecordSealKey> key = NewRecordSealKey();
+  absl::StatusOr<RecordSealKey> other = NewRecordSealKey();
+  ASSERT_TRUE(key.ok() && other.ok());
+  const std::string body(100, 'x');
+  for (bool stranger_seals : {false, true}) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    UniqueFd writing(fds[0]);
+    absl::StatusOr<std::unique_ptr<IncomingRecords>> records =
+        IncomingRecords::Adopt(UniqueFd(fds[1]), kMaxRecordBytes, *RecordOpener::Create(*key));
+    ASSERT_TRUE(records.ok()) << records.status();
+    RecordSender sender(std::move(writing),
+                        stranger_seals ? *RecordSealer::Create(*other) : nullptr);
+    ASSERT_TRUE(sender.Send({Bytes(body)}, In(absl::Seconds(10)), nullptr).ok());
+    absl::StatusOr<ReceivedRecord> read = ReadRecord(**records);
+    ASSERT_FALSE(read.ok()) << "stranger seals: " << stranger_seals;
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+  }
 }
 
 TEST(ReadRecord, SaysOutOfRangeWhenTheSenderClosesBetweenRecords) {

@@ -9,17 +9,22 @@
 
 namespace ringsync {
 
-absl::StatusOr<DataKey> NewDataKey() {
-  DataKey key;
+absl::Status FillFromKernelRandom(absl::Span<std::byte> bytes) {
   size_t filled = 0;
-  while (filled < key.size()) {
-    const ssize_t got = ::getrandom(key.data() + filled, key.size() - filled, 0);
+  while (filled < bytes.size()) {
+    const ssize_t got = ::getrandom(bytes.data() + filled, bytes.size() - filled, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
       return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
     }
     filled += static_cast<size_t>(got);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DataKey> NewDataKey() {
+  DataKey key;
+  if (absl::Status filled = FillFromKernelRandom(absl::MakeSpan(key)); !filled.ok()) return filled;
   return key;
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace ringsync {
 
@@ -27,7 +28,9 @@ inline constexpr absl::string_view kDataHandshakeMagic = "RSDATA1\n";
 inline constexpr size_t kDataHandshakeBytes = kDataHandshakeMagic.size() + kDataKeyBytes;
 inline constexpr std::byte kDataAccepted{0x4b};  // 'K'
 
-// A key from the kernel's random source.
+// Fills `bytes` from the kernel's random source.
+absl::Status FillFromKernelRandom(absl::Span<std::byte> bytes);
+// A key from it.
 absl::StatusOr<DataKey> NewDataKey();
 // The key as PeerAck carries it, and back; InvalidArgument unless exactly kDataKeyBytes.
 std::string DataKeyBytes(const DataKey& key);

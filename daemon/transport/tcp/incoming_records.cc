@@ -32,16 +32,17 @@ absl::StatusOr<size_t> ReadSome(int fd, std::byte* to, size_t bytes, bool& ended
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<IncomingRecords>> IncomingRecords::Adopt(UniqueFd connection,
-                                                                        uint64_t max_record_bytes) {
+absl::StatusOr<std::unique_ptr<IncomingRecords>> IncomingRecords::Adopt(
+    UniqueFd connection, uint64_t max_record_bytes, std::unique_ptr<RecordOpener> opener) {
   const int flags = ::fcntl(connection.get(), F_GETFL);
   if (flags < 0 || ::fcntl(connection.get(), F_SETFL, flags | O_NONBLOCK) < 0) {
     return absl::InternalError(absl::StrCat("fcntl: ", std::strerror(errno)));
   }
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
-  return std::unique_ptr<IncomingRecords>(
-      new IncomingRecords(std::move(connection), std::move(wake), max_record_bytes));
+  if (opener != nullptr) max_record_bytes += kRecordSealTagBytes;
+  return std::unique_ptr<IncomingRecords>(new IncomingRecords(
+      std::move(connection), std::move(wake), max_record_bytes, std::move(opener)));
 }
 
 absl::StatusOr<std::optional<ReceivedRecord>> IncomingRecords::TryRead() {
@@ -81,6 +82,13 @@ absl::StatusOr<std::optional<ReceivedRecord>> IncomingRecords::TryRead() {
   }
   length_got_ = 0;
   record_got_ = 0;
+  if (opener_ != nullptr) {
+    absl::StatusOr<size_t> plain =
+        opener_->Open(length_bytes_, absl::MakeSpan(record_.bytes.get(), record_.size));
+    if (!plain.ok()) return plain.status();
+    if (*plain == 0) return absl::DataLossError("an empty sealed record on the data connection");
+    record_.size = *plain;
+  }
   return std::optional<ReceivedRecord>(std::move(record_));
 }
 

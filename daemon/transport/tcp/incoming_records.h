@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "daemon/process/unique_fd.h"
+#include "daemon/transport/tcp/record_seal.h"
 
 namespace ringsync {
 
@@ -32,13 +33,16 @@ struct ReceivedRecord {
 class IncomingRecords {
  public:
   // `connection`: an accepted data connection (made non-blocking here); a record longer
-  // than `max_record_bytes` is refused (TryRead).
-  static absl::StatusOr<std::unique_ptr<IncomingRecords>> Adopt(UniqueFd connection,
-                                                                uint64_t max_record_bytes);
+  // than `max_record_bytes` is refused (TryRead). `opener`: every record comes sealed
+  // (record_seal.h) and is opened before TryRead returns it (its tag not counted in
+  // `max_record_bytes`); null: records come in the clear.
+  static absl::StatusOr<std::unique_ptr<IncomingRecords>> Adopt(
+      UniqueFd connection, uint64_t max_record_bytes, std::unique_ptr<RecordOpener> opener = nullptr);
 
   // The next whole record, or nullopt when the connection holds no more of it yet.
   // OutOfRange when the connection ended cleanly between records; DataLoss when it ended
-  // inside one, or a record's length is 0 or over `max_record_bytes`; Unavailable when the
+  // inside one, a record's length is 0 or over `max_record_bytes`, or a sealed record does
+  // not open (altered, out of order, not sealed with the key); Unavailable when the
   // connection failed (reset). After an error the connection is unusable.
   absl::StatusOr<std::optional<ReceivedRecord>> TryRead();
   // Sleeps until the connection may have bytes for TryRead (or has ended), Wake was called
@@ -50,12 +54,17 @@ class IncomingRecords {
   void Close();
 
  private:
-  IncomingRecords(UniqueFd connection, UniqueFd wake, uint64_t max_record_bytes)
-      : connection_(std::move(connection)), wake_(std::move(wake)), max_record_bytes_(max_record_bytes) {}
+  IncomingRecords(UniqueFd connection, UniqueFd wake, uint64_t max_record_bytes,
+                  std::unique_ptr<RecordOpener> opener)
+      : connection_(std::move(connection)),
+        wake_(std::move(wake)),
+        max_record_bytes_(max_record_bytes),
+        opener_(std::move(opener)) {}
 
   const UniqueFd connection_;  // non-blocking
   const UniqueFd wake_;        // an eventfd
-  const uint64_t max_record_bytes_;
+  const uint64_t max_record_bytes_;      // on the wire: the plaintext's bound, + a tag if sealed
+  const std::unique_ptr<RecordOpener> opener_;
   // The record being read: its length's bytes first, then its own.
   std::array<std::byte, 4> length_bytes_{};
   size_t length_got_ = 0;

@@ -17,7 +17,7 @@ namespace ringsync::testing {
 
 // How the ranks' links carry frames: gRPC messages only, the same-host path (payload
 // in a slot ring, frames through its mailbox, the stream for the hello and liveness), or
-// data connections (frames on TCP beside the stream).
+// data connections (frames on TCP beside the stream), in the clear or sealed.
 struct TestTransport {
   bool same_host = false;
   uint64_t slot_bytes = 64 << 10;
@@ -26,12 +26,16 @@ struct TestTransport {
   // Where the receivers' data ports listen (the streams reach 127.0.0.1): another address
   // makes every data connection fail, as a firewalled port would.
   const char* data_host = "127.0.0.1";
+  // Receivers hand out seal keys, as under mutual TLS: every record then travels sealed,
+  // and one the sender did not seal fails the link.
+  bool sealed = false;
   const char* name = "Grpc";
 };
 
 inline const TestTransport kGrpcOnly{};
 inline const TestTransport kSameHost{.same_host = true, .name = "SameHost"};
 inline const TestTransport kTcpData{.data = true, .name = "TcpData"};
+inline const TestTransport kTcpSealed{.data = true, .sealed = true, .name = "TcpSealed"};
 
 // For a test suite whose cases run over every transport:
 //   class MyRing : public EveryTransport {};
@@ -40,7 +44,7 @@ class EveryTransport : public ::testing::TestWithParam<TestTransport> {
  protected:
   TestTransport transport() const { return GetParam(); }
 };
-inline const auto kEveryTransport = ::testing::Values(kGrpcOnly, kSameHost, kTcpData);
+inline const auto kEveryTransport = ::testing::Values(kGrpcOnly, kSameHost, kTcpData, kTcpSealed);
 inline std::string TransportName(const ::testing::TestParamInfo<TestTransport>& info) {
   return info.param.name;
 }
@@ -51,7 +55,8 @@ class GrpcTestRing {
       : n_(n), transport_(transport) {
     for (int r = 0; r < n; ++r) {
       servers_.push_back(
-          std::make_unique<PeerTestServer>(transport.same_host, transport.data, transport.data_host));
+          std::make_unique<PeerTestServer>(transport.same_host, transport.data, transport.data_host,
+                                           transport.sealed));
     }
     links_.resize(static_cast<size_t>(n));
   }

@@ -26,17 +26,20 @@ struct PeerTestServer {
   const bool accept_shm = false;  // map a same-host sender's slot ring (and its mailbox)
   // Asks senders that offer it for a data connection when set.
   const std::shared_ptr<DataListener> data_listener;
+  const bool seal_data = false;  // hand out seal keys with the data keys
   PeerService service{registry, HelloPolicy{.refusals = report_refusal,
                                             .accept_shm = accept_shm,
                                             .data_listener = data_listener,
+                                            .seal_data_connections = seal_data,
                                             .max_data_record_bytes = (1 << 20) + kPeerMessageOverheadBytes}};
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port peers dial
 
   explicit PeerTestServer(bool accept_same_host = false, bool accept_data = false,
-                          const std::string& data_host = "127.0.0.1")
+                          const std::string& data_host = "127.0.0.1", bool seal = false)
       : accept_shm(accept_same_host),
-        data_listener(accept_data ? ListenForData(data_host, report_refusal) : nullptr) {
+        data_listener(accept_data ? ListenForData(data_host, report_refusal) : nullptr),
+        seal_data(seal) {
     grpc::ServerBuilder builder;
     ConfigureServerBuilder(builder, (1 << 20) + kPeerMessageOverheadBytes);
     ListeningPort port;

@@ -1,0 +1,143 @@
+#include "daemon/transport/tcp/record_seal.h"
+
+#include <openssl/evp.h>
+
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/transport/tcp/data_key.h"
+
+namespace ringsync {
+namespace record_seal_internal {
+
+void CipherContextFree::operator()(evp_cipher_ctx_st* context) const { EVP_CIPHER_CTX_free(context); }
+
+}  // namespace record_seal_internal
+namespace {
+
+using record_seal_internal::CipherContext;
+
+constexpr int kNonceBytes = 12;
+
+// A context for AES-256-GCM with `key`, for sealing or for opening.
+absl::StatusOr<CipherContext> NewContext(const RecordSealKey& key, bool seal) {
+  CipherContext context(EVP_CIPHER_CTX_new());
+  if (context == nullptr) return absl::ResourceExhaustedError("EVP_CIPHER_CTX_new failed");
+  const auto* raw_key = reinterpret_cast<const unsigned char*>(key.data());
+  const int ok = seal ? EVP_EncryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr)
+                      : EVP_DecryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr);
+  if (ok != 1) return absl::InternalError("setting up AES-256-GCM failed");
+  return context;
+}
+
+// Record `number`'s nonce: the number, little-endian, in the first 8 of 12 bytes.
+std::array<unsigned char, kNonceBytes> NonceOf(uint64_t number) {
+  std::array<unsigned char, kNonceBytes> nonce{};
+  for (int i = 0; i < 8; ++i) nonce[i] = static_cast<unsigned char>(number >> (8 * i));
+  return nonce;
+}
+
+// OpenSSL takes int lengths: longer spans go in pieces.
+constexpr size_t kMaxUpdateBytes = size_t{1} << 30;
+
+}  // namespace
+
+absl::StatusOr<RecordSealKey> NewRecordSealKey() {
+  RecordSealKey key;
+  if (absl::Status filled = FillFromKernelRandom(absl::MakeSpan(key)); !filled.ok()) return filled;
+  return key;
+}
+
+std::string RecordSealKeyBytes(const RecordSealKey& key) {
+  return std::string(reinterpret_cast<const char*>(key.data()), key.size());
+}
+
+absl::StatusOr<RecordSealKey> ParseRecordSealKey(absl::string_view bytes) {
+  if (bytes.size() != kRecordSealKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a data connection seal key of ", bytes.size(),
+                                                   " bytes (", kRecordSealKeyBytes, " expected)"));
+  }
+  RecordSealKey key;
+  std::memcpy(key.data(), bytes.data(), key.size());
+  return key;
+}
+
+absl::StatusOr<std::unique_ptr<RecordSealer>> RecordSealer::Create(const RecordSealKey& key) {
+  absl::StatusOr<CipherContext> context = NewContext(key, /*seal=*/true);
+  if (!context.ok()) return context.status();
+  return std::unique_ptr<RecordSealer>(new RecordSealer(*std::move(context)));
+}
+
+absl::Status RecordSealer::Seal(absl::Span<const std::byte> prefix,
+                                absl::Span<const absl::Span<const std::byte>> pieces,
+                                std::vector<std::byte>& sealed) {
+  size_t plain = 0;
+  for (absl::Span<const std::byte> piece : pieces) plain += piece.size();
+  sealed.resize(plain + kRecordSealTagBytes);
+  EVP_CIPHER_CTX* c = context_.get();
+  const auto nonce = NonceOf(next_record_++);
+  int written = 0;
+  if (EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
+      EVP_EncryptUpdate(c, nullptr, &written, reinterpret_cast<const unsigned char*>(prefix.data()),
+                        static_cast<int>(prefix.size())) != 1) {
+    return absl::InternalError("sealing a data connection record failed");
+  }
+  auto* out = reinterpret_cast<unsigned char*>(sealed.data());
+  for (absl::Span<const std::byte> piece : pieces) {
+    for (size_t at = 0; at < piece.size(); at += kMaxUpdateBytes) {
+      const int bytes = static_cast<int>(std::min(kMaxUpdateBytes, piece.size() - at));
+      if (EVP_EncryptUpdate(c, out, &written,
+                            reinterpret_cast<const unsigned char*>(piece.data() + at), bytes) != 1) {
+        return absl::InternalError("sealing a data connection record failed");
+      }
+      out += written;
+    }
+  }
+  if (EVP_EncryptFinal_ex(c, out, &written) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kRecordSealTagBytes,
+                          sealed.data() + plain) != 1) {
+    return absl::InternalError("sealing a data connection record failed");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RecordOpener>> RecordOpener::Create(const RecordSealKey& key) {
+  absl::StatusOr<CipherContext> context = NewContext(key, /*seal=*/false);
+  if (!context.ok()) return context.status();
+  return std::unique_ptr<RecordOpener>(new RecordOpener(*std::move(context)));
+}
+
+absl::StatusOr<size_t> RecordOpener::Open(absl::Span<const std::byte> prefix,
+                                          absl::Span<std::byte> record) {
+  const uint64_t number = next_record_++;
+  if (failed_) return absl::DataLossError("an earlier sealed record on the data connection failed to open");
+  auto fail = [&](absl::string_view why) {
+    failed_ = true;
+    return absl::DataLossError(absl::StrCat("sealed record ", number, " on the data connection ", why,
+                                            " (altered on the way, or not from the stream's "
+                                            "sender)"));
+  };
+  if (record.size() < kRecordSealTagBytes) return fail("is shorter than its tag");
+  const size_t plain = record.size() - kRecordSealTagBytes;
+  EVP_CIPHER_CTX* c = context_.get();
+  const auto nonce = NonceOf(number);
+  int written = 0;
+  if (EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
+      EVP_DecryptUpdate(c, nullptr, &written, reinterpret_cast<const unsigned char*>(prefix.data()),
+                        static_cast<int>(prefix.size())) != 1) {
+    return fail("could not be opened");
+  }
+  auto* bytes = reinterpret_cast<unsigned char*>(record.data());
+  for (size_t at = 0; at < plain; at += kMaxUpdateBytes) {
+    const int n = static_cast<int>(std::min(kMaxUpdateBytes, plain - at));
+    if (EVP_DecryptUpdate(c, bytes + at, &written, bytes + at, n) != 1) return fail("could not be opened");
+  }
+  if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, kRecordSealTagBytes, bytes + plain) != 1 ||
+      EVP_DecryptFinal_ex(c, bytes + plain, &written) != 1) {
+    return fail("failed authentication");
+  }
+  return plain;
+}
+
+}  // namespace ringsync
