@@ -14,9 +14,10 @@ way.
 
 --security: how the daemons authenticate, each in its own clusters, alternating within a
 round: tls is the compose file as it is (mutual TLS on the Join channel and the peer
-ports, so every byte of the ring is encrypted by gRPC's TLS); token is the same file with
-the cluster token alone (--token_file: authenticated, not encrypted, as Gloo's and MPI's
-TCP transports are neither).
+ports, so every byte of the ring is encrypted: the streams by gRPC's TLS, the data
+connections beside them sealed with AES-256-GCM); token is the same file with the cluster
+token alone (--token_file: authenticated, not encrypted, as Gloo's and MPI's TCP
+transports are neither).
 
 Needs root (network namespaces). Every namespace and process it starts is removed at the
 end of each round, also on failure.
