@@ -13,9 +13,13 @@
 // given a buffer whose input has arrived (the caller awaits all of it first).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/sync/steady_stopwatch.h"
 #include "core/sync/wait_limit.h"
 
 namespace ringsync {
@@ -28,6 +32,25 @@ class InputArrival {
   // size 0); DeadlineExceeded or Cancelled when `limit` ends first, saying how much of the
   // input is missing. Thread-safe.
   virtual absl::Status AwaitBytes(size_t offset, size_t size, const WaitLimit& limit) const = 0;
+};
+
+// Adds up how long the awaits on another InputArrival took (RingStats::input_wait): the
+// time a collective stood waiting for its caller's input. Thread-safe.
+class TimedInputArrival final : public InputArrival {
+ public:
+  explicit TimedInputArrival(const InputArrival& inner) : inner_(inner) {}
+
+  absl::Status AwaitBytes(size_t offset, size_t size, const WaitLimit& limit) const override {
+    const SteadyStopwatch awaiting;
+    absl::Status arrived = inner_.AwaitBytes(offset, size, limit);
+    waited_nanos_.fetch_add(absl::ToInt64Nanoseconds(awaiting.Elapsed()), std::memory_order_relaxed);
+    return arrived;
+  }
+  absl::Duration waited() const { return absl::Nanoseconds(waited_nanos_.load(std::memory_order_relaxed)); }
+
+ private:
+  const InputArrival& inner_;
+  mutable std::atomic<int64_t> waited_nanos_{0};
 };
 
 }  // namespace ringsync

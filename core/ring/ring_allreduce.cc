@@ -1,6 +1,7 @@
 #include "core/ring/ring_allreduce.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/ring/input_arrival.h"
@@ -85,7 +86,13 @@ PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
 
 absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
                            const CollectiveSpec& spec, absl::Span<std::byte> buffer,
-                           const RingOptions& options, RingStats* stats) {
+                           const RingOptions& given_options, RingStats* stats) {
+  // Input still arriving is awaited through a stopwatch (RingStats::input_wait).
+  std::optional<TimedInputArrival> timed_arrival;
+  RingOptions options = given_options;
+  if (given_options.input_arrival != nullptr) {
+    options.input_arrival = &timed_arrival.emplace(*given_options.input_arrival);
+  }
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
   RingExchange exchange(me, link, spec, options);
   if (absl::Status s = CheckAllReduceArguments(me, spec, buffer, rspec); !s.ok()) {
@@ -118,6 +125,7 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
     result = exchange.Reject(result);
   }
   exchange.ExportStats(&local);
+  if (timed_arrival.has_value()) local.input_wait = timed_arrival->waited();
   if (stats != nullptr) *stats = local;
   return result;
 }

@@ -130,28 +130,31 @@ enum class Order { kAsTheRingReads, kBackToFront };
 struct ArrivingRun {
   std::vector<Bytes> buffers;
   std::vector<absl::Status> statuses;
+  std::vector<RingStats> stats;
 };
 
-// Each rank's input arrives in `order` while its all-reduce runs; `stop_after` (if set)
-// makes rank 2's copy stop there.
+// Each rank's input arrives in `order`, `pause` before each block, while its all-reduce
+// runs; `stop_after` (if set) makes rank 2's copy stop there.
 ArrivingRun RunWhileArriving(const std::vector<Bytes>& inputs, const CollectiveSpec& spec,
                              const RingOptions& options, Order order,
-                             std::optional<size_t> stop_after = std::nullopt) {
+                             std::optional<size_t> stop_after = std::nullopt,
+                             absl::Duration pause = absl::Microseconds(200)) {
   const int n = static_cast<int>(inputs.size());
   ArrivingRun run;
   run.buffers.assign(n, Bytes(inputs[0].size()));
+  run.stats.resize(n);
   MemoryRing ring(n);
   run.statuses = SpawnRanks(n, [&](int rank) {
     CopiedInLate arriving(absl::MakeSpan(run.buffers[rank]), inputs[rank]);
     std::vector<size_t> blocks = RingReadOrder(rank, n, spec, arriving.blocks());
     if (order == Order::kBackToFront) std::reverse(blocks.begin(), blocks.end());
     if (stop_after.has_value() && rank == 2) blocks.resize(*stop_after);
-    arriving.StartCopy(std::move(blocks), absl::Microseconds(200));
+    arriving.StartCopy(std::move(blocks), pause);
     RingOptions mine = options;
     mine.input_arrival = &arriving;
     CpuReducer reducer;
     return RingAllReduce(RingMember{rank, n, 0}, ring.link(rank), reducer, spec,
-                         absl::MakeSpan(run.buffers[rank]), mine);
+                         absl::MakeSpan(run.buffers[rank]), mine, &run.stats[rank]);
   });
   return run;
 }
@@ -205,6 +208,33 @@ TEST(RingInputArrival, FewerElementsThanRanksStillArriveAndReduce) {
   const std::vector<Bytes> inputs = Inputs(4, spec.count);
   ExpectSameResults(RunWhileArriving(inputs, spec, SmallSegments(), Order::kAsTheRingReads),
                     Reference(inputs, spec, SmallSegments()));
+}
+
+// The ring's first read waits for the block that lands last (back to front), at least
+// 16 pauses after the start: each rank counts that wait (RingStats::input_wait, the
+// worker's ringsync_input_wait_seconds_total).
+TEST(RingInputArrival, TheTimeTheRingStoodWaitingForItsInputIsCounted) {
+  const CollectiveSpec spec = SumOf(2 * 16 * kBlockBytes / 4);  // 16 blocks a chunk
+  const std::vector<Bytes> inputs = Inputs(2, spec.count);
+  const absl::Duration pause = absl::Milliseconds(2);
+  const ArrivingRun run = RunWhileArriving(inputs, spec, SmallSegments(), Order::kBackToFront,
+                                           std::nullopt, pause);
+  ExpectSameResults(run, Reference(inputs, spec, SmallSegments()));
+  for (size_t r = 0; r < run.stats.size(); ++r) {
+    EXPECT_GE(run.stats[r].input_wait, 16 * pause) << "rank " << r;
+  }
+  RingStats present;
+  std::vector<Bytes> buffers = inputs;
+  MemoryRing ring(2);
+  SpawnRanks(2, [&](int rank) {
+    CpuReducer reducer;
+    RingStats stats;
+    absl::Status s = RingAllReduce(RingMember{rank, 2, 0}, ring.link(rank), reducer, spec,
+                                   absl::MakeSpan(buffers[rank]), SmallSegments(), &stats);
+    if (rank == 0) present = stats;
+    return s;
+  });
+  EXPECT_EQ(present.input_wait, absl::ZeroDuration()) << "input present from the start";
 }
 
 TEST(RingInputArrival, InputThatStopsArrivingFailsEveryRankByTheDeadlineNamingTheWait) {

@@ -44,6 +44,8 @@ struct RingStats {
   uint64_t frames_sent = 0;
   uint64_t overflows = 0;         // see ReduceStats
   absl::Duration reduce_time;     // time spent combining
+  // Time spent waiting for input that was still arriving (RingOptions::input_arrival).
+  absl::Duration input_wait;
   // Set by a failed collective that never wrote into its buffer (e.g. the ranks did not
   // agree); false means the buffer may hold partial results.
   bool buffer_untouched = false;

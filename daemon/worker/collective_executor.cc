@@ -422,29 +422,14 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       if (job.arrival != nullptr && algorithm != AllReduceAlgorithm::kRing) {
         // Only the ring reads input as it arrives.
         const WaitLimit limit{SteadyDeadline(options.timeout), options.cancellation};
-        if (absl::Status in = job.arrival->AwaitBytes(0, data.size(), limit); !in.ok()) {
-          return RingExchange(me, link, job.spec, options).Reject(in);
-        }
+        const TimedInputArrival timed(*job.arrival);
+        absl::Status in = timed.AwaitBytes(0, data.size(), limit);
+        absl::Status result = in.ok() ? RunAllReduceAlgorithm(algorithm, job, epoch, data, options)
+                                      : RingExchange(me, link, job.spec, options).Reject(in);
+        job.stats.input_wait += timed.waited();  // after the algorithm filled in its stats
+        return result;
       }
-      switch (algorithm) {
-        case AllReduceAlgorithm::kDoubling:
-        case AllReduceAlgorithm::kDirect:
-          // An epoch without stride links (an EpochSource of tests) relays; ranks that do
-          // otherwise meet on the ring link and fail naming the difference.
-          if (epoch.strides != nullptr) {
-            const StrideSchedule schedule = algorithm == AllReduceAlgorithm::kDirect
-                                                ? StrideSchedule::kDirect
-                                                : StrideSchedule::kDoubling;
-            return StrideAllReduce(schedule, me, *epoch.strides, reducer_, job.spec, data,
-                                   options, &job.stats);
-          }
-          [[fallthrough]];
-        case AllReduceAlgorithm::kRelay:
-          return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
-        case AllReduceAlgorithm::kRing:
-          break;
-      }
-      return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+      return RunAllReduceAlgorithm(algorithm, job, epoch, data, options);
     }
     case CollectiveKind::kBroadcast:
       return RingBroadcast(me, link, job.spec, data, options, &job.stats);
@@ -452,6 +437,33 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
   }
   return absl::InvalidArgumentError("unknown collective kind");
+}
+
+absl::Status CollectiveExecutor::RunAllReduceAlgorithm(AllReduceAlgorithm algorithm,
+                                                       CollectiveJob& job, RingEpoch& epoch,
+                                                       absl::Span<std::byte> data,
+                                                       const RingOptions& options) {
+  const RingMember& me = epoch.me;
+  Link& link = *epoch.link;
+  switch (algorithm) {
+    case AllReduceAlgorithm::kDoubling:
+    case AllReduceAlgorithm::kDirect:
+      // An epoch without stride links (an EpochSource of tests) relays; ranks that do
+      // otherwise meet on the ring link and fail naming the difference.
+      if (epoch.strides != nullptr) {
+        const StrideSchedule schedule = algorithm == AllReduceAlgorithm::kDirect
+                                            ? StrideSchedule::kDirect
+                                            : StrideSchedule::kDoubling;
+        return StrideAllReduce(schedule, me, *epoch.strides, reducer_, job.spec, data,
+                               options, &job.stats);
+      }
+      [[fallthrough]];
+    case AllReduceAlgorithm::kRelay:
+      return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
+    case AllReduceAlgorithm::kRing:
+      break;
+  }
+  return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
 }
 
 std::optional<Frame> CollectiveExecutor::DropLeftovers(RingEpoch& epoch, uint64_t skip_through) {

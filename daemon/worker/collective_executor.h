@@ -115,6 +115,10 @@ class CollectiveExecutor {
   absl::Status CheckRoomLocked(uint64_t bytes) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ring algorithm of the job's kind over its data.
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
+  // An all-reduce's `algorithm` over `data` (its input there, or arriving for the ring).
+  absl::Status RunAllReduceAlgorithm(AllReduceAlgorithm algorithm, CollectiveJob& job,
+                                     RingEpoch& epoch, absl::Span<std::byte> data,
+                                     const RingOptions& options);
   void Run(CollectiveJob& job);
   // The algorithm an all-reduce (or barrier) of `spec` runs on `me`'s ring.
   AllReduceAlgorithm AlgorithmOf(const CollectiveSpec& spec, const RingMember& me) const;

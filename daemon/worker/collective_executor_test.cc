@@ -522,6 +522,8 @@ TEST(CollectiveExecutor, AnAllReduceThatIsNotTheRingAwaitsItsWholeInputBeforeItR
   for (const auto& arrival : arrivals) {
     EXPECT_EQ(arrival->awaited(), (std::vector<std::pair<size_t, size_t>>{{0, 5 * sizeof(float)}}));
   }
+  // The wait is the job's (ringsync_input_wait_seconds_total), kept beside the relay's stats.
+  for (const auto& job : jobs) EXPECT_GT(job->stats.input_wait, absl::ZeroDuration());
 }
 
 TEST(CollectiveExecutor, TheRingAwaitsItsInputRangeByRangeWhereItReadsIt) {

@@ -96,6 +96,11 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
       reduce_seconds_(AddCounter(registry, "ringsync_reduce_seconds_total",
                                  "Time spent combining received segments into the tensor.")
                           .Add({})),
+      input_wait_seconds_(
+          AddCounter(registry, "ringsync_input_wait_seconds_total",
+                     "Time collectives stood waiting for their training process to copy its "
+                     "input in (a plain span's all-reduce, which starts while the copy runs).")
+              .Add({})),
       overflows_(AddCounter(registry, "ringsync_overflows_total",
                             "Reductions of finite values that overflowed to +-Inf.")
                      .Add({})) {
@@ -181,6 +186,7 @@ void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
         .Increment(static_cast<double>(c.stats.bytes_received));
   }
   reduce_seconds_.Increment(absl::ToDoubleSeconds(c.stats.reduce_time));
+  input_wait_seconds_.Increment(absl::ToDoubleSeconds(c.stats.input_wait));
   overflows_.Increment(static_cast<double>(c.stats.overflows));
   if (!ok) return;
   duration_.Add({{"kind", kind}}, kDurationBounds).Observe(absl::ToDoubleSeconds(c.elapsed));

@@ -76,6 +76,7 @@ class WorkerMetrics final : public prometheus::Collectable {
   prometheus::Family<prometheus::Histogram>& duration_;
   prometheus::Family<prometheus::Gauge>& busbw_;
   prometheus::Counter& reduce_seconds_;
+  prometheus::Counter& input_wait_seconds_;
   prometheus::Counter& overflows_;
 };
 

@@ -31,6 +31,7 @@ class WorkerMetricsTest : public ::testing::Test {
     c.stats.bytes_received = bytes * 3 / 2;
     c.stats.overflows = 2;
     c.stats.reduce_time = absl::Milliseconds(250);
+    c.stats.input_wait = absl::Milliseconds(125);
     c.elapsed = elapsed;
     return c;
   }
@@ -60,6 +61,7 @@ TEST_F(WorkerMetricsTest, ASuccessfulAllReduceCountsBytesPerNeighbourAndBusBandw
   EXPECT_THAT(page, HasSubstr("ringsync_busbw_bytes_per_second{size_class=\"<16MiB\"} 3145728\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_collective_duration_seconds_count{kind=\"allreduce\"} 2\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_reduce_seconds_total 0.5\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_input_wait_seconds_total 0.25\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_overflows_total 4\n"));
   EXPECT_THAT(page, HasSubstr("ringsync_reduce_device_info{device=\"cpu\"} 1\n"));
 }
