@@ -572,7 +572,7 @@ void SweepSharedMemory() {
 // The port for the data connections of the ring streams this worker accepts, on the
 // host of --peer_listen; null when frames stay on the streams (--peer_transport=grpc).
 absl::StatusOr<std::shared_ptr<DataListener>> ListenForDataConnections(
-    const WorkerConfig& config, const RefusalReporter& refusals) {
+    const RefusalReporter& refusals) {
   const std::string transport = absl::GetFlag(FLAGS_peer_transport);
   if (transport == "grpc") return nullptr;
   absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
@@ -602,7 +602,7 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   InboxRegistry registry(/*inbox_capacity=*/4, report_refusal, absl::GetFlag(FLAGS_shm_spin));
   const bool same_host_path = absl::GetFlag(FLAGS_peer_transport) == "auto";
   absl::StatusOr<std::shared_ptr<DataListener>> data_listener =
-      ListenForDataConnections(config, report_refusal);
+      ListenForDataConnections(report_refusal);
   if (!data_listener.ok()) {
     spdlog::error("{}", data_listener.status().message());
     return absl::IsInvalidArgument(data_listener.status()) ? kBadFlags : kFailed;

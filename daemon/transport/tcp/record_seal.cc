@@ -1,6 +1,8 @@
 #include "daemon/transport/tcp/record_seal.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstring>
 #include <limits>
@@ -17,16 +19,19 @@ void CipherContextFree::operator()(evp_cipher_ctx_st* context) const { EVP_CIPHE
 namespace {
 
 using record_seal_internal::CipherContext;
+using record_seal_internal::SealState;
 
 constexpr int kNonceBytes = 12;
+constexpr absl::string_view kNextKeyLabel = "ringsync record seal: next key";
 
 // A context for AES-256-GCM with `key`, for sealing or for opening.
-absl::StatusOr<CipherContext> NewContext(const RecordSealKey& key, bool seal) {
+absl::StatusOr<CipherContext> NewContext(const RecordSealKey& key, bool sealing) {
   CipherContext context(EVP_CIPHER_CTX_new());
   if (context == nullptr) return absl::ResourceExhaustedError("EVP_CIPHER_CTX_new failed");
   const auto* raw_key = reinterpret_cast<const unsigned char*>(key.data());
-  const int ok = seal ? EVP_EncryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr)
-                      : EVP_DecryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr);
+  const int ok = sealing
+                     ? EVP_EncryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr)
+                     : EVP_DecryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr);
   if (ok != 1) return absl::InternalError("setting up AES-256-GCM failed");
   return context;
 }
@@ -42,6 +47,39 @@ std::array<unsigned char, kNonceBytes> NonceOf(uint64_t number) {
 constexpr size_t kMaxUpdateBytes = size_t{1} << 30;
 
 }  // namespace
+
+namespace record_seal_internal {
+
+absl::StatusOr<SealState> SealState::Start(const RecordSealKey& key, bool sealing,
+                                           uint64_t rekey_bytes) {
+  absl::StatusOr<CipherContext> context = NewContext(key, sealing);
+  if (!context.ok()) return context.status();
+  return SealState(key, *std::move(context), sealing, rekey_bytes);
+}
+
+absl::Status SealState::Advance(uint64_t wire_bytes) {
+  ++record_;
+  bytes_under_key_ += wire_bytes;
+  if (bytes_under_key_ < rekey_bytes_) return absl::OkStatus();
+  RecordSealKey next;
+  unsigned int size = 0;
+  if (HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
+           reinterpret_cast<const unsigned char*>(kNextKeyLabel.data()), kNextKeyLabel.size(),
+           reinterpret_cast<unsigned char*>(next.data()), &size) == nullptr ||
+      size != next.size()) {
+    return absl::InternalError("deriving the data connection's next seal key failed");
+  }
+  absl::StatusOr<CipherContext> context = NewContext(next, sealing_);
+  OPENSSL_cleanse(key_.data(), key_.size());
+  if (!context.ok()) return context.status();
+  key_ = next;
+  OPENSSL_cleanse(next.data(), next.size());
+  context_ = *std::move(context);
+  bytes_under_key_ = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace record_seal_internal
 
 absl::StatusOr<RecordSealKey> NewRecordSealKey() {
   RecordSealKey key;
@@ -63,10 +101,11 @@ absl::StatusOr<RecordSealKey> ParseRecordSealKey(absl::string_view bytes) {
   return key;
 }
 
-absl::StatusOr<std::unique_ptr<RecordSealer>> RecordSealer::Create(const RecordSealKey& key) {
-  absl::StatusOr<CipherContext> context = NewContext(key, /*seal=*/true);
-  if (!context.ok()) return context.status();
-  return std::unique_ptr<RecordSealer>(new RecordSealer(*std::move(context)));
+absl::StatusOr<std::unique_ptr<RecordSealer>> RecordSealer::Create(const RecordSealKey& key,
+                                                                   uint64_t rekey_bytes) {
+  absl::StatusOr<SealState> state = SealState::Start(key, /*sealing=*/true, rekey_bytes);
+  if (!state.ok()) return state.status();
+  return std::unique_ptr<RecordSealer>(new RecordSealer(*std::move(state)));
 }
 
 absl::Status RecordSealer::Seal(absl::Span<const std::byte> prefix,
@@ -75,8 +114,8 @@ absl::Status RecordSealer::Seal(absl::Span<const std::byte> prefix,
   size_t plain = 0;
   for (absl::Span<const std::byte> piece : pieces) plain += piece.size();
   sealed.resize(plain + kRecordSealTagBytes);
-  EVP_CIPHER_CTX* c = context_.get();
-  const auto nonce = NonceOf(next_record_++);
+  EVP_CIPHER_CTX* c = state_.context();
+  const auto nonce = NonceOf(state_.record());
   int written = 0;
   if (EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
       EVP_EncryptUpdate(c, nullptr, &written, reinterpret_cast<const unsigned char*>(prefix.data()),
@@ -99,18 +138,19 @@ absl::Status RecordSealer::Seal(absl::Span<const std::byte> prefix,
                           sealed.data() + plain) != 1) {
     return absl::InternalError("sealing a data connection record failed");
   }
-  return absl::OkStatus();
+  return state_.Advance(sealed.size());
 }
 
-absl::StatusOr<std::unique_ptr<RecordOpener>> RecordOpener::Create(const RecordSealKey& key) {
-  absl::StatusOr<CipherContext> context = NewContext(key, /*seal=*/false);
-  if (!context.ok()) return context.status();
-  return std::unique_ptr<RecordOpener>(new RecordOpener(*std::move(context)));
+absl::StatusOr<std::unique_ptr<RecordOpener>> RecordOpener::Create(const RecordSealKey& key,
+                                                                   uint64_t rekey_bytes) {
+  absl::StatusOr<SealState> state = SealState::Start(key, /*sealing=*/false, rekey_bytes);
+  if (!state.ok()) return state.status();
+  return std::unique_ptr<RecordOpener>(new RecordOpener(*std::move(state)));
 }
 
 absl::StatusOr<size_t> RecordOpener::Open(absl::Span<const std::byte> prefix,
                                           absl::Span<std::byte> record) {
-  const uint64_t number = next_record_++;
+  const uint64_t number = state_.record();
   if (failed_) return absl::DataLossError("an earlier sealed record on the data connection failed to open");
   auto fail = [&](absl::string_view why) {
     failed_ = true;
@@ -120,7 +160,7 @@ absl::StatusOr<size_t> RecordOpener::Open(absl::Span<const std::byte> prefix,
   };
   if (record.size() < kRecordSealTagBytes) return fail("is shorter than its tag");
   const size_t plain = record.size() - kRecordSealTagBytes;
-  EVP_CIPHER_CTX* c = context_.get();
+  EVP_CIPHER_CTX* c = state_.context();
   const auto nonce = NonceOf(number);
   int written = 0;
   if (EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
@@ -136,6 +176,10 @@ absl::StatusOr<size_t> RecordOpener::Open(absl::Span<const std::byte> prefix,
   if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, kRecordSealTagBytes, bytes + plain) != 1 ||
       EVP_DecryptFinal_ex(c, bytes + plain, &written) != 1) {
     return fail("failed authentication");
+  }
+  if (absl::Status next = state_.Advance(record.size()); !next.ok()) {
+    failed_ = true;
+    return next;
   }
   return plain;
 }

@@ -137,6 +137,34 @@ TEST_F(RecordSealTest, ARecordShorterThanItsTagFails) {
   EXPECT_THAT(opened.status().message(), HasSubstr("shorter than its tag"));
 }
 
+// Both ends replace the key after every `rekey_bytes` on the wire, in step: records of
+// any sizes keep opening across the changes; an end that kept the first key opens nothing
+// sealed after the first change.
+TEST(RecordSealRekey, BothEndsReplaceTheKeyInStepAfterEveryRekeyBytes) {
+  absl::StatusOr<RecordSealKey> key = NewRecordSealKey();
+  ASSERT_TRUE(key.ok());
+  constexpr uint64_t kRekeyBytes = 100;
+  std::unique_ptr<RecordSealer> sealer = *RecordSealer::Create(*key, kRekeyBytes);
+  std::unique_ptr<RecordOpener> opener = *RecordOpener::Create(*key, kRekeyBytes);
+  std::unique_ptr<RecordOpener> stale = *RecordOpener::Create(*key);  // never rekeys
+  uint64_t on_the_wire = 0;
+  for (int i = 0; i < 40; ++i) {
+    const std::string body(1 + (i * 37) % 90, static_cast<char>('a' + i % 26));
+    const absl::Span<const std::byte> pieces[] = {Bytes(body)};
+    std::vector<std::byte> sealed;
+    ASSERT_TRUE(sealer->Seal(Bytes("LEN4"), pieces, sealed).ok());
+    std::vector<std::byte> copy = sealed;
+    absl::StatusOr<size_t> plain = opener->Open(Bytes("LEN4"), absl::MakeSpan(sealed));
+    ASSERT_TRUE(plain.ok()) << "record " << i << ": " << plain.status();
+    EXPECT_EQ(Text(absl::MakeConstSpan(sealed).first(*plain)), body);
+    const bool before_first_change = on_the_wire < kRekeyBytes;
+    EXPECT_EQ(stale->Open(Bytes("LEN4"), absl::MakeSpan(copy)).ok(), before_first_change)
+        << "record " << i;
+    on_the_wire += copy.size();
+  }
+  EXPECT_GT(on_the_wire, 10 * kRekeyBytes) << "the key changed many times";
+}
+
 TEST(RecordSealKey, TravelsAsExactly32Bytes) {
   absl::StatusOr<RecordSealKey> key = NewRecordSealKey();
   ASSERT_TRUE(key.ok());
