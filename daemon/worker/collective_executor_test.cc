@@ -128,7 +128,9 @@ TEST(CollectiveExecutor, RunsEveryKindOnTheRingAndNumbersThemInOrder) {
     roots.back()->spec.root = 2;
     gathers.push_back(Job(CollectiveKind::kAllGather, "ids", 3, {x}));
     barriers.push_back(Job(CollectiveKind::kBarrier, "end", 4, {}));
-    for (auto* jobs : {&sums, &roots, &gathers, &barriers}) ring.executor(r).Submit(jobs->back());
+    for (auto* jobs : {&sums, &roots, &gathers, &barriers}) {
+      EXPECT_TRUE(ring.executor(r).Submit(jobs->back()).ok());
+    }
   }
   AwaitAll(barriers);
   for (int r = 0; r < 3; ++r) {
@@ -153,10 +155,11 @@ TEST(CollectiveExecutor, RunsJobsInTheClientsOrderWhateverOrderTheyArrive) {
     firsts.push_back(Job(CollectiveKind::kAllReduce, "first", 1, {1}));
     seconds.push_back(Job(CollectiveKind::kAllReduce, "second", 2, {2}));
   }
-  ring.executor(0).Submit(seconds[0]);  // rank 0's client numbered them, then sent 2 first
-  ring.executor(0).Submit(firsts[0]);
-  ring.executor(1).Submit(firsts[1]);
-  ring.executor(1).Submit(seconds[1]);
+  // Rank 0's client numbered them, then sent 2 first.
+  EXPECT_TRUE(ring.executor(0).Submit(seconds[0]).ok());
+  EXPECT_TRUE(ring.executor(0).Submit(firsts[0]).ok());
+  EXPECT_TRUE(ring.executor(1).Submit(firsts[1]).ok());
+  EXPECT_TRUE(ring.executor(1).Submit(seconds[1]).ok());
   AwaitAll(seconds);
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(firsts[r]->status.ok()) << firsts[r]->status;
@@ -169,12 +172,12 @@ TEST(CollectiveExecutor, RunsJobsInTheClientsOrderWhateverOrderTheyArrive) {
 TEST(CollectiveExecutor, RefusesJobsOfNoAttachedClientAndReusedNumbers) {
   ExecutorRing ring(1);
   auto job = Job(CollectiveKind::kAllReduce, "once", 1, {1});
-  ring.executor(0).Submit(job);
+  EXPECT_TRUE(ring.executor(0).Submit(job).ok());
   ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(kWait));
   EXPECT_TRUE(job->status.ok()) << job->status;
 
   auto again = Job(CollectiveKind::kAllReduce, "twice", 1, {1});
-  ring.executor(0).Submit(again);
+  EXPECT_FALSE(ring.executor(0).Submit(again).ok());
   ASSERT_TRUE(again->done.HasBeenNotified()) << "refused at once";
   EXPECT_TRUE(absl::IsInvalidArgument(again->status));
   EXPECT_THAT(std::string(again->status.message()), HasSubstr("client_sequence 1 was used"));
@@ -182,7 +185,7 @@ TEST(CollectiveExecutor, RefusesJobsOfNoAttachedClientAndReusedNumbers) {
   EXPECT_FALSE(ring.executor(0).Attach()) << "one client at a time";
   ring.executor(0).Detach(absl::AbortedError("the client left"));
   auto detached = Job(CollectiveKind::kAllReduce, "late", 2, {1});
-  ring.executor(0).Submit(detached);
+  EXPECT_FALSE(ring.executor(0).Submit(detached).ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(detached->status));
   EXPECT_THAT(std::string(detached->status.message()), HasSubstr("not attached"));
 }
@@ -192,7 +195,7 @@ TEST(CollectiveExecutor, AClientThatGoesAwayAbortsTheCollectiveOnEveryRankNaming
   std::vector<std::shared_ptr<CollectiveJob>> jobs;
   for (int r = 0; r < 3; ++r) jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
   jobs[1]->client_gone.Cancel(absl::AbortedError("the training process of w1 disconnected"));
-  for (int r = 0; r < 3; ++r) ring.executor(r).Submit(jobs[r]);
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(ring.executor(r).Submit(jobs[r]).ok());
   AwaitAll(jobs);
   for (int r = 0; r < 3; ++r) {
     EXPECT_FALSE(jobs[r]->status.ok()) << "rank " << r;
@@ -214,8 +217,8 @@ TEST(CollectiveExecutor, ARefusedRequestFailsItsCollectiveOnEveryRankAtOnceAndTh
       "worker w1 refused its client's request: invalid inline_data: 5 bytes for 2 x float32 (8 "
       "expected)");
   for (int r = 0; r < 3; ++r) {
-    ring.executor(r).Submit(refused[r]);
-    ring.executor(r).Submit(next[r]);
+    EXPECT_TRUE(ring.executor(r).Submit(refused[r]).ok());
+    EXPECT_TRUE(ring.executor(r).Submit(next[r]).ok());
   }
   AwaitAll(next);
   for (int r = 0; r < 3; ++r) {
@@ -240,7 +243,7 @@ TEST(CollectiveExecutor, ARankWhoseClientLeftFailsTheRingsNextCollectiveEverywhe
   for (int r : {0, 2}) {
     jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1}));
     jobs.back()->deadline = SteadyDeadline(absl::Seconds(60));  // far: failing must not wait
-    ring.executor(r).Submit(jobs.back());
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
   }
   AwaitAll(jobs);
   for (const auto& job : jobs) {
@@ -261,7 +264,7 @@ TEST(CollectiveExecutor, ARankWhoseClientLeftFailsTheRingsNextCollectiveEverywhe
   jobs.clear();
   for (int r = 0; r < 3; ++r) {
     jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", r == 1 ? 1 : 2, {1}));
-    ring.executor(r).Submit(jobs.back());
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
   }
   AwaitAll(jobs);
   for (const auto& job : jobs) {
@@ -276,12 +279,12 @@ TEST(CollectiveExecutor, AfterAClientThatSaidGoodbyeTheRingsCollectivesWaitForTh
   ring.executor(1).Detach(absl::AbortedError("the training process finished"));
   absl::SleepFor(absl::Milliseconds(150));  // past the re-attach grace, which does not apply
   auto waiting = Job(CollectiveKind::kAllReduce, "job2", 1, {1});
-  ring.executor(0).Submit(waiting);
+  EXPECT_TRUE(ring.executor(0).Submit(waiting).ok());
   absl::SleepFor(absl::Milliseconds(150));
   EXPECT_FALSE(waiting->done.HasBeenNotified()) << "held for rank 1's next training process";
   ASSERT_TRUE(ring.executor(1).Attach());
   auto joined = Job(CollectiveKind::kAllReduce, "job2", 1, {2});
-  ring.executor(1).Submit(joined);
+  EXPECT_TRUE(ring.executor(1).Submit(joined).ok());
   AwaitAll({waiting, joined});
   EXPECT_TRUE(waiting->status.ok()) << waiting->status;
   EXPECT_EQ(Floats(*waiting), (std::vector<float>{3}));
@@ -292,13 +295,13 @@ TEST(CollectiveExecutor, ANewJobRunsAfterOneRankOfThePreviousIssuedACollectiveTh
   std::vector<std::shared_ptr<CollectiveJob>> jobs;
   for (int r = 0; r < 3; ++r) {
     jobs.push_back(Job(CollectiveKind::kAllReduce, "step", 1, {1}));
-    ring.executor(r).Submit(jobs.back());
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
   }
   AwaitAll(jobs);
   // Rank 2's trainer issues one collective more, alone; it times out.
   auto extra = Job(CollectiveKind::kAllReduce, "extra", 2, {1});
   extra->deadline = SteadyDeadline(absl::Milliseconds(300));
-  ring.executor(2).Submit(extra);
+  EXPECT_TRUE(ring.executor(2).Submit(extra).ok());
   AwaitAll({extra});
   EXPECT_FALSE(extra->status.ok());
   // The job ends; a new one starts on every rank.
@@ -312,7 +315,7 @@ TEST(CollectiveExecutor, ANewJobRunsAfterOneRankOfThePreviousIssuedACollectiveTh
     jobs.clear();
     for (int r = 0; r < 3; ++r) {
       jobs.push_back(Job(CollectiveKind::kAllReduce, "job2", round + 1, {1}));
-      ring.executor(r).Submit(jobs.back());
+      EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
     }
     AwaitAll(jobs);
     for (int r = 0; r < 3; ++r) {
@@ -329,7 +332,7 @@ TEST(CollectiveExecutor, ALostFrameFailsTheCollectiveAtItsDeadlineNotLater) {
   for (int r = 0; r < 2; ++r) {
     jobs.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
     jobs.back()->deadline = SteadyDeadline(absl::Seconds(1));
-    ring.executor(r).Submit(jobs.back());
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
   }
   AwaitAll(jobs);
   for (int r = 0; r < 2; ++r) {
@@ -343,7 +346,7 @@ TEST(CollectiveExecutor, ACollectiveWithoutARingFailsNamingItAndTheReason) {
   ExecutorRing ring(1);
   ring.epochs(0).fail_with = absl::UnavailableError("the ring dissolved: w3 was lost");
   auto job = Job(CollectiveKind::kAllReduce, "grad/fc1", 1, {1});
-  ring.executor(0).Submit(job);
+  EXPECT_TRUE(ring.executor(0).Submit(job).ok());
   ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(kWait));
   EXPECT_TRUE(absl::IsUnavailable(job->status));
   EXPECT_EQ(job->status.message(),
@@ -360,7 +363,7 @@ TEST(CollectiveExecutor, TellsTheRpcWhenAJobIsDone) {
     EXPECT_FALSE(job->done.HasBeenNotified()) << "the answer comes first";
     answered.Notify();
   };
-  ring.executor(0).Submit(job);
+  EXPECT_TRUE(ring.executor(0).Submit(job).ok());
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(kWait));
 }
 
@@ -402,7 +405,8 @@ TEST(CollectiveExecutor, ASubmitterThatFindsAJobRunningLeavesItsOwnToTheExecutor
   ExecutorRing ring(2);
   auto first = Job(CollectiveKind::kAllReduce, "first", 1, {1});
   auto second = Job(CollectiveKind::kAllReduce, "second", 2, {2});
-  ring.executor(0).Submit(first);  // runs on the executor's thread, waiting for rank 1
+  // It runs on the executor's thread, waiting for rank 1.
+  EXPECT_TRUE(ring.executor(0).Submit(first).ok());
   EXPECT_TRUE(ring.executor(0).SubmitAndRunIfIdle(second).ok());
   EXPECT_FALSE(second->done.HasBeenNotified()) << "queued behind the first, not run here";
   for (uint64_t sequence : {1, 2}) {
@@ -426,20 +430,22 @@ TEST(CollectiveExecutor, AMembershipChangeFailsTheCollectivesInFlightAndQueuedOn
     for (uint64_t sequence : {2, 3}) {
       queued.push_back(Job(CollectiveKind::kAllReduce, absl::StrCat("step", sequence), sequence, {1}));
       queued.back()->queued = SteadyStopwatch();
-      ring.executor(r).Submit(queued.back());
+      EXPECT_TRUE(ring.executor(r).Submit(queued.back()).ok());
     }
     in_flight.push_back(Job(CollectiveKind::kAllReduce, "grad", 1, {1, 2}));
-    if (r < 2) ring.executor(r).Submit(in_flight.back());
+    if (r < 2) {
+      EXPECT_TRUE(ring.executor(r).Submit(in_flight.back()).ok());
+    }
   }
   absl::SleepFor(absl::Milliseconds(100));  // ranks 0 and 1 are inside the ring algorithm
   MembershipChange change{.from_generation = 5, .from_size = 3, .to_generation = 7,
-                          .to_size = 2, .left = {"w2"}};
+                          .to_size = 2, .left = {"w2"}, .joined = {}, .reason = ""};
   for (int r = 0; r < 3; ++r) {
     ring.epochs(r).ChangeMembership(MembershipSnapshot{7, change},
                                     absl::AbortedError("generation 5 ended: generation 7 replaced it"));
   }
   in_flight[2]->membership = 0;  // its client issued it before it heard of the change
-  ring.executor(2).Submit(in_flight[2]);
+  EXPECT_TRUE(ring.executor(2).Submit(in_flight[2]).ok());
   AwaitAll(in_flight);
   AwaitAll(queued);
   for (const auto& job : in_flight) {
@@ -492,7 +498,7 @@ std::vector<std::shared_ptr<CollectiveJob>> SumWhileArriving(
     jobs.push_back(Job(CollectiveKind::kAllReduce, "arriving", 1, data));
     jobs.back()->deadline = SteadyDeadline(timeout);
     jobs.back()->arrival = arrivals[r];
-    ring.executor(r).Submit(jobs.back()).IgnoreError();
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
   }
   return jobs;
 }

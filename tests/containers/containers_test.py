@@ -445,6 +445,17 @@ class Cluster(ProjectTest):
         self.assertIn("go on a sealed data connection", p.logs("w0", tail=100000))
 
 
+def await_completed_collective(p, worker, timeout_s):
+    """Whether `worker` counts a successful collective within timeout_s."""
+    ok = re.compile(r'^ringsync_collectives_total\{[^}]*result="ok"[^}]*\} [1-9]', re.M)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ok.search(worker_metrics(p, worker)):
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def worker_metrics(p, worker):
     """A worker's /metrics page, reached from this host on the compose network with the
     HTTP bearer token."""
@@ -537,7 +548,12 @@ class Faults(ProjectTest):
         self.up()
         self.assert_daemons_healthy()
         before = p.await_ring()["generation"]
-        time.sleep(3)    # every trainer is all-reducing now
+        # Every trainer is all-reducing once each worker completed a collective. (The
+        # first one may take a while: its small all-reduces open the stride links then,
+        # and podman's DNS can drop lookups while the trainers' containers start.)
+        for worker in ["w0", "w1", "w2", "w3"]:
+            self.assertTrue(await_completed_collective(p, worker, 90),
+                            f"{worker} completed no collective in 90 s")
         for trainer in TRAINERS:
             self.assertEqual(p.state(trainer)["Status"], "running", p.logs(trainer)[-2000:])
 
