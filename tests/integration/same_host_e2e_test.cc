@@ -183,27 +183,41 @@ bool ClosedUnanswered(int port, const std::string& bytes) {
   return closed;
 }
 
+// Three workers with --peer_transport=tcp under `security`, worker 0's data port fixed
+// at `data_port`.
+absl::StatusOr<std::unique_ptr<LocalCluster>> StartOverDataConnections(ClusterSecurity security,
+                                                                       int data_port) {
+  LocalClusterOptions options;
+  options.security = security;
+  options.make_certs = RINGSYNC_MAKE_CERTS;
+  options.world_size = 3;
+  options.ringsyncd = RINGSYNCD_PATH;
+  options.http = true;
+  options.worker_flags = {"--segment_bytes=65536", "--peer_transport=tcp"};
+  options.worker_flags_of[0] = {absl::StrCat("--peer_data_port=", data_port)};
+  return LocalCluster::Start(options);
+}
+
+void ExpectEveryEdgeOnADataConnection(LocalCluster& cluster) {
+  for (int r = 0; r < cluster.world_size(); ++r) {
+    EXPECT_THAT(Metrics(cluster, r),
+                HasSubstr("ringsync_peer_transport{edge=\"next\",transport=\"tcp\"} 1"))
+        << "rank " << r;
+  }
+}
+
 // Every worker with --peer_transport=tcp: the frames of every edge go on data connections
 // (the metrics say tcp), the results are right, and a caller on a data port that does not
 // present a key its stream was given — garbage, or the handshake with a made-up key — is
 // closed unanswered and counted as a refusal; the ring goes on.
 TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKey) {
-  LocalClusterOptions options;
-  options.security = ClusterSecurity::kToken;
-  options.world_size = 3;
-  options.ringsyncd = RINGSYNCD_PATH;
-  options.http = true;
-  options.worker_flags = {"--segment_bytes=65536", "--peer_transport=tcp"};
   const int data_port = FreePort();
-  options.worker_flags_of[0] = {absl::StrCat("--peer_data_port=", data_port)};
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      StartOverDataConnections(ClusterSecurity::kToken, data_port);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto clients = ConnectAll(**cluster);
   ExpectAThreeRankSum(clients, "before");
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(Metrics(**cluster, r), HasSubstr("ringsync_peer_transport{edge=\"next\",transport=\"tcp\"} 1"))
-        << "rank " << r;
-  }
+  ExpectEveryEdgeOnADataConnection(**cluster);
   EXPECT_TRUE(ClosedUnanswered(data_port, std::string(24, 'x')));
   EXPECT_TRUE(ClosedUnanswered(data_port, "RSDATA1\n" + std::string(16, '\0')));
   const std::string page = Metrics(**cluster, 0);
@@ -217,22 +231,14 @@ TEST(DataConnections, EveryEdgeUsesOneAndADataPortRefusesAConnectionWithoutItsKe
 // stream carried: the metrics say tcp, each worker's log says sealed, and a caller on the
 // data port without its stream's key is still closed unanswered.
 TEST(DataConnections, UnderMutualTlsEveryEdgeUsesASealedOne) {
-  LocalClusterOptions options;
-  options.security = ClusterSecurity::kMutualTls;
-  options.make_certs = RINGSYNC_MAKE_CERTS;
-  options.world_size = 3;
-  options.ringsyncd = RINGSYNCD_PATH;
-  options.http = true;
-  options.worker_flags = {"--segment_bytes=65536", "--peer_transport=tcp"};
   const int data_port = FreePort();
-  options.worker_flags_of[0] = {absl::StrCat("--peer_data_port=", data_port)};
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      StartOverDataConnections(ClusterSecurity::kMutualTls, data_port);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto clients = ConnectAll(**cluster);
   ExpectAThreeRankSum(clients, "sealed");
+  ExpectEveryEdgeOnADataConnection(**cluster);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(Metrics(**cluster, r), HasSubstr("ringsync_peer_transport{edge=\"next\",transport=\"tcp\"} 1"))
-        << "rank " << r;
     EXPECT_THAT((*cluster)->Log((*cluster)->worker_id(r)), HasSubstr("go on a sealed data connection"))
         << "rank " << r;
   }

@@ -16,25 +16,25 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
+#include "daemon/transport/tcp/random_key.h"
 
 namespace ringsync {
 
 inline constexpr size_t kDataKeyBytes = 16;
-using DataKey = std::array<std::byte, kDataKeyBytes>;
+using DataKey = RandomKey<kDataKeyBytes>;
 
 // "ringsync data connection, version 1".
 inline constexpr absl::string_view kDataHandshakeMagic = "RSDATA1\n";
 inline constexpr size_t kDataHandshakeBytes = kDataHandshakeMagic.size() + kDataKeyBytes;
 inline constexpr std::byte kDataAccepted{0x4b};  // 'K'
 
-// Fills `bytes` from the kernel's random source.
-absl::Status FillFromKernelRandom(absl::Span<std::byte> bytes);
-// A key from it.
-absl::StatusOr<DataKey> NewDataKey();
+// A key from the kernel's random source.
+inline absl::StatusOr<DataKey> NewDataKey() { return NewRandomKey<kDataKeyBytes>(); }
 // The key as PeerAck carries it, and back; InvalidArgument unless exactly kDataKeyBytes.
-std::string DataKeyBytes(const DataKey& key);
-absl::StatusOr<DataKey> ParseDataKey(absl::string_view bytes);
+inline std::string DataKeyBytes(const DataKey& key) { return KeyBytes(key); }
+inline absl::StatusOr<DataKey> ParseDataKey(absl::string_view bytes) {
+  return ParseKey<kDataKeyBytes>(bytes, "a data connection key");
+}
 // What a sender writes first.
 std::array<std::byte, kDataHandshakeBytes> DataHandshake(const DataKey& key);
 

@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/transport/tcp/data_key.h"
 
 namespace ringsync {
 namespace record_seal_internal {
@@ -80,26 +79,6 @@ absl::Status SealState::Advance(uint64_t wire_bytes) {
 }
 
 }  // namespace record_seal_internal
-
-absl::StatusOr<RecordSealKey> NewRecordSealKey() {
-  RecordSealKey key;
-  if (absl::Status filled = FillFromKernelRandom(absl::MakeSpan(key)); !filled.ok()) return filled;
-  return key;
-}
-
-std::string RecordSealKeyBytes(const RecordSealKey& key) {
-  return std::string(reinterpret_cast<const char*>(key.data()), key.size());
-}
-
-absl::StatusOr<RecordSealKey> ParseRecordSealKey(absl::string_view bytes) {
-  if (bytes.size() != kRecordSealKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a data connection seal key of ", bytes.size(),
-                                                   " bytes (", kRecordSealKeyBytes, " expected)"));
-  }
-  RecordSealKey key;
-  std::memcpy(key.data(), bytes.data(), key.size());
-  return key;
-}
 
 absl::StatusOr<std::unique_ptr<RecordSealer>> RecordSealer::Create(const RecordSealKey& key,
                                                                    uint64_t rekey_bytes) {

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "daemon/transport/tcp/random_key.h"
 
 struct evp_cipher_ctx_st;  // OpenSSL's EVP_CIPHER_CTX
 
@@ -36,13 +37,15 @@ inline constexpr size_t kRecordSealKeyBytes = 32;
 inline constexpr size_t kRecordSealTagBytes = 16;
 // 16 GiB: a 64th of TLS 1.3's bound for AES-GCM (RFC 8446 5.5: 2^24.5 records of 16 KiB).
 inline constexpr uint64_t kRecordSealRekeyBytes = uint64_t{1} << 34;
-using RecordSealKey = std::array<std::byte, kRecordSealKeyBytes>;
+using RecordSealKey = RandomKey<kRecordSealKeyBytes>;
 
 // A key from the kernel's random source.
-absl::StatusOr<RecordSealKey> NewRecordSealKey();
+inline absl::StatusOr<RecordSealKey> NewRecordSealKey() { return NewRandomKey<kRecordSealKeyBytes>(); }
 // The key as PeerAck carries it, and back; InvalidArgument unless exactly kRecordSealKeyBytes.
-std::string RecordSealKeyBytes(const RecordSealKey& key);
-absl::StatusOr<RecordSealKey> ParseRecordSealKey(absl::string_view bytes);
+inline std::string RecordSealKeyBytes(const RecordSealKey& key) { return KeyBytes(key); }
+inline absl::StatusOr<RecordSealKey> ParseRecordSealKey(absl::string_view bytes) {
+  return ParseKey<kRecordSealKeyBytes>(bytes, "a data connection seal key");
+}
 
 namespace record_seal_internal {
 
