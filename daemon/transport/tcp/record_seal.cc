@@ -5,7 +5,6 @@
 #include <openssl/hmac.h>
 
 #include <cstring>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -56,6 +55,15 @@ absl::StatusOr<SealState> SealState::Start(const RecordSealKey& key, bool sealin
   return SealState(key, *std::move(context), sealing, rekey_bytes);
 }
 
+bool SealState::Begin(absl::Span<const std::byte> prefix) {
+  const auto nonce = NonceOf(record_);
+  int written = 0;
+  return EVP_CipherInit_ex(context_.get(), nullptr, nullptr, nullptr, nonce.data(), -1) == 1 &&
+         EVP_CipherUpdate(context_.get(), nullptr, &written,
+                          reinterpret_cast<const unsigned char*>(prefix.data()),
+                          static_cast<int>(prefix.size())) == 1;
+}
+
 absl::Status SealState::Advance(uint64_t wire_bytes) {
   ++record_;
   bytes_under_key_ += wire_bytes;
@@ -94,13 +102,8 @@ absl::Status RecordSealer::Seal(absl::Span<const std::byte> prefix,
   for (absl::Span<const std::byte> piece : pieces) plain += piece.size();
   sealed.resize(plain + kRecordSealTagBytes);
   EVP_CIPHER_CTX* c = state_.context();
-  const auto nonce = NonceOf(state_.record());
+  if (!state_.Begin(prefix)) return absl::InternalError("sealing a data connection record failed");
   int written = 0;
-  if (EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
-      EVP_EncryptUpdate(c, nullptr, &written, reinterpret_cast<const unsigned char*>(prefix.data()),
-                        static_cast<int>(prefix.size())) != 1) {
-    return absl::InternalError("sealing a data connection record failed");
-  }
   auto* out = reinterpret_cast<unsigned char*>(sealed.data());
   for (absl::Span<const std::byte> piece : pieces) {
     for (size_t at = 0; at < piece.size(); at += kMaxUpdateBytes) {
@@ -140,13 +143,8 @@ absl::StatusOr<size_t> RecordOpener::Open(absl::Span<const std::byte> prefix,
   if (record.size() < kRecordSealTagBytes) return fail("is shorter than its tag");
   const size_t plain = record.size() - kRecordSealTagBytes;
   EVP_CIPHER_CTX* c = state_.context();
-  const auto nonce = NonceOf(number);
+  if (!state_.Begin(prefix)) return fail("could not be opened");
   int written = 0;
-  if (EVP_DecryptInit_ex(c, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
-      EVP_DecryptUpdate(c, nullptr, &written, reinterpret_cast<const unsigned char*>(prefix.data()),
-                        static_cast<int>(prefix.size())) != 1) {
-    return fail("could not be opened");
-  }
   auto* bytes = reinterpret_cast<unsigned char*>(record.data());
   for (size_t at = 0; at < plain; at += kMaxUpdateBytes) {
     const int n = static_cast<int>(std::min(kMaxUpdateBytes, plain - at));

@@ -63,6 +63,9 @@ class SealState {
 
   evp_cipher_ctx_st* context() const { return context_.get(); }
   uint64_t record() const { return record_; }
+  // Starts record record(): its nonce, then `prefix` as the additional data. False when
+  // OpenSSL refused.
+  bool Begin(absl::Span<const std::byte> prefix);
   // The record numbered record() took `wire_bytes` (ciphertext and tag): on to the next
   // number, and to the next key once rekey_bytes went under this one.
   absl::Status Advance(uint64_t wire_bytes);
