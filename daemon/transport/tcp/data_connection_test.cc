@@ -127,9 +127,8 @@ TEST(DataConnection, DeliversRecordsWholeAndInOrder) {
 
 // Both ends of a sealed connection: the receiver opens with the key the sender seals with.
 struct Sealed {
-  RecordSealKey key{};
-  Connection connection;
   std::unique_ptr<RecordSender> sender;
+  std::unique_ptr<IncomingRecords> receiving;
 };
 absl::StatusOr<Sealed> ConnectSealed(uint64_t max_record_bytes = kMaxRecordBytes) {
   absl::StatusOr<RecordSealKey> key = NewRecordSealKey();
@@ -140,7 +139,7 @@ absl::StatusOr<Sealed> ConnectSealed(uint64_t max_record_bytes = kMaxRecordBytes
   absl::StatusOr<Connection> connection = Connect(max_record_bytes, *std::move(opener));
   if (!connection.ok()) return connection.status();
   auto sender = std::make_unique<RecordSender>(std::move(connection->sending), *std::move(sealer));
-  return Sealed{*key, Connection{UniqueFd(), std::move(connection->receiving)}, std::move(sender)};
+  return Sealed{std::move(sender), std::move(connection->receiving)};
 }
 
 TEST(SealedDataConnection, DeliversRecordsWholeAndInOrderUpToTheLimit) {
@@ -150,7 +149,7 @@ TEST(SealedDataConnection, DeliversRecordsWholeAndInOrderUpToTheLimit) {
   const std::string full(1 << 20, 'f');  // the limit is the plaintext's: the tag comes on top
   for (const std::string& record : {std::string("a frame head"), full, std::string("last")}) {
     ASSERT_TRUE(sealed->sender->Send({Bytes(record)}, In(absl::Seconds(10)), nullptr).ok());
-    absl::StatusOr<ReceivedRecord> read = ReadRecord(*sealed->connection.receiving);
+    absl::StatusOr<ReceivedRecord> read = ReadRecord(*sealed->receiving);
     ASSERT_TRUE(read.ok()) << read.status();
     EXPECT_EQ(Text(*read), record);
   }
