@@ -5,8 +5,8 @@
 //
 // Contract (beyond Link's, which each stride link keeps):
 //   * Stride(1) is the ring link. Any other stride's link is connected on its first use
-//     and kept for the rest of the generation: links to non-neighbours cost nothing
-//     until an algorithm needs them.
+//     (or, by an implementation that knows the algorithms, ahead of it) and kept for the
+//     rest of the generation: links to non-neighbours no algorithm uses cost nothing.
 //   * Like the ring link, a stride link belongs to one generation: its receiving end
 //     accepts frames only from the rank the generation's view puts at rank-s.
 //   * Connecting does not wait for rank-s: a frame from it is waited for by Receive,

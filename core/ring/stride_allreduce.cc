@@ -447,6 +447,16 @@ int StrideRounds(StrideSchedule schedule, int world_size) {
   return static_cast<int>(RoundsOf(schedule, world_size).size());
 }
 
+std::vector<int> StridesBeyondTheRing(StrideSchedule schedule, int world_size) {
+  std::vector<int> strides;
+  for (const std::vector<Lane>& round : RoundsOf(schedule, world_size)) {
+    for (const Lane& lane : round) {
+      if (lane.stride > 1) strides.push_back(lane.stride);
+    }
+  }
+  return strides;
+}
+
 absl::Status StrideAllReduce(StrideSchedule schedule, const RingMember& me, StrideLinks& links,
                              Reducer& reducer, const CollectiveSpec& spec,
                              absl::Span<std::byte> buffer, const RingOptions& options,

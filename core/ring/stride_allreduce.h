@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -63,6 +64,10 @@ enum class StrideSchedule : uint8_t { kDoubling, kDirect };
 // Rounds of each pass of `schedule` over `world_size` ranks: ceil(log2 N) for the
 // doubling, 1 for the direct exchange; 0 for one rank.
 int StrideRounds(StrideSchedule schedule, int world_size);
+
+// The strides beyond the ring link's (2 and up, ascending) whose links `schedule` uses
+// over `world_size` ranks: 2, 4, ... < N for the doubling, 2 .. N-1 for the direct exchange.
+std::vector<int> StridesBeyondTheRing(StrideSchedule schedule, int world_size);
 
 // REQUIRES: as RingAllReduce; `links` are this rank's (their Stride(1) its ring link).
 // Until the gather passed, `buffer` is untouched; a failure after it (in the commit

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/collective.h"
@@ -35,7 +36,9 @@ namespace ringsync {
 namespace {
 
 using ::testing::AnyOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using testing::Bytes;
 using testing::RandomInput;
@@ -207,6 +210,28 @@ TEST(DoublingAllReduce, OnFiveRanksTheLastStepCarriesOnlyTheOneContributionStill
       EXPECT_EQ(mesh.ring(stride).bytes_sent(r), carried * bytes) << "stride " << stride;
     }
     EXPECT_EQ(mesh.ring(3).frames_sent(r), 0u);
+  }
+}
+
+// What a worker connects ahead of a schedule's first run: exactly the links it sends on.
+TEST(StridesBeyondTheRing, AreTheLinksBesideTheRingLinkThatARunSendsOn) {
+  EXPECT_THAT(StridesBeyondTheRing(StrideSchedule::kDoubling, 8), ElementsAre(2, 4));
+  EXPECT_THAT(StridesBeyondTheRing(StrideSchedule::kDirect, 5), ElementsAre(2, 3, 4));
+  EXPECT_THAT(StridesBeyondTheRing(StrideSchedule::kDoubling, 2), IsEmpty());
+  EXPECT_THAT(StridesBeyondTheRing(StrideSchedule::kDirect, 1), IsEmpty());
+  for (StrideSchedule schedule : {StrideSchedule::kDoubling, StrideSchedule::kDirect}) {
+    for (int n : {3, 5, 6, 8}) {
+      SCOPED_TRACE(absl::StrCat(schedule == StrideSchedule::kDirect ? "direct" : "doubling",
+                                ", ", n, " ranks"));
+      const std::vector<int> strides = StridesBeyondTheRing(schedule, n);
+      MemoryStrideMesh mesh(n);
+      const Outcome run = RunStride(schedule, mesh, Spec(DType::kFloat32, ReduceOp::kSum, 3));
+      for (int r = 0; r < n; ++r) ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+      for (int stride = 2; stride < n; ++stride) {
+        const bool listed = absl::c_linear_search(strides, stride);
+        EXPECT_EQ(mesh.ring(stride).frames_sent(0) > 0, listed) << "stride " << stride;
+      }
+    }
   }
 }
 

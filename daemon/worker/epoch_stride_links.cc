@@ -1,13 +1,48 @@
 #include "daemon/worker/epoch_stride_links.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "core/ring/stride_allreduce.h"
+#include "daemon/logging/string_view_formatter.h"
+#include "spdlog/spdlog.h"
 
 namespace ringsync {
 
+std::vector<int> StridesToConnectAhead(int world_size, const AlgorithmPolicy& policy) {
+  // Each stride algorithm runs for buffers up to a limit, so the smallest buffer shows
+  // which one (if any) the policy runs.
+  switch (ChooseAllReduceAlgorithm(world_size, sizeof(float), DType::kFloat32, ReduceOp::kSum,
+                                   policy)) {
+    case AllReduceAlgorithm::kDoubling:
+      return StridesBeyondTheRing(StrideSchedule::kDoubling, world_size);
+    case AllReduceAlgorithm::kDirect:
+      return StridesBeyondTheRing(StrideSchedule::kDirect, world_size);
+    case AllReduceAlgorithm::kRing:
+    case AllReduceAlgorithm::kRelay: break;
+  }
+  return {};
+}
+
 absl::StatusOr<Link*> EpochStrideLinks::Stride(int stride, const WaitLimit& limit) {
   if (stride == 1) return epoch_.link.get();
-  if (auto it = strides_.find(stride); it != strides_.end()) return it->second.get();
+  {
+    absl::MutexLock lock(&mu_);
+    auto settled = [this, stride]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return !connecting_.contains(stride);
+    };
+    if (absl::Status s = AwaitWithLimit(mu_, absl::Condition(&settled), limit,
+                                        absl::StrCat("waiting for the link of stride ", stride,
+                                                     ", which is being connected"));
+        !s.ok()) {
+      return s;
+    }
+    if (auto it = strides_.find(stride); it != strides_.end()) return it->second.get();
+    connecting_.insert(stride);
+  }
   absl::StatusOr<std::unique_ptr<Link>> link = factory_.ConnectStride(epoch_, stride, limit);
+  absl::MutexLock lock(&mu_);
+  connecting_.erase(stride);
   if (!link.ok()) return link.status();
   Link* connected = link->get();
   strides_.emplace(stride, *std::move(link));
@@ -17,9 +52,27 @@ absl::StatusOr<Link*> EpochStrideLinks::Stride(int stride, const WaitLimit& limi
 }
 
 std::vector<Link*> EpochStrideLinks::Connected() {
+  absl::MutexLock lock(&mu_);
   std::vector<Link*> links{epoch_.link.get()};
   for (const auto& [stride, link] : strides_) links.push_back(link.get());
   return links;
+}
+
+absl::Status EpochStrideLinks::ConnectAhead(absl::Span<const int> strides, const WaitLimit& limit) {
+  absl::Status first_failure;
+  for (const int stride : strides) {
+    if (limit.IsCancelled()) {
+      return absl::CancelledError(absl::StrCat("generation ", epoch_.me.generation,
+                                               " ended before its stride links were connected"));
+    }
+    absl::StatusOr<Link*> link = Stride(stride, limit);
+    if (link.ok()) continue;
+    spdlog::warn("generation {}: could not connect the link of stride {} ahead of its first "
+                 "use, which tries again: {}",
+                 epoch_.me.generation, stride, link.status().message());
+    first_failure.Update(link.status());
+  }
+  return first_failure;
 }
 
 }  // namespace ringsync

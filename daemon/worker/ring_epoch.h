@@ -26,8 +26,9 @@ struct RingEpoch {
   std::vector<std::string> peer_addresses;  // by rank: where each Peer service listens
   Cancellation over;                        // cancelled when the generation ends
   std::unique_ptr<Link> link;               // set once connected
-  // Set with `link`: it as stride 1, and the links beyond the neighbours, connected on
-  // first use (EpochStrideLinks). Touched only by the executor thread once set.
+  // Set with `link`: it as stride 1, and the links beyond the neighbours, connected ahead
+  // or on first use (EpochStrideLinks). Used by the executor thread once set, and by the
+  // thread that connects links ahead.
   std::unique_ptr<StrideLinks> strides;
   std::atomic<int> stride_links_open{0};    // of `strides`, for metrics (any thread)
   // Next ring sequence number, and the newest collective this rank ran (itself, not

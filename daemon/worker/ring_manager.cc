@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/logging/log_context.h"
 #include "daemon/logging/string_view_formatter.h"
-#include "daemon/worker/epoch_stride_links.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {
@@ -17,11 +17,12 @@ constexpr absl::Duration kConnectRetrySlice = absl::Milliseconds(50);
 }  // namespace
 
 RingManager::RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout,
-                         ConnectRetry retry)
+                         ConnectRetry retry, StridesAhead strides_ahead)
     : worker_id_(std::move(worker_id)),
       links_(links),
       connect_timeout_(connect_timeout),
-      retry_(retry) {
+      retry_(retry),
+      strides_ahead_(std::move(strides_ahead)) {
   status_.detail = "waiting for the coordinator to form the ring";
 }
 
@@ -106,7 +107,8 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
   // yet, a connection lost on the way) is tried again until the generation ends: every
   // member may be alive, so nothing else would ever re-form this ring.
   absl::Duration backoff = retry_.first;
-  while (true) {
+  EpochStrideLinks* formed = nullptr;
+  while (formed == nullptr) {
     absl::StatusOr<std::unique_ptr<Link>> link =
         links_.Connect(*epoch, WaitLimit{SteadyDeadline(connect_timeout_), &epoch->over});
     {
@@ -114,12 +116,8 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
       if (epoch_ != epoch || epoch->over.IsCancelled()) return;  // a newer view, or shutdown
       if (link.ok()) {
         epoch->link = *std::move(link);
-        epoch->strides = std::make_unique<EpochStrideLinks>(*epoch, links_, stride_links_connected_);
-        if (suspended_) return;  // Resume() makes it ready
-        MarkReady();
-        spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch->me.generation,
-                     epoch->me.rank, epoch->me.world_size);
-        return;
+        formed = &Form(*epoch);
+        break;
       }
       spdlog::error("generation {}: could not connect the ring (trying again in {}): {}",
                     epoch->me.generation, absl::FormatDuration(backoff), link.status().message());
@@ -135,6 +133,25 @@ void RingManager::Connect(std::shared_ptr<RingEpoch> epoch) {
     }
     backoff = std::min(backoff * 2, retry_.max);
   }
+  if (strides_ahead_ == nullptr) return;
+  const std::vector<int> strides = strides_ahead_(epoch->me.world_size);
+  if (strides.empty()) return;
+  if (formed->ConnectAhead(strides, WaitLimit{SteadyDeadline(connect_timeout_), &epoch->over})
+          .ok()) {
+    spdlog::info("generation {}: connected the links of strides {} ahead of their first use",
+                 epoch->me.generation, absl::StrJoin(strides, ", "));
+  }
+}
+
+EpochStrideLinks& RingManager::Form(RingEpoch& epoch) {
+  auto strides = std::make_unique<EpochStrideLinks>(epoch, links_, stride_links_connected_);
+  EpochStrideLinks& formed = *strides;
+  epoch.strides = std::move(strides);
+  if (suspended_) return formed;  // Resume() makes it ready
+  MarkReady();
+  spdlog::info("generation {}: ring formed; rank {} of {} is ready", epoch.me.generation,
+               epoch.me.rank, epoch.me.world_size);
+  return formed;
 }
 
 

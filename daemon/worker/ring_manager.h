@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/sync/monotonic_clock.h"
 #include "core/sync/wait_limit.h"
+#include "daemon/worker/epoch_stride_links.h"
 #include "daemon/worker/ring_epoch.h"
 #include "ringsync/v1/common.pb.h"
 
@@ -40,12 +42,18 @@ struct ConnectRetry {
   absl::Duration max = absl::Seconds(2);
 };
 
+// The strides whose links to connect as soon as a ring of `world_size` forms (see
+// EpochStrideLinks), e.g. StridesToConnectAhead under the executor's policy.
+using StridesAhead = std::function<std::vector<int>(int world_size)>;
+
 class RingManager final : public EpochSource {
  public:
   // `links` must outlive this. `connect_timeout`: one attempt to connect a generation's
-  // link; `retry`: the pauses between attempts.
+  // link, and the time the links of `strides_ahead` have, after it formed, to connect
+  // on the same thread (the ring is ready meanwhile); `retry`: the pauses between
+  // attempts. Without `strides_ahead` every stride link is connected on its first use.
   RingManager(std::string worker_id, LinkFactory& links, absl::Duration connect_timeout,
-              ConnectRetry retry = {});
+              ConnectRetry retry = {}, StridesAhead strides_ahead = nullptr);
   ~RingManager();
 
   // Applies a view from the coordinator; older or repeated generations are ignored,
@@ -96,8 +104,11 @@ class RingManager final : public EpochSource {
 
  private:
   // Connects `epoch`'s link (on the connector thread), trying again after a failure
-  // until it succeeds or the generation ends.
+  // until it succeeds or the generation ends; then the links of `strides_ahead_`.
   void Connect(std::shared_ptr<RingEpoch> epoch);
+  // Sets up `epoch`'s stride links once its link is connected, marks it ready unless
+  // suspended; the links, to connect ahead of their first use.
+  EpochStrideLinks& Form(RingEpoch& epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStatus(RingStatus status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // status_, fenced when the lease lapsed though CheckLease has not published it yet.
   RingStatus StatusLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -118,6 +129,7 @@ class RingManager final : public EpochSource {
   std::atomic<uint64_t> stride_links_connected_{0};
   const absl::Duration connect_timeout_;
   const ConnectRetry retry_;
+  const StridesAhead strides_ahead_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<RingEpoch> epoch_ ABSL_GUARDED_BY(mu_);  // current generation, ready or not

@@ -213,30 +213,65 @@ class FlakyLinks final : public LinkFactory {
     }
     return std::make_unique<FaultyLink>(memory_.link(0));
   }
+  absl::StatusOr<std::unique_ptr<Link>> ConnectStride(const RingEpoch&, int stride,
+                                                      const WaitLimit&) override {
+    strides_.fetch_add(stride);
+    return std::make_unique<FaultyLink>(memory_.link(0));
+  }
   void RetireBefore(uint64_t, const absl::Status&) override {}
   void CloseAll(const absl::Status&) override {}
   int attempts() const { return attempts_.load(); }
+  int sum_of_strides_connected() const { return strides_.load(); }
 
  private:
   const int failures_;
   std::atomic<int> attempts_{0};
+  std::atomic<int> strides_{0};
   MemoryRing memory_{1};
 };
 
-TEST(RingManagerRetry, AConnectionThatFailsIsTriedAgainUntilTheRingForms) {
-  FlakyLinks links(/*failures=*/2);
-  RingManager ring("w0", links, kWait);
+v1::RingView OneWorkerView() {
   v1::RingView view;
   view.set_generation(1);
   v1::RingMember* me = view.add_members();
   me->set_worker_id("w0");
   me->set_peer_address("127.0.0.1:1");
-  ring.OnView(view);
+  return view;
+}
+
+TEST(RingManagerRetry, AConnectionThatFailsIsTriedAgainUntilTheRingForms) {
+  FlakyLinks links(/*failures=*/2);
+  RingManager ring("w0", links, kWait);
+  ring.OnView(OneWorkerView());
   absl::StatusOr<std::shared_ptr<RingEpoch>> epoch =
       ring.AwaitReady(WaitLimit{SteadyDeadline(kWait), nullptr});
   ASSERT_TRUE(epoch.ok()) << epoch.status();
   EXPECT_EQ(links.attempts(), 3);
   EXPECT_TRUE(ring.Status().ready);
+  ring.Shutdown();
+}
+
+// Once the ring forms, the links the worker's small all-reduces use are connected with no
+// collective asking for them; the world size decides which.
+TEST(RingManagerStrideLinks, AreConnectedAheadOnceTheRingForms) {
+  FlakyLinks links(/*failures=*/0);
+  std::atomic<int> asked_for_ranks{0};
+  RingManager ring("w0", links, kWait, ConnectRetry{}, [&](int world_size) {
+    asked_for_ranks.store(world_size);
+    return std::vector<int>{2, 3};
+  });
+  ring.OnView(OneWorkerView());
+  absl::StatusOr<std::shared_ptr<RingEpoch>> epoch =
+      ring.AwaitReady(WaitLimit{SteadyDeadline(kWait), nullptr});
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  for (const SteadyDeadline deadline(kWait);
+       (*epoch)->stride_links_open.load() < 2 && !deadline.Passed();) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ((*epoch)->stride_links_open.load(), 2);
+  EXPECT_EQ(ring.stride_links_connected(), 2u);
+  EXPECT_EQ(links.sum_of_strides_connected(), 2 + 3);
+  EXPECT_EQ(asked_for_ranks.load(), 1);
   ring.Shutdown();
 }
 

@@ -622,12 +622,6 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
       std::max<uint64_t>(static_cast<uint64_t>(absl::GetFlag(FLAGS_segment_bytes)), 4096),
       static_cast<uint64_t>(absl::GetFlag(FLAGS_peer_shm_mailbox_bytes))});
   links.set_data_connections(*data_listener != nullptr);
-  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout),
-                   ConnectRetry{absl::GetFlag(FLAGS_connect_retry_initial),
-                                absl::GetFlag(FLAGS_connect_retry_max)});
-  metrics::AddBuildInfo(metrics);
-  const metrics::ProcessCollector process_metrics;
-  WorkerMetrics worker_metrics(metrics, ring, reducer.name());
   const ExecutorOptions executor_options{
       .segment_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_segment_bytes)),
       .reattach_grace = absl::GetFlag(FLAGS_client_reattach_grace),
@@ -643,6 +637,15 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
                     .stride_frame_bytes =
                         static_cast<uint64_t>(absl::GetFlag(FLAGS_doubling_max_bytes)),
                     .direct_max_ranks = absl::GetFlag(FLAGS_direct_max_ranks)}};
+  RingManager ring(config.worker_id, links, absl::GetFlag(FLAGS_connect_timeout),
+                   ConnectRetry{absl::GetFlag(FLAGS_connect_retry_initial),
+                                absl::GetFlag(FLAGS_connect_retry_max)},
+                   [policy = executor_options.algorithm](int world_size) {
+                     return StridesToConnectAhead(world_size, policy);
+                   });
+  metrics::AddBuildInfo(metrics);
+  const metrics::ProcessCollector process_metrics;
+  WorkerMetrics worker_metrics(metrics, ring, reducer.name());
   CollectiveExecutor executor(config.worker_id, ring, reducer, executor_options, &worker_metrics);
   LocalPeers local_peers;
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,

@@ -155,7 +155,8 @@ std::vector<prometheus::MetricFamily> WorkerMetrics::Collect() const {
       SingleSample("ringsync_stride_links_open",
                    "Links to ranks beyond the neighbours (rank+2, +4, ... for the doubling "
                    "all-reduce, every rank for the direct exchange) open in the current "
-                   "generation; connected on first use.",
+                   "generation; those the small all-reduces use are connected once the ring "
+                   "forms, any other on first use.",
                    MetricType::Gauge, stride_links_open),
       SingleSample("ringsync_stride_links_connected_total",
                    "Links to ranks beyond the neighbours this worker has connected, over "

@@ -3,6 +3,8 @@
 // result is bitwise the ring's.
 #include <random>
 
+#include "absl/strings/match.h"
+#include "core/sync/steady_deadline.h"
 #include "core/testing/ring_test_data.h"
 #include "gmock/gmock.h"
 #include "tests/integration/cluster_fixture.h"
@@ -172,6 +174,27 @@ TEST(Algorithms, TheDirectExchangeGivesBitwiseTheRingsResultOverALinkToEveryRank
       }
     });
     ExpectTheRingsResults(cases, ring, direct, "direct");
+  }
+}
+
+// A worker connects the links its small all-reduces use as soon as the ring forms (on 4
+// ranks auto runs the direct exchange: strides 2 and 3), so the first one does not wait
+// for connections; no collective has run here.
+TEST(Algorithms, TheLinksOfTheSmallAllReducesAreConnectedOnceTheRingForms) {
+  auto cluster = StartCluster(4, {}, {}, /*http=*/true);
+  ASSERT_NE(cluster, nullptr);
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    std::string page;
+    for (const SteadyDeadline deadline(absl::Seconds(20)); !deadline.Passed();) {
+      page = HttpGet(cluster->worker_http_address(r), "/metrics", cluster->http_token()).body;
+      if (absl::StrContains(page, "ringsync_stride_links_open 2\n")) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_THAT(page, ::testing::HasSubstr("ringsync_stride_links_open 2\n"));
+    EXPECT_THAT(page, ::testing::HasSubstr("ringsync_stride_links_connected_total 2\n"));
+    EXPECT_THAT(page, ::testing::Not(::testing::HasSubstr("ringsync_allreduce_algorithm_total{")))
+        << "no all-reduce ran";
   }
 }
 
