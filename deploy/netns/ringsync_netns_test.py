@@ -499,6 +499,14 @@ class NetworkTest(unittest.TestCase):
             with self.subTest(rate=bad), self.assertRaises(network.NetworkError):
                 network.parse_rate(bad)
 
+    def test_an_mtu_is_one_every_link_takes_and_ipv6_still_works_on(self):
+        for good in (None, 1280, 1500, 9000, 65535):
+            network.check_mtu(good)
+        for bad in (0, 576, 1279, 65536):
+            with self.subTest(mtu=bad), self.assertRaisesRegex(network.NetworkError,
+                                                               r"--mtu .*1280\.\.65535"):
+                network.check_mtu(bad)
+
 
 # --------------------------------------------------------------------------- image
 class ImageTest(unittest.TestCase):

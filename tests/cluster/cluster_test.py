@@ -7,6 +7,7 @@ Run one with `cluster_test.py Class.test_name` (ctest does, label "cluster"); ex
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -277,6 +278,21 @@ class Lifecycle(unittest.TestCase):
             self.assertRegex(w1.output, r"198\.18\.0\.10\s+coordinator")
             during = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
             self.assertEqual(during, before, "ringsync-netns changed the root namespace's links")
+
+    def test_every_link_and_the_bridge_take_the_mtu_given(self):
+        with Cluster("rsmt", ["coordinator", "w0", "w1"], extra=["--mtu", "9000"]) as cluster:
+            w1 = cluster.exec("w1", "sh", "-c", "cat /sys/class/net/eth0/mtu; "
+                              "python3 -c 'import socket; s = socket.create_connection("
+                              "(\"w0\", 7401)); print(s.getsockopt(socket.IPPROTO_TCP, "
+                              "socket.TCP_MAXSEG))'")
+            self.assertEqual(w1.wait(30), 0, w1.output)
+            mtu, mss = w1.output.split()[-2:]
+            self.assertEqual(mtu, "9000")
+            self.assertGreater(int(mss), 8000, "a connection to another host uses the jumbo MTU")
+            bridge = subprocess.run(["ip", "-n", "rsmt--bridge", "-o", "link", "show"],
+                                    capture_output=True, text=True).stdout
+            self.assertEqual(re.findall(r"mtu (\d+)", bridge)[1:], ["9000"] * 4,
+                             f"the bridge and its three ports:\n{bridge}")
 
     def test_without_root_it_says_why_it_cannot_run(self):
         result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",

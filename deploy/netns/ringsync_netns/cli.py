@@ -17,6 +17,7 @@ USAGE_EXAMPLES = """
 examples:
   ringsync-netns up                       # the compose topology, logs in the foreground
   ringsync-netns up -d --rate 1gbit       # detached, every link shaped to 1 Gbit/s
+  ringsync-netns up -d --mtu 9000         # jumbo frames on every link
   ringsync-netns ps
   ringsync-netns exec coordinator -- ringsyncctl status --coordinator=coordinator:7400
   ringsync-netns shape w2 --rate 100mbit --loss 1
@@ -63,6 +64,9 @@ def _parser():
     up.add_argument("--loss", type=float, help="shape every link: random loss in percent")
     up.add_argument("--delay", type=float, dest="delay_ms",
                     help="shape every link: one-way delay in ms (needs the netem qdisc)")
+    up.add_argument("--mtu", type=int,
+                    help="every link's MTU in bytes (1280..65535; default the kernel's 1500), "
+                         "e.g. 9000 for jumbo frames")
     up.add_argument("--exit-code-from", metavar="SERVICE",
                     help="stop everything when SERVICE exits and return its exit status")
     up.add_argument("--no-log-prefix", dest="print_logs", action="store_false",
@@ -109,6 +113,7 @@ def _check_shaping(args):
         raise network.NetworkError(f"--loss {args.loss}: a percentage in (0, 100]")
     if args.delay_ms is not None and args.delay_ms <= 0:
         raise network.NetworkError(f"--delay {args.delay_ms}: milliseconds, more than 0")
+    network.check_mtu(getattr(args, "mtu", None))
 
 
 def cmd_up(args):
@@ -147,7 +152,8 @@ def cmd_up(args):
                           os.path.abspath(args.bin_dir), run_dir, project_image_name)
     net = network.Network(args.project, hosts, subnet.prefixlen,
                           shaping={"rate": args.rate, "loss_percent": args.loss,
-                                   "delay_ms": args.delay_ms})
+                                   "delay_ms": args.delay_ms},
+                          mtu=args.mtu)
     if args.detach:
         # Everything above ran here, so a bad file or flag fails in the foreground; the
         # detached supervisor plans again from the same arguments.

@@ -13,6 +13,10 @@ limits what the host sends, one on the bridge end limits what it receives; loss 
 packets at random in both directions with nftables (numgen); delay needs the kernel's
 netem qdisc and says so when it is missing. Cutting a link takes its bridge end down,
 as pulling a cable would: no reset reaches either side, the packets are just lost.
+
+Every link has the kernel's MTU (1500) unless one is given: at 1500 a TCP stream's
+payload is at most 1448 of every 1514 bytes a shaped link carries (0.956 of its rate),
+with jumbo frames (9000) 8948 of 9014 (0.993), as on cluster networks that run them.
 """
 import os
 import re
@@ -26,8 +30,18 @@ HOST_INTERFACE = "eth0"
 NFT_TABLE = "ringsync_netns"
 
 
+MTU_RANGE = (1280, 65535)  # IPv6's least; a veth link's most
+
+
 class NetworkError(Exception):
     pass
+
+
+def check_mtu(mtu):
+    """Raises unless every link can take `mtu` (None: the kernel's default)."""
+    if mtu is not None and not MTU_RANGE[0] <= mtu <= MTU_RANGE[1]:
+        raise NetworkError(f"--mtu {mtu}: bytes, {MTU_RANGE[0]}..{MTU_RANGE[1]} "
+                           "(9000 for jumbo frames)")
 
 
 def run(argv, what, check=True):
@@ -127,8 +141,11 @@ def parse_rate(text):
 
 
 class Network:
-    def __init__(self, project, hosts, prefix_length, shaping=None):
-        """`shaping`: shape()'s keyword arguments, applied to every link on create()."""
+    def __init__(self, project, hosts, prefix_length, shaping=None, mtu=None):
+        """`shaping`: shape()'s keyword arguments, applied to every link on create();
+        `mtu`: every link's (both ends and the bridge), None for the kernel's default."""
+        check_mtu(mtu)
+        self.mtu = mtu
         self.initial_shaping = {k: v for k, v in (shaping or {}).items() if v}
         self.project = project
         self.hosts = {h.name: h for h in hosts}
@@ -158,6 +175,9 @@ class Network:
             run(["ip", "link", "add", HOST_INTERFACE, "netns", host.netns, "type", "veth",
                  "peer", "name", host.veth, "netns", self.bridge_ns],
                 f"linking {host.name} to the bridge")
+            if self.mtu:
+                self._ip(host.netns, "link", "set", HOST_INTERFACE, "mtu", str(self.mtu))
+                self._ip(self.bridge_ns, "link", "set", host.veth, "mtu", str(self.mtu))
             self._ip(self.bridge_ns, "link", "set", host.veth, "master", BRIDGE, "up")
             self._ip(host.netns, "addr", "add", f"{host.address}/{self.prefix_length}",
                      "dev", HOST_INTERFACE)
@@ -170,6 +190,8 @@ class Network:
                 f.write(f"# ringsync-netns project {self.project}\n{hosts_file}")
             with open(os.path.join(etc, "resolv.conf"), "w", encoding="utf-8") as f:
                 f.write("# ringsync-netns: names come from /etc/hosts; no DNS server\n")
+        if self.mtu:  # a bridge takes its ports' least MTU; set it so it never stays lower
+            self._ip(self.bridge_ns, "link", "set", BRIDGE, "mtu", str(self.mtu))
         if self.initial_shaping:
             for name in self.hosts:
                 self.shape(name, **self.initial_shaping)
