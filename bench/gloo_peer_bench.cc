@@ -4,11 +4,15 @@
 // tables row by row.
 //
 //   gloo-peer-bench --nranks=4 --min_bytes=1M --max_bytes=256M
+//   gloo-peer-bench --nranks=4 --rank=R --hostname=H --store_dir=DIR ...   # one per host
 //
 // The N ranks are processes forked by this one before any of them touches Gloo; they meet
 // through a FileStore in a fresh temporary directory (removed at the end) and connect a
-// full mesh of TCP pairs on 127.0.0.1. Rank 0 prints the table; the exit status is
-// non-zero if a rank failed or a result was wrong.
+// full mesh of TCP pairs on 127.0.0.1. With --rank this process is that one rank only,
+// on address --hostname, meeting the others through --store_dir (a directory every rank
+// sees, empty at the start; the caller removes it): how bench/netns_link_bench.py runs
+// Gloo across its namespace hosts. Rank 0 prints the table; the exit status is non-zero
+// if a rank failed or a result was wrong.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +39,10 @@
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/transport/tcp/device.h"
 
-ABSL_FLAG(int, nranks, 4, "ranks (processes) on 127.0.0.1");
+ABSL_FLAG(int, nranks, 4, "ranks (processes) on 127.0.0.1, or in all with --rank");
+ABSL_FLAG(int, rank, -1, "run this rank only (0..nranks-1), with --store_dir; -1: fork every rank");
+ABSL_FLAG(std::string, hostname, "127.0.0.1", "the address this rank's TCP pairs bind to");
+ABSL_FLAG(std::string, store_dir, "", "with --rank: the directory the ranks meet in");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Gloo's timeout for rendezvous and each collective");
 
 namespace {
@@ -46,6 +53,7 @@ struct Config {
   int nranks;
   bench::PeerSweep sweep;
   std::chrono::milliseconds timeout;
+  std::string hostname;
 };
 
 // One rank's sweep over the sizes, for element type T.
@@ -59,7 +67,8 @@ class RankBench {
   int64_t Run() {
     const int n = context_->size;
     if (context_->rank == 0) {
-      std::printf("# gloo-peer-bench all-reduce: nranks %d, gloo::allreduce (ring), TCP on 127.0.0.1\n", n);
+      std::printf("# gloo-peer-bench all-reduce: nranks %d, gloo::allreduce (ring), TCP, rank 0 on %s\n",
+                  n, c_.hostname.c_str());
     }
     bench::PeerCollectives<T> peer;
     peer.all_reduce = [this](T* data, size_t count) { AllReduce(data, count, Reduction()); };
@@ -114,7 +123,7 @@ class RankBench {
 int RankMain(const Config& c, int rank, const std::string& store_dir) {
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = c.hostname;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(store_dir);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, c.nranks);
@@ -144,7 +153,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Config c{nranks, *sweep,
-                 std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_timeout)))};
+                 std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_timeout))),
+                 absl::GetFlag(FLAGS_hostname)};
+  if (const int rank = absl::GetFlag(FLAGS_rank); rank != -1) {
+    const std::string store_dir = absl::GetFlag(FLAGS_store_dir);
+    if (rank < 0 || rank >= nranks || store_dir.empty()) {
+      std::fprintf(stderr, "gloo-peer-bench: --rank must be 0..nranks-1, with --store_dir\n");
+      return 2;
+    }
+    return RankMain(c, rank, store_dir);
+  }
   char pattern[] = "/tmp/gloo-peer-bench-XXXXXX";
   if (mkdtemp(pattern) == nullptr) {
     std::perror("gloo-peer-bench: mkdtemp");

@@ -6,7 +6,8 @@ rate. The ring's bound is busbw = the link rate (TCP/IP headers take ~5% of it);
 same clusters also time plain TCP around the same ring (each host streams 2(N-1)/N x S
 bytes to the next over one socket while reading as many from the previous, once to warm
 the connection and once timed: the wire's ceiling for a ring), reported as busbw the same
-way.
+way, and, where BIN_DIR has gloo-peer-bench (libgloo-dev), Gloo C++'s ring all-reduce
+(gloo::allreduce over its TCP transport, one rank per host, plain buffers): the peer.
 
   sudo bench/netns_link_bench.py [--rates 1gbit,2500mbit] [--rounds 3] [--bin-dir build/bin]
       [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24] [--security tls,token]
@@ -29,8 +30,10 @@ end of each round, also on failure.
 import argparse
 import os
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
@@ -97,6 +100,26 @@ def tcp_ring_busbw(cluster, size):
     return size / max(seconds) * 1.5 / 1e9
 
 
+def gloo_rows(cluster, args):
+    """Gloo C++ on the same hosts (the workers idle beside it): rows as bench_rows's."""
+    import netns_cluster
+    store = tempfile.mkdtemp(prefix="ringsync-netns-gloo-")
+    try:
+        ranks = [cluster.exec(f"w{rank}", os.path.join(os.environ["RINGSYNC_BIN_DIR"],
+                                                        "gloo-peer-bench"),
+                              "--nranks=4", f"--rank={rank}", f"--hostname=w{rank}",
+                              f"--store_dir={store}", f"--min_bytes={args.min_bytes}",
+                              f"--max_bytes={args.max_bytes}", "--step_factor=4",
+                              f"--iters={args.iters}", "--warmup_iters=2")
+                 for rank in range(4)]
+        for rank in ranks:
+            if rank.wait(1800) != 0:
+                raise SystemExit(f"{rank.host}: gloo-peer-bench failed:\n{rank.output}")
+        return netns_cluster.bench_rows(ranks[0].output)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def one_round(netns_cluster, rate, args, round_number, compose_file):
     project = f"rslb{round_number}"
     services = ["coordinator", "w0", "w1", "w2", "w3"]
@@ -118,8 +141,12 @@ def one_round(netns_cluster, rate, args, round_number, compose_file):
                     if "data connection" in line or "slot ring" in line:
                         print(f"# w{rank}: {line.strip()}")
         rows = netns_cluster.bench_rows(benches[0].output)
+        gloo = gloo_rows(cluster, args) if args.gloo else {}
         for size, row in rows.items():
             row["tcp_busbw"] = tcp_ring_busbw(cluster, size)
+            row["gloo_busbw"] = gloo[size]["busbw"] if size in gloo else None
+            if size in gloo and gloo[size]["wrong"]:
+                raise SystemExit(f"Gloo C++ got {gloo[size]['wrong']} wrong at {size} B")
         return rows
 
 
@@ -144,6 +171,10 @@ def main():
     if not securities or any(s not in ("tls", "token") for s in securities):
         raise SystemExit(f"--security: '{args.security}' is not a list of tls and token")
     os.environ["RINGSYNC_BIN_DIR"] = os.path.abspath(args.bin_dir)
+    args.gloo = os.access(os.path.join(args.bin_dir, "gloo-peer-bench"), os.X_OK)
+    if not args.gloo:
+        print(f"# no {args.bin_dir}/gloo-peer-bench (install libgloo-dev and rebuild): "
+              "no Gloo C++ columns")
     import netns_cluster  # reads RINGSYNC_BIN_DIR
     reason = netns_cluster.skip_reason()
     if reason:
@@ -153,7 +184,8 @@ def main():
           f"{args.rounds} fresh clusters per rate and security (alternating); #wrong summed "
           f"over the rounds; MTU {args.mtu or 1500}")
     print(f"# {'security':>8} {'rate':>9} {'size (B)':>12} {'time (us)':>12} {'busbw GB/s':>11} "
-          f"{'of link':>8} {'#wrong':>7} {'TCP ring busbw':>15} {'of link':>8} {'ringsync/TCP':>13}")
+          f"{'of link':>8} {'#wrong':>7} {'TCP ring busbw':>15} {'of link':>8} {'ringsync/TCP':>13}"
+          f" {'Gloo C++ busbw':>15} {'of link':>8} {'ringsync/Gloo':>14}")
     failed = False
     for rate in args.rates.split(","):
         link = bytes_per_second(rate) / 1e9
@@ -170,9 +202,13 @@ def main():
                 wrong = sum(r[size]["wrong"] for r in runs)
                 tcp = statistics.median(r[size]["tcp_busbw"] for r in runs)
                 failed |= wrong != 0
+                gloo = ""
+                if args.gloo:
+                    g = statistics.median(r[size]["gloo_busbw"] for r in runs)
+                    gloo = f" {g:>15.3f} {g / link:>8.2f} {busbw / g:>14.2f}"
                 print(f"  {security:>8} {rate:>9} {size:>12} {time_us:>12.1f} {busbw:>11.3f} "
                       f"{busbw / link:>8.2f} {wrong:>7} {tcp:>15.3f} {tcp / link:>8.2f} "
-                      f"{busbw / tcp:>13.2f}")
+                      f"{busbw / tcp:>13.2f}{gloo}")
     return 1 if failed else 0
 
 

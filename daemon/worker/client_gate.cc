@@ -1,24 +1,22 @@
 #include "daemon/worker/client_gate.h"
 
-#include <sys/random.h>
-
 #include <array>
 #include <cstdint>
 
 #include "absl/strings/escaping.h"
+#include "daemon/transport/tcp/random_key.h"
 
 namespace ringsync {
 namespace {
 
-std::string NewToken() {
-  std::array<char, 32> secret{};
-  size_t filled = 0;
-  while (filled < secret.size()) {
-    // getrandom blocks only until the kernel's pool is initialised, once after boot.
-    const ssize_t got = ::getrandom(secret.data() + filled, secret.size() - filled, 0);
-    if (got > 0) filled += static_cast<size_t>(got);
+// 32 bytes from the kernel's generator, as hex.
+absl::StatusOr<std::string> NewToken() {
+  std::array<std::byte, 32> secret{};
+  if (absl::Status filled = FillFromKernelRandom(absl::MakeSpan(secret)); !filled.ok()) {
+    return filled;
   }
-  return absl::BytesToHexString(absl::string_view(secret.data(), secret.size()));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(secret.data()), secret.size()));
 }
 
 }  // namespace
@@ -32,8 +30,10 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return difference == 0;
 }
 
-std::string ClientGate::Open(std::optional<PeerCredentials> local) {
-  AttachedClient client{NewToken(), local};
+absl::StatusOr<std::string> ClientGate::Open(std::optional<PeerCredentials> local) {
+  absl::StatusOr<std::string> token = NewToken();
+  if (!token.ok()) return token.status();
+  AttachedClient client{*std::move(token), local};
   absl::MutexLock lock(&mu_);
   attached_ = client;
   return client.token;

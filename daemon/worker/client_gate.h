@@ -40,8 +40,9 @@ struct AttachedClient {
 
 class ClientGate {
  public:
-  // Attaches a client (the caller made sure none is); returns its token.
-  std::string Open(std::optional<PeerCredentials> local);
+  // Attaches a client (the caller made sure none is); returns its token, or why the
+  // kernel gave no random bytes for one (nothing is attached then).
+  absl::StatusOr<std::string> Open(std::optional<PeerCredentials> local);
   // Detaches the client holding `token`; a stale token changes nothing.
   void Close(absl::string_view token);
   // The attached client, when `presented` is its token; PermissionDenied otherwise.

@@ -11,7 +11,7 @@ using ::testing::HasSubstr;
 TEST(ClientGate, OnlyTheAttachedClientsTokenPasses) {
   ClientGate gate;
   EXPECT_THAT(gate.Check("anything").status().message(), HasSubstr("no training process"));
-  const std::string token = gate.Open(PeerCredentials{.pid = 42, .uid = 1000, .gid = 1000});
+  const std::string token = *gate.Open(PeerCredentials{.pid = 42, .uid = 1000, .gid = 1000});
   EXPECT_EQ(token.size(), 64u) << "256 bits, hex";
 
   absl::StatusOr<AttachedClient> attached = gate.Check(token);
@@ -26,9 +26,9 @@ TEST(ClientGate, OnlyTheAttachedClientsTokenPasses) {
 
 TEST(ClientGate, EachAttachmentHasItsOwnTokenAndAStaleOneClosesNothing) {
   ClientGate gate;
-  const std::string first = gate.Open(std::nullopt);
+  const std::string first = *gate.Open(std::nullopt);
   gate.Close(first);
-  const std::string second = gate.Open(std::nullopt);
+  const std::string second = *gate.Open(std::nullopt);
   EXPECT_NE(first, second);
   EXPECT_FALSE(gate.Check(first).ok()) << "the departed client's token is void";
   gate.Close(first);

@@ -421,7 +421,15 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
                                      options_.worker_id,
                                      "; each worker serves exactly one training process"));
   }
-  const std::string token = gate_.Open(local);
+  absl::StatusOr<std::string> opened = gate_.Open(local);
+  if (!opened.ok()) {
+    spdlog::error("could not attach {}: {}", request->client_name(), opened.status().message());
+    executor_.Detach(opened.status());
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat("worker ", options_.worker_id,
+                                     " could not make an attach token: ", opened.status().message()));
+  }
+  const std::string token = *std::move(opened);
   spdlog::info("training process attached: {} ({})", request->client_name(),
                DescribePeer(local, context->peer()));
   uint64_t seen = 0;
