@@ -111,7 +111,11 @@ class StrideRank {
   int From(int stride) const { return RingMod(me_.rank - stride, me_.world_size); }
   // The links of a round's lanes, connected if they are not yet.
   absl::StatusOr<std::vector<Link*>> LinksOf(const std::vector<Lane>& lanes);
-  absl::Status Send(Link& link, int round, int stride, const Frame& frame,
+  // What a failure names a round's frames by: "step k" (doubling), or none (the direct
+  // exchange has one round); then a commit round's.
+  std::string RoundFrames(int round, absl::string_view whose) const;
+  std::string CommitFrames(int round) const;
+  absl::Status Send(Link& link, absl::string_view what, int stride, const Frame& frame,
                     absl::Span<const std::byte> payload);
   // The next frame of this collective from rank From(stride) on `link` (leftovers of
   // finished collectives skipped), checked for generation, sequence, sender, kind and
@@ -172,11 +176,20 @@ absl::StatusOr<std::vector<Link*>> StrideRank::LinksOf(const std::vector<Lane>& 
   return links;
 }
 
-absl::Status StrideRank::Send(Link& link, int round, int stride, const Frame& frame,
+std::string StrideRank::RoundFrames(int round, absl::string_view whose) const {
+  if (schedule_ == StrideSchedule::kDirect) return std::string(whose);
+  return absl::StrCat("step ", round, " (", whose, ")");
+}
+
+std::string StrideRank::CommitFrames(int round) const {
+  return schedule_ == StrideSchedule::kDirect ? "the commit" : absl::StrCat("commit step ", round);
+}
+
+absl::Status StrideRank::Send(Link& link, absl::string_view what, int stride, const Frame& frame,
                               absl::Span<const std::byte> payload) {
   if (absl::Status s = link.Send(frame, payload, limit_); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("sending step ", round, " to rank ", To(stride),
-                                                ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("sending ", what, " to rank ", To(stride), ": ",
+                                                s.message()));
   }
   ++stats_.frames_sent;
   stats_.bytes_sent += payload.size();
@@ -206,7 +219,9 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<Contrib
       frame.spec = held[origin].spec;
       frame.count = held[origin].spec.count;
       ++sent[lane];
-      return Send(*(*links)[lane], round, lanes[lane].stride, frame, held[origin].bytes);
+      return Send(*(*links)[lane],
+                  RoundFrames(round, absl::StrCat("rank ", origin, "'s contribution")),
+                  lanes[lane].stride, frame, held[origin].bytes);
     };
     // Every lane's first frames go out before any receive: the links queue them.
     for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
@@ -220,7 +235,7 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<Contrib
         const int origin = RingMod(from - i, n);
         absl::StatusOr<ReceivedFrame> received =
             Receive(*(*links)[lane], l.stride, kind, round, i, origin, [&] {
-              return absl::StrCat("step ", round, " (rank ", origin, "'s contribution)");
+              return RoundFrames(round, absl::StrCat("rank ", origin, "'s contribution"));
             });
         if (!received.ok()) {
           result = received.status();
@@ -291,7 +306,7 @@ absl::Status StrideRank::Commit() {
       break;
     }
     for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
-      result = Send(*(*links)[lane], round, lanes[lane].stride,
+      result = Send(*(*links)[lane], CommitFrames(round), lanes[lane].stride,
                     StampedFrame(FrameKind::kCommit, me_, spec_.sequence, round, 0, me_.rank), {});
     }
     const std::vector<bool> known_at_start = known;
@@ -299,7 +314,7 @@ absl::Status StrideRank::Commit() {
       const int stride = lanes[lane].stride;
       absl::StatusOr<ReceivedFrame> received =
           Receive(*(*links)[lane], stride, FrameKind::kCommit, round, 0, From(stride),
-                  [round] { return absl::StrCat("commit step ", round); });
+                  [this, round] { return CommitFrames(round); });
       if (!received.ok()) {
         result = received.status();
         break;
