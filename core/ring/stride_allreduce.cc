@@ -458,6 +458,16 @@ void StrideRank::NotifyAbort(const absl::Status& cause) {
 
 }  // namespace
 
+std::optional<StrideSchedule> StrideScheduleOf(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kDoubling: return StrideSchedule::kDoubling;
+    case AllReduceAlgorithm::kDirect: return StrideSchedule::kDirect;
+    case AllReduceAlgorithm::kRing:
+    case AllReduceAlgorithm::kRelay: break;
+  }
+  return std::nullopt;
+}
+
 int StrideRounds(StrideSchedule schedule, int world_size) {
   return static_cast<int>(RoundsOf(schedule, world_size).size());
 }

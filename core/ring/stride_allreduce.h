@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,11 +56,15 @@
 #include "core/collective.h"
 #include "core/link/stride_links.h"
 #include "core/reduce/reducer.h"
+#include "core/ring/allreduce_algorithm.h"
 #include "core/ring/ring_member.h"
 
 namespace ringsync {
 
 enum class StrideSchedule : uint8_t { kDoubling, kDirect };
+
+// The schedule `algorithm` runs on stride links; nullopt for the ring and the relay.
+std::optional<StrideSchedule> StrideScheduleOf(AllReduceAlgorithm algorithm);
 
 // Rounds of each pass of `schedule` over `world_size` ranks: ceil(log2 N) for the
 // doubling, 1 for the direct exchange; 0 for one rank.

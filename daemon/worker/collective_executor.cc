@@ -445,23 +445,15 @@ absl::Status CollectiveExecutor::RunAllReduceAlgorithm(AllReduceAlgorithm algori
                                                        const RingOptions& options) {
   const RingMember& me = epoch.me;
   Link& link = *epoch.link;
-  switch (algorithm) {
-    case AllReduceAlgorithm::kDoubling:
-    case AllReduceAlgorithm::kDirect:
-      // An epoch without stride links (an EpochSource of tests) relays; ranks that do
-      // otherwise meet on the ring link and fail naming the difference.
-      if (epoch.strides != nullptr) {
-        const StrideSchedule schedule = algorithm == AllReduceAlgorithm::kDirect
-                                            ? StrideSchedule::kDirect
-                                            : StrideSchedule::kDoubling;
-        return StrideAllReduce(schedule, me, *epoch.strides, reducer_, job.spec, data,
-                               options, &job.stats);
-      }
-      [[fallthrough]];
-    case AllReduceAlgorithm::kRelay:
-      return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
-    case AllReduceAlgorithm::kRing:
-      break;
+  const std::optional<StrideSchedule> schedule = StrideScheduleOf(algorithm);
+  if (schedule.has_value() && epoch.strides != nullptr) {
+    return StrideAllReduce(*schedule, me, *epoch.strides, reducer_, job.spec, data, options,
+                           &job.stats);
+  }
+  // An epoch without stride links (an EpochSource of tests) relays; ranks that do
+  // otherwise meet on the ring link and fail naming the difference.
+  if (schedule.has_value() || algorithm == AllReduceAlgorithm::kRelay) {
+    return RelayAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
   }
   return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
 }

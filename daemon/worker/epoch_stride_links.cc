@@ -12,16 +12,10 @@ namespace ringsync {
 std::vector<int> StridesToConnectAhead(int world_size, const AlgorithmPolicy& policy) {
   // Each stride algorithm runs for buffers up to a limit, so the smallest buffer shows
   // which one (if any) the policy runs.
-  switch (ChooseAllReduceAlgorithm(world_size, sizeof(float), DType::kFloat32, ReduceOp::kSum,
-                                   policy)) {
-    case AllReduceAlgorithm::kDoubling:
-      return StridesBeyondTheRing(StrideSchedule::kDoubling, world_size);
-    case AllReduceAlgorithm::kDirect:
-      return StridesBeyondTheRing(StrideSchedule::kDirect, world_size);
-    case AllReduceAlgorithm::kRing:
-    case AllReduceAlgorithm::kRelay: break;
-  }
-  return {};
+  const std::optional<StrideSchedule> schedule = StrideScheduleOf(
+      ChooseAllReduceAlgorithm(world_size, sizeof(float), DType::kFloat32, ReduceOp::kSum, policy));
+  if (!schedule.has_value()) return {};
+  return StridesBeyondTheRing(*schedule, world_size);
 }
 
 absl::StatusOr<Link*> EpochStrideLinks::Stride(int stride, const WaitLimit& limit) {
