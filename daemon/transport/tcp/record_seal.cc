@@ -26,11 +26,11 @@ constexpr absl::string_view kNextKeyLabel = "ringsync record seal: next key";
 absl::StatusOr<CipherContext> NewContext(const RecordSealKey& key, bool sealing) {
   CipherContext context(EVP_CIPHER_CTX_new());
   if (context == nullptr) return absl::ResourceExhaustedError("EVP_CIPHER_CTX_new failed");
-  const auto* raw_key = reinterpret_cast<const unsigned char*>(key.data());
-  const int ok = sealing
-                     ? EVP_EncryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr)
-                     : EVP_DecryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, raw_key, nullptr);
-  if (ok != 1) return absl::InternalError("setting up AES-256-GCM failed");
+  if (EVP_CipherInit_ex(context.get(), EVP_aes_256_gcm(), nullptr,
+                        reinterpret_cast<const unsigned char*>(key.data()), nullptr,
+                        sealing ? 1 : 0) != 1) {
+    return absl::InternalError("setting up AES-256-GCM failed");
+  }
   return context;
 }
 
@@ -78,9 +78,9 @@ absl::Status SealState::Advance(uint64_t wire_bytes) {
   }
   absl::StatusOr<CipherContext> context = NewContext(next, sealing_);
   OPENSSL_cleanse(key_.data(), key_.size());
+  if (context.ok()) key_ = next;
+  OPENSSL_cleanse(next.data(), next.size());  // on failure too: no key left on the stack
   if (!context.ok()) return context.status();
-  key_ = next;
-  OPENSSL_cleanse(next.data(), next.size());
   context_ = *std::move(context);
   bytes_under_key_ = 0;
   return absl::OkStatus();
