@@ -276,6 +276,17 @@ TEST_F(CoordinatorServerTest, WatchRingSendsTheCurrentViewAtOnceThenTheFormedVie
   }
 }
 
+TEST_F(CoordinatorServerTest, EveryMemberOfAViewCarriesTheAddressItsJoinCameFrom) {
+  Start(2);
+  ASSERT_TRUE(Join("w0").ok());
+  ASSERT_TRUE(Join("w1").ok());
+  std::optional<v1::RingView> formed = WatchAs("w0")->WaitForGeneration(1);
+  ASSERT_TRUE(formed.has_value());
+  ASSERT_EQ(formed->members_size(), 2);
+  // The peers' fallback when the advertised name does not resolve (RingMember).
+  for (const v1::RingMember& m : formed->members()) EXPECT_EQ(m.observed_host(), "127.0.0.1");
+}
+
 TEST_F(CoordinatorServerTest, ACancelledWatchIsDeathAndTheOthersSeeADissolvedViewNamingIt) {
   Start(4, /*heartbeat_timeout=*/absl::Seconds(30));
   std::vector<std::unique_ptr<Watch>> watches = FormRingOfFour();
@@ -568,6 +579,7 @@ TEST_F(CoordinatorServerTest, ARestartedCoordinatorAdoptsTheRingItsWorkersReport
     m->set_worker_id(id);
     m->set_peer_address(requests.back().peer_address());
     m->set_incarnation(requests.back().incarnation());
+    m->set_observed_host("198.18.0.99");  // what the old coordinator saw, say
   }
   for (v1::JoinRequest& request : requests) {
     request.set_last_generation(7);
@@ -580,6 +592,8 @@ TEST_F(CoordinatorServerTest, ARestartedCoordinatorAdoptsTheRingItsWorkersReport
   EXPECT_EQ(adopted->generation(), 7u);
   EXPECT_THAT(MemberIds(*adopted), ElementsAre("w0", "w1", "w2"));
   EXPECT_THAT(adopted->change_reason(), HasSubstr("adopted"));
+  // The addresses in the adopted view are the ones this coordinator saw, not reported ones.
+  for (const v1::RingMember& m : adopted->members()) EXPECT_EQ(m.observed_host(), "127.0.0.1");
   const v1::ClusterStatus status = ClusterStatus();
   EXPECT_EQ(status.views_adopted_total(), 1u);
   EXPECT_EQ(status.membership_changes_total(), 0u);

@@ -10,6 +10,7 @@
 #include "wire/grpc_options.h"
 #include "wire/grpc_status.h"
 #include "daemon/coordinator/request_validation.h"
+#include "daemon/transport/tcp/socket_address.h"
 #include "wire/reaction_order.h"
 #include "spdlog/spdlog.h"
 #include "wire/protocol_version.h"
@@ -17,6 +18,13 @@
 
 namespace ringsync {
 namespace {
+
+// The IP address of a gRPC peer ("ipv4:198.18.0.3:50112" -> "198.18.0.3"); empty for
+// a peer that is not on IP.
+std::string ObservedHost(const std::string& peer) {
+  absl::StatusOr<sockaddr_storage> address = AddressOfGrpcPeer(peer, 0);
+  return address.ok() ? DescribeHost(*address) : std::string();
+}
 
 // Views a slow watcher may have queued; older ones are dropped first, since every
 // view supersedes the ones before it.
@@ -94,6 +102,7 @@ void ToProto(const View& view, v1::RingView* out) {
     m->set_worker_id(member.worker_id);
     m->set_peer_address(member.peer_address);
     m->set_incarnation(member.incarnation);
+    m->set_observed_host(member.observed_host);
   }
   out->set_dissolved_reason(view.dissolved_reason);
   out->set_change_reason(view.change_reason);
@@ -107,6 +116,8 @@ View FromProto(const v1::RingView& view) {
   out.members.reserve(kept);
   for (int i = 0; i < kept; ++i) {
     const v1::RingMember& m = view.members(i);
+    // observed_host is not read: a view this coordinator publishes carries the addresses
+    // it saw itself (Membership::Adopt).
     out.members.push_back(ViewMember{m.rank(), m.worker_id(), m.peer_address(), m.incarnation()});
   }
   out.dissolved_reason = view.dissolved_reason();
@@ -282,7 +293,7 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   if (shutting_down_) return ShuttingDown();
   JoinInfo info{request.worker_id(), request.peer_address(), request.http_address(),
                 request.last_generation(), request.incarnation(),
-                FromProto(request.current_view())};
+                FromProto(request.current_view()), ObservedHost(peer)};
   absl::StatusOr<uint64_t> token = membership_.Join(info, MonotonicNow());
   ProcessEventsLocked();
   if (!token.ok()) {

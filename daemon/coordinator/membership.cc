@@ -394,7 +394,11 @@ Membership::Adoption Membership::ConsiderAdoption(absl::Time now, View* view) {
 void Membership::Adopt(View view) {
   adoption_over_ = true;
   for (auto& [id, worker] : workers_) worker.info.current_view = View{};
-  for (const ViewMember& m : view.members) workers_.find(m.worker_id)->second.rank = m.rank;
+  for (ViewMember& m : view.members) {
+    Worker& worker = workers_.find(m.worker_id)->second;
+    worker.rank = m.rank;
+    m.observed_host = worker.info.observed_host;  // as this coordinator saw it join
+  }
   view.dissolved_reason.clear();
   view.change_reason = absl::StrCat("adopted: every member of generation ", view.generation,
                                     " rejoined this coordinator reporting it; the ring goes on");
@@ -413,7 +417,8 @@ void Membership::PublishFormed(std::string change_reason) {
   for (auto& [id, worker] : workers_) {  // std::map: sorted by worker id
     worker.rank = rank;
     formed.members.push_back(
-        ViewMember{rank, id, worker.info.peer_address, worker.info.incarnation});
+        ViewMember{rank, id, worker.info.peer_address, worker.info.incarnation,
+                   worker.info.observed_host});
     ++rank;
   }
   Publish(std::move(formed));

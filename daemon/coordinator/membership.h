@@ -58,6 +58,7 @@ struct ViewMember {
   std::string worker_id;
   std::string peer_address;
   uint64_t incarnation = 0;  // of the member's process, as it joined
+  std::string observed_host;  // the IP its Join came from (RingMember.observed_host)
 
   friend bool operator==(const ViewMember&, const ViewMember&) = default;
 };
@@ -82,6 +83,8 @@ struct JoinInfo {
   uint64_t last_generation = 0;  // the newest generation the worker has seen
   uint64_t incarnation = 0;      // random per process start, never 0
   View current_view;             // the view the worker is in (generation 0: none)
+  // The IP address the Join came from, as the coordinator saw it; empty when not IP.
+  std::string observed_host;
 };
 
 // What a worker reports in each heartbeat.

@@ -28,6 +28,13 @@ std::vector<ExpectedSender> SendersOf(const RingEpoch& epoch) {
   return senders;
 }
 
+// Where `rank` joined the coordinator from, at its Peer service's port (FallbackTarget).
+std::string FallbackTargetOf(const RingEpoch& epoch, int rank) {
+  return rank < static_cast<int>(epoch.observed_hosts.size())
+             ? FallbackTarget(epoch.peer_addresses[rank], epoch.observed_hosts[rank])
+             : std::string();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& epoch,
@@ -40,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   const std::string& address = epoch.peer_addresses[next];
   RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
                             worker_id_, security_, keepalive_, open_attempt_};
+  neighbours.fallback_target = FallbackTargetOf(epoch, next);
   neighbours.offer_shm = same_host_path_.enabled;
   neighbours.shm_slots = same_host_path_.slots;
   neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
@@ -89,6 +97,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingE
   RingNeighbours neighbours{address,
                             absl::StrCat(epoch.Describe(to), " at ", address, " (stride ", stride, ")"),
                             worker_id_, security_, keepalive_, open_attempt_};
+  neighbours.fallback_target = FallbackTargetOf(epoch, to);
   neighbours.offer_shm = same_host_path_.enabled;
   neighbours.shm_slots = kStrideLinkShmSlots;
   neighbours.stride = stride;

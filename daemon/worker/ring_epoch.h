@@ -24,6 +24,7 @@ struct RingEpoch {
   RingMember me;
   std::vector<std::string> worker_ids;      // by rank
   std::vector<std::string> peer_addresses;  // by rank: where each Peer service listens
+  std::vector<std::string> observed_hosts;  // by rank: RingMember.observed_host
   Cancellation over;                        // cancelled when the generation ends
   std::unique_ptr<Link> link;               // set once connected
   // Set with `link`: it as stride 1, and the links beyond the neighbours, connected ahead

@@ -72,6 +72,7 @@ void RingManager::OnView(const v1::RingView& view) {
       for (const v1::RingMember& m : view.members()) {
         epoch->worker_ids.push_back(m.worker_id());
         epoch->peer_addresses.push_back(m.peer_address());
+        epoch->observed_hosts.push_back(m.observed_host());
       }
       epoch_ = epoch;
       status.rank = my_rank;

@@ -47,6 +47,10 @@ COMPOSE_FILES = ["-f", os.path.join(ROOT, "deploy", "docker-compose.yml"),
 IMAGE = os.environ.get("RINGSYNC_IMAGE", "ringsync:dev")
 PROMETHEUS_IMAGE = "localhost/ringsync-prometheus:dev"
 DAEMONS = ["coordinator", "w0", "w1", "w2", "w3"]
+# How many of each daemon's last log lines a test prints when it ends (RSCT_LOG_TAIL), and
+# of its warnings and errors before them.
+LOG_TAIL_ON_FAILURE = int(os.environ.get("RSCT_LOG_TAIL", "15"))
+LOG_TROUBLE_LINES = 12
 TRAINERS = ["train0", "train1", "train2", "train3"]
 SOCKET = "unix:/run/ringsync/worker.sock"    # the compose file's worker socket
 RINGSYNC_UID = 10001                          # the image's user (Dockerfile)
@@ -318,12 +322,17 @@ class ProjectTest(unittest.TestCase):
         return self.p
 
     def check_down(self):
-        # The daemons' last words (ctest shows them only when the test failed).
+        # The daemons' warnings and errors, where a cause shows, and their last words
+        # (ctest shows them only when the test failed).
         for service in DAEMONS:
             try:
-                log(f"--- {service}: last log lines\n{self.p.logs(service, tail=15).rstrip()}")
+                lines = self.p.logs(service, tail=100000).rstrip().splitlines()
             except (AssertionError, subprocess.SubprocessError):
-                pass
+                continue
+            trouble = [line for line in lines if " warning [" in line or " error [" in line]
+            if trouble:
+                log(f"--- {service}: warnings and errors\n" + "\n".join(trouble[:LOG_TROUBLE_LINES]))
+            log(f"--- {service}: last log lines\n" + "\n".join(lines[-LOG_TAIL_ON_FAILURE:]))
         left = self.p.down()
         self.assertEqual(left, {}, "docker-compose down -v left these behind")
         log("down -v: no container, network, volume, shm mount or /dev/shm file left")

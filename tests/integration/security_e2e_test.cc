@@ -4,6 +4,8 @@
 // another rank — each refused with a message that says why, counted as a refusal, and
 // the ring still serving correct results afterwards. Plus certificates rotated on disk
 // taking effect without a restart.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -189,6 +191,42 @@ TEST(Security, CertificatesRotatedOnDiskTakeEffectWithoutARestart) {
   EXPECT_THAT(log, HasSubstr("w9"));
   EXPECT_THAT(log, ::testing::AnyOf(HasSubstr("full"), HasSubstr("world size")));
   EXPECT_EQ(cluster->coordinator().running(), true);
+}
+
+// Workers that advertise names no resolver knows (as on a container network whose DNS
+// server stopped answering) still form their ring: each dials its neighbours at the
+// address the coordinator saw them join from, and the TLS handshake still checks the
+// advertised name against the neighbour's certificate (make-certs.sh names each worker's
+// id, which is the name advertised here).
+TEST(Security, NeighboursWhoseNamesDoNotResolveAreDialledWhereTheyJoinedFrom) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount namespace with no DNS server needs root";
+  constexpr int kWorkers = 4;
+  LocalClusterOptions options;
+  options.security = ClusterSecurity::kMutualTls;
+  options.make_certs = RINGSYNC_MAKE_CERTS;
+  options.world_size = kWorkers;
+  options.ringsyncd = RINGSYNCD_PATH;
+  // Each worker runs with an empty resolv.conf (glibc then asks 127.0.0.1, where nothing
+  // answers) and advertises its id, which /etc/hosts does not list.
+  const std::string no_dns = ::testing::TempDir() + "/ringsync-no-dns-resolv.conf";
+  std::ofstream(no_dns) << "# no name server\n";
+  for (int i = 0; i < kWorkers; ++i) {
+    options.worker_launcher_of[i] = {"/usr/bin/unshare", "--mount", "--propagation", "private",
+                                     "/bin/sh", "-c",
+                                     "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"",
+                                     no_dns};
+    options.worker_flags_of[i] = {absl::StrCat("--advertise_host=w", i)};
+  }
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_EQ((*cluster)->worker_id(0), "w0");  // the names the certificates carry
+  std::vector<std::unique_ptr<Client>> clients = ConnectAll(**cluster);
+  ExpectCorrectAllReduce(clients);
+  for (int i = 0; i < kWorkers; ++i) {
+    const std::string log = (*cluster)->Log((*cluster)->worker_id(i));
+    EXPECT_THAT(log, HasSubstr("the address it joined the coordinator from")) << "w" << i;
+    EXPECT_THAT(log, HasSubstr("ring formed")) << "w" << i;
+  }
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 #include "daemon/transport/grpc/grpc_link.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "daemon/transport/tcp/socket_address.h"
 #include "spdlog/spdlog.h"
 #include "wire/grpc_options.h"
@@ -11,9 +16,36 @@
 namespace ringsync {
 namespace {
 
-std::shared_ptr<grpc::Channel> NewPeerChannel(const RingNeighbours& neighbours) {
-  return neighbours.security.CreateChannel(neighbours.next_target,
-                                           PeerChannelArguments(neighbours.keepalive));
+struct HostPort {
+  std::string host;  // without brackets
+  std::string port;
+};
+
+// "w1:7401" -> {w1, 7401}, "[::1]:7401" -> {::1, 7401}; nullopt without a port.
+std::optional<HostPort> SplitTarget(absl::string_view target) {
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos || colon + 1 == target.size()) return std::nullopt;
+  absl::string_view host = target.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) return std::nullopt;
+  return HostPort{std::string(host), std::string(target.substr(colon + 1))};
+}
+
+bool IsIpAddress(const std::string& host) {
+  in6_addr bytes;
+  return ::inet_pton(AF_INET, host.c_str(), &bytes) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), &bytes) == 1;
+}
+
+// A channel to rank+1 by its name, or (`by_address`) at the address the coordinator saw
+// it join from — with the name still the one its certificate must carry.
+std::shared_ptr<grpc::Channel> NewPeerChannel(const RingNeighbours& neighbours,
+                                              bool by_address = false) {
+  grpc::ChannelArguments args = PeerChannelArguments(neighbours.keepalive);
+  if (!by_address) return neighbours.security.CreateChannel(neighbours.next_target, args);
+  if (std::optional<HostPort> named = SplitTarget(neighbours.next_target); named.has_value()) {
+    args.SetSslTargetNameOverride(named->host);
+  }
+  return neighbours.security.CreateChannel(neighbours.fallback_target, args);
 }
 
 const char* DescribeChannelState(grpc_connectivity_state state) {
@@ -45,15 +77,34 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   // network was still being set up) waits out gRPC's 20 s connect timeout, a lost DNS
   // query its resolver's timeout; a new channel (its own subchannel pool) asks and dials
   // anew. (A compose cluster's first ring once took 30 s to form that way.)
+  //
+  // With a fallback target, the new channel alternates between the name and the address
+  // the coordinator saw rank+1 join from. A name lookup can hang for as long as the
+  // resolver's retries last (20 s with two DNS servers that do not answer), and gRPC's
+  // system resolver runs its lookups one after another on a few threads, so every new
+  // channel's lookup waits behind the hung ones: a compose cluster whose DNS server
+  // stopped answering while the trainers' containers started took 30 to 56 s to form its
+  // ring, and its first collective timed out. The address needs no lookup.
   constexpr int kStalledAttempts = 3;
-  std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours);
+  bool by_address = false;
+  std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours, by_address);
   int attempts = 0;
   int stalled = 0;  // consecutive attempts that ended with the channel not connected
   while (true) {
     const grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/false);
     if (attempts > 0) stalled = state == GRPC_CHANNEL_READY ? 0 : stalled + 1;
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || stalled >= kStalledAttempts) {
-      channel = NewPeerChannel(neighbours);
+      by_address = !by_address && !neighbours.fallback_target.empty();
+      // Said each time: a ring that takes long to form shows here which name or
+      // connection held it up.
+      spdlog::warn("rank {} (generation {}): {} has not answered {} attempt(s) to open a "
+                   "stream (its connection {}); {}",
+                   me.rank, me.generation, neighbours.next_description, attempts,
+                   DescribeChannelState(state),
+                   by_address ? absl::StrCat("dialling ", neighbours.fallback_target,
+                                             ", the address it joined the coordinator from")
+                              : std::string("resolving the name and connecting anew"));
+      channel = NewPeerChannel(neighbours, by_address);
       stalled = 0;
     }
     WaitLimit attempt = limit;
@@ -108,6 +159,14 @@ std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighb
 }
 
 }  // namespace
+
+std::string FallbackTarget(absl::string_view target, absl::string_view observed_host) {
+  const std::optional<HostPort> named = SplitTarget(target);
+  if (observed_host.empty() || !named.has_value() || IsIpAddress(named->host)) return "";
+  return absl::StrContains(observed_host, ':')
+             ? absl::StrCat("[", observed_host, "]:", named->port)
+             : absl::StrCat(observed_host, ":", named->port);
+}
 
 absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNeighbours& neighbours,
                                               std::shared_ptr<grpc::Channel> channel,

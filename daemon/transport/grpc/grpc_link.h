@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "core/link/link.h"
 #include "daemon/shm/frame_mailbox.h"
 #include "core/ring/ring_member.h"
@@ -37,6 +38,11 @@ struct RingNeighbours {
   // connection): a first attempt can hang on a neighbour that was not reachable yet
   // (a container whose network was still being attached) although the next would succeed.
   absl::Duration open_attempt = absl::Seconds(2);
+  // The same Peer service at the address the coordinator saw rank+1 join from
+  // (FallbackTarget); empty for none. When next_target's name has not resolved or
+  // connected after a few attempts, attempts alternate to it, the certificate still
+  // checked against next_target's host.
+  std::string fallback_target;
   // The same-host path (--peer_transport=auto): offer rank+1 a shared-memory slot ring of
   // `shm_slots` slots of `shm_slot_bytes` (at least the segment size) in each hello; the
   // payload of a segment that fits goes through it when rank+1 accepted the offer, every
@@ -60,6 +66,12 @@ struct RingNeighbours {
   // (next_target is rank+1), s > 1 the stride link to rank+s.
   int stride = 1;
 };
+
+// `observed_host` (RingMember.observed_host) at `target`'s port ("198.18.0.3:7401",
+// "[::1]:7401"), for RingNeighbours::fallback_target; empty when there is none to
+// fall back to: no observed host, a target that is already an IP address (no name to
+// resolve), or one without a port.
+std::string FallbackTarget(absl::string_view target, absl::string_view observed_host);
 
 // An open stream to rank+1 and what its receiver accepted with it: the slot ring
 // offered in the hello, or the data connection it asked for (or neither).

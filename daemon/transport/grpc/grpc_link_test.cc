@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/link/testing/link_conformance.h"
+#include "daemon/transport/grpc/grpc_link.h"
 #include "daemon/transport/grpc/testing/grpc_test_ring.h"
 
 namespace ringsync {
@@ -33,6 +34,19 @@ std::unique_ptr<testing::LinkPair> MakeTcpDataPair() {
 // ... sealed, as under mutual TLS.
 std::unique_ptr<testing::LinkPair> MakeTcpSealedPair() {
   return std::make_unique<GrpcPair>(testing::kTcpSealed);
+}
+
+TEST(FallbackTarget, IsTheObservedAddressAtTheAdvertisedPort) {
+  EXPECT_EQ(FallbackTarget("w1:7401", "198.18.0.3"), "198.18.0.3:7401");
+  EXPECT_EQ(FallbackTarget("w1.example:7401", "fd00::3"), "[fd00::3]:7401");
+  EXPECT_EQ(FallbackTarget("[w1]:7401", "198.18.0.3"), "198.18.0.3:7401");
+}
+
+TEST(FallbackTarget, IsNoneWithoutANameToResolveOrAnAddressToFallBackTo) {
+  EXPECT_EQ(FallbackTarget("127.0.0.1:7401", "127.0.0.1"), "");  // an address already
+  EXPECT_EQ(FallbackTarget("[::1]:7401", "::1"), "");
+  EXPECT_EQ(FallbackTarget("w1:7401", ""), "");  // not joined over IP, or an old coordinator
+  EXPECT_EQ(FallbackTarget("w1", "198.18.0.3"), "");  // no port
 }
 
 INSTANTIATE_TEST_SUITE_P(Grpc, LinkConformance, ::testing::Values(&MakeGrpcPair));

@@ -323,6 +323,11 @@ TEST(AddressOfGrpcPeer, ReadsAnIpPeerWithTheDataPortInsteadOfItsOwn) {
   }
 }
 
+TEST(DescribeHost, IsTheAddressWithoutItsPort) {
+  EXPECT_EQ(DescribeHost(*AddressOfGrpcPeer("ipv4:198.18.0.3:50112", 0)), "198.18.0.3");
+  EXPECT_EQ(DescribeHost(*AddressOfGrpcPeer("ipv6:%5B::1%5D:50112", 0)), "::1");
+}
+
 TEST(AddressOfGrpcPeer, RefusesAPeerThatIsNotAnIpAddress) {
   for (absl::string_view peer : {"unix:/tmp/x", "ipv4:nonsense:1", "ipv6:[::1", ""}) {
     EXPECT_EQ(AddressOfGrpcPeer(peer, 9000).status().code(), absl::StatusCode::kInvalidArgument) << peer;

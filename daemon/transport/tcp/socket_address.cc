@@ -79,17 +79,25 @@ absl::StatusOr<int> LocalPort(int fd) {
   return absl::InternalError("a listening socket that is not TCP over IP");
 }
 
-std::string DescribeAddress(const sockaddr_storage& address) {
+std::string DescribeHost(const sockaddr_storage& address) {
   char text[INET6_ADDRSTRLEN] = {};
   if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text));
-    return absl::StrCat(text, ":", ntohs(v4.sin_port));
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof(text));
+  } else if (address.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
+                sizeof(text));
+  }
+  return text;
+}
+
+std::string DescribeAddress(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) {
+    return absl::StrCat(DescribeHost(address), ":",
+                        ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port));
   }
   if (address.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text));
-    return absl::StrCat("[", text, "]:", ntohs(v6.sin6_port));
+    return absl::StrCat("[", DescribeHost(address), "]:",
+                        ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port));
   }
   return "an address that is not IP";
 }

@@ -20,6 +20,8 @@ absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port);
 absl::StatusOr<int> LocalPort(int fd);
 // "198.18.0.3:40112", "[::1]:7401".
 std::string DescribeAddress(const sockaddr_storage& address);
+// "198.18.0.3", "::1": the address without its port.
+std::string DescribeHost(const sockaddr_storage& address);
 
 // The address of a gRPC peer string ("ipv4:198.18.0.3:7401", "ipv6:[::1]:7401", the
 // brackets possibly %-escaped) with its port replaced by `port`. InvalidArgument for any
