@@ -84,7 +84,8 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   // system resolver runs its lookups one after another on a few threads, so every new
   // channel's lookup waits behind the hung ones: a compose cluster whose DNS server
   // stopped answering while the trainers' containers started took 30 to 56 s to form its
-  // ring, and its first collective timed out. The address needs no lookup.
+  // ring, and its first collective timed out. The address needs no lookup (and its
+  // ipv4:/ipv6: target never goes near the resolver's queue).
   constexpr int kStalledAttempts = 3;
   bool by_address = false;
   std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours, by_address);
@@ -111,6 +112,7 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
     attempt.deadline = std::min(limit.deadline, SteadyDeadline(neighbours.open_attempt));
     absl::StatusOr<OutboundEdge> edge =
         OpenOutboundEdge(me, neighbours, channel, attempt, /*wait_for_ready=*/true);
+    if (edge.ok()) edge->by_address = by_address;
     ++attempts;
     // Only an attempt that got no answer is worth making again; a refusal says why.
     if (edge.ok() || !absl::IsDeadlineExceeded(edge.status())) return edge;
@@ -163,9 +165,11 @@ std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighb
 std::string FallbackTarget(absl::string_view target, absl::string_view observed_host) {
   const std::optional<HostPort> named = SplitTarget(target);
   if (observed_host.empty() || !named.has_value() || IsIpAddress(named->host)) return "";
+  // The ipv4:/ipv6: schemes, not a bare address: gRPC would hand a bare one to its DNS
+  // resolver, whose lookups (even of a numeric address) queue behind the hung ones.
   return absl::StrContains(observed_host, ':')
-             ? absl::StrCat("[", observed_host, "]:", named->port)
-             : absl::StrCat(observed_host, ":", named->port);
+             ? absl::StrCat("ipv6:[", observed_host, "]:", named->port)
+             : absl::StrCat("ipv4:", observed_host, ":", named->port);
 }
 
 absl::StatusOr<OutboundEdge> OpenOutboundEdge(const RingMember& me, const RingNeighbours& neighbours,
@@ -286,7 +290,8 @@ absl::Status GrpcLink::ReadyStream(const Frame& frame, const WaitLimit& limit) {
     // `limit` for a port that will not come back) lets an abort notice to a dead peer cost
     // nothing, and this rank fail promptly; a new generation replaces the dead rank.
     absl::StatusOr<OutboundEdge> reopened =
-        OpenOutboundEdge(me_, neighbours_, nullptr, limit, /*wait_for_ready=*/false);
+        OpenOutboundEdge(me_, neighbours_, by_address_ ? NewPeerChannel(neighbours_, true) : nullptr,
+                         limit, /*wait_for_ready=*/false);
     if (!reopened.ok()) {
       return absl::Status(reopened.status().code(),
                           absl::StrCat("reconnecting: ", reopened.status().message()));
@@ -340,6 +345,7 @@ absl::Status GrpcLink::SendingTo(const absl::Status& failed) const {
 void GrpcLink::UseEdge(OutboundEdge edge) {
   data_ = std::move(edge.data);  // before the stream it belongs to goes
   outbound_ = std::move(edge.stream);
+  by_address_ = edge.by_address;
   slots_ = std::move(edge.slots);
   data_active_ = data_ != nullptr;
   shm_active_ = slots_ != nullptr;

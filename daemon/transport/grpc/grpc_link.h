@@ -67,8 +67,9 @@ struct RingNeighbours {
   int stride = 1;
 };
 
-// `observed_host` (RingMember.observed_host) at `target`'s port ("198.18.0.3:7401",
-// "[::1]:7401"), for RingNeighbours::fallback_target; empty when there is none to
+// `observed_host` (RingMember.observed_host) at `target`'s port as a gRPC target that
+// needs no resolver ("ipv4:198.18.0.3:7401", "ipv6:[::1]:7401"), for
+// RingNeighbours::fallback_target; empty when there is none to
 // fall back to: no observed host, a target that is already an IP address (no name to
 // resolve), or one without a port.
 std::string FallbackTarget(absl::string_view target, absl::string_view observed_host);
@@ -79,6 +80,7 @@ struct OutboundEdge {
   std::unique_ptr<OutboundStream> stream;
   std::unique_ptr<SlotRingWriter> slots;
   std::unique_ptr<RecordSender> data;
+  bool by_address = false;  // opened at RingNeighbours::fallback_target, not by the name
 };
 
 // Thread-safety: as Link (one sender thread, one receiver thread).
@@ -152,6 +154,7 @@ class GrpcLink final : public Link {
   std::unique_ptr<RecordSender> data_;         // outbound_'s data connection, or null
   std::atomic<bool> data_active_{false};       // data_ != nullptr, for other threads
   // Touched by the sending thread only, like outbound_:
+  bool by_address_ = false;  // outbound_ went to the fallback target: reopen it there
   std::optional<uint64_t> streamed_sequence_;  // collective the stream carried segments of last
   std::optional<uint64_t> failed_sequence_;    // collective one of whose segments did not go out
   std::shared_ptr<PeerInbox> inbound_;

@@ -37,9 +37,10 @@ std::unique_ptr<testing::LinkPair> MakeTcpSealedPair() {
 }
 
 TEST(FallbackTarget, IsTheObservedAddressAtTheAdvertisedPort) {
-  EXPECT_EQ(FallbackTarget("w1:7401", "198.18.0.3"), "198.18.0.3:7401");
-  EXPECT_EQ(FallbackTarget("w1.example:7401", "fd00::3"), "[fd00::3]:7401");
-  EXPECT_EQ(FallbackTarget("[w1]:7401", "198.18.0.3"), "198.18.0.3:7401");
+  // With the scheme that keeps gRPC's DNS resolver out of it.
+  EXPECT_EQ(FallbackTarget("w1:7401", "198.18.0.3"), "ipv4:198.18.0.3:7401");
+  EXPECT_EQ(FallbackTarget("w1.example:7401", "fd00::3"), "ipv6:[fd00::3]:7401");
+  EXPECT_EQ(FallbackTarget("[w1]:7401", "198.18.0.3"), "ipv4:198.18.0.3:7401");
 }
 
 TEST(FallbackTarget, IsNoneWithoutANameToResolveOrAnAddressToFallBackTo) {
