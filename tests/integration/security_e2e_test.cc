@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "daemon/process/unique_fd.h"
@@ -225,8 +226,10 @@ TEST(Security, NeighboursWhoseNamesDoNotResolveAreDialledWhereTheyJoinedFrom) {
   options.ringsyncd = RINGSYNCD_PATH;
   // Each worker runs with a resolv.conf naming only that server, and advertises its id,
   // which /etc/hosts does not list.
-  const std::string no_dns = ::testing::TempDir() + "/ringsync-silent-dns-resolv.conf";
+  const std::string no_dns =
+      absl::StrCat(::testing::TempDir(), "/ringsync-silent-dns-", ::getpid(), ".conf");
   std::ofstream(no_dns) << "nameserver 127.0.0.153\noptions timeout:5 attempts:2\n";
+  const absl::Cleanup remove_no_dns = [&no_dns] { std::filesystem::remove(no_dns); };
   for (int i = 0; i < kWorkers; ++i) {
     options.worker_launcher_of[i] = {"/usr/bin/unshare", "--mount", "--propagation", "private",
                                      "/bin/sh", "-c",
