@@ -394,7 +394,13 @@ absl::Status GrpcLink::SendOnData(const Frame& frame, absl::Span<const std::byte
   const std::string head = FrameHead(frame, payload.size());
   const absl::Span<const std::byte> pieces[] = {
       {reinterpret_cast<const std::byte*>(head.data()), head.size()}, payload};
-  absl::Status sent = data_->Send(pieces, limit, [this] { return outbound_->broken(); });
+  // A segment is sent by the ring's sending thread while its receiver reads (send_queue.h):
+  // it may wait for room. Any other frame may be one a rank sends before it reads (a
+  // relay's, a stride link's), which the connection must hold unread.
+  const RecordPacing pacing =
+      frame.kind == FrameKind::kSegment ? RecordPacing::kPaced : RecordPacing::kQueued;
+  absl::Status sent =
+      data_->Send(pieces, limit, [this] { return outbound_->broken(); }, pacing);
   if (sent.ok()) return sent;
   // Part of the frame may have gone: the receiver must see this connection and its stream
   // end (as a broken stream's), not read on past a torn record.

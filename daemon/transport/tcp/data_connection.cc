@@ -1,5 +1,7 @@
 #include "daemon/transport/tcp/data_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/uio.h>
 
@@ -59,8 +61,10 @@ absl::StatusOr<UniqueFd> ConnectDataConnection(const sockaddr_storage& address, 
 }
 
 absl::Status RecordSender::Send(absl::Span<const absl::Span<const std::byte>> pieces,
-                                const WaitLimit& limit, const std::function<bool()>& gone) {
+                                const WaitLimit& limit, const std::function<bool()>& gone,
+                                RecordPacing pacing) {
   if (broken_.load()) return absl::UnavailableError("the data connection broke earlier");
+  Pace(pacing);
   uint64_t length = 0;
   for (absl::Span<const std::byte> piece : pieces) length += piece.size();
   const uint64_t overhead = sealer_ != nullptr ? kRecordSealTagBytes : 0;
@@ -113,6 +117,15 @@ absl::Status RecordSender::Send(absl::Span<const absl::Span<const std::byte>> pi
     }
   }
   return absl::OkStatus();
+}
+
+void RecordSender::Pace(RecordPacing pacing) {
+  if (pacing == pacing_) return;
+  pacing_ = pacing;
+  // 0 restores the host's default (net.ipv4.tcp_notsent_lowat: no limit unless set). A
+  // socket that is not TCP (a test's socket pair) refuses: it has nothing to pace.
+  const int unsent = pacing == RecordPacing::kPaced ? kPacedUnsentBytes : 0;
+  (void)::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof(unsent));
 }
 
 void RecordSender::Close() {

@@ -29,6 +29,18 @@ namespace ringsync {
 absl::StatusOr<UniqueFd> ConnectDataConnection(const sockaddr_storage& address, const DataKey& key,
                                                const WaitLimit& limit);
 
+// How a record waits for room in the connection.
+//   kQueued: it may fill the kernel's buffers, so that records go while the receiver is not
+//     reading, up to what those hold (a relay's frame, a stride link's queued frames).
+//   kPaced: it leaves at most kPacedUnsentBytes unsent in them (TCP_NOTSENT_LOWAT) and
+//     waits for the rest to go out. For a stream of records whose receiver reads as they
+//     come (the ring's segments, sent by a thread of their own): megabytes queued in the
+//     sender only delay each record behind them (measured across hosts: a 64 MiB
+//     all-reduce at 2.5 Gbit/s 2% faster, a 16 MiB one at 1 Gbit/s 1%).
+// A queued record after paced ones has the whole buffers again.
+enum class RecordPacing { kQueued, kPaced };
+inline constexpr int kPacedUnsentBytes = 256 << 10;
+
 // The sending end. Thread-safety: one thread sends at a time; Close and broken from any.
 class RecordSender {
  public:
@@ -45,7 +57,8 @@ class RecordSender {
   // (part of the record may have gone) and every later Send fails; a record of no bytes
   // is refused (InvalidArgument) before anything is sent, which breaks nothing.
   absl::Status Send(absl::Span<const absl::Span<const std::byte>> pieces, const WaitLimit& limit,
-                    const std::function<bool()>& gone);
+                    const std::function<bool()>& gone,
+                    RecordPacing pacing = RecordPacing::kQueued);
   bool broken() const { return broken_.load(); }
   bool sealed() const { return sealer_ != nullptr; }
   // Shuts the connection down: its receiver sees it end; a Send in progress fails.
@@ -54,7 +67,11 @@ class RecordSender {
  private:
   const UniqueFd fd_;
   const std::unique_ptr<RecordSealer> sealer_;
+  // Sets the connection's pacing if it is not `pacing` already.
+  void Pace(RecordPacing pacing);
+
   std::vector<std::byte> sealed_;  // the sealed record being sent, its storage kept
+  RecordPacing pacing_ = RecordPacing::kQueued;  // the socket's, as set last
   std::atomic<bool> broken_{false};
 };
 

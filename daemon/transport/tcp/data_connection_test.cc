@@ -4,7 +4,10 @@
 // broken after a failure; connecting needs a listening receiver and an IP peer address.
 #include "daemon/transport/tcp/data_connection.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <functional>
@@ -275,6 +278,59 @@ TEST(RecordSender, WaitsWhileTheReceiverDoesNotReadAndGivesUpAtItsLimit) {
   EXPECT_TRUE(sender.broken());
   EXPECT_EQ(sender.Send({Bytes("more")}, In(absl::Seconds(10)), nullptr).code(),
             absl::StatusCode::kUnavailable);
+}
+
+// Bytes the kernel holds in `fd`'s send queue that have not gone out yet.
+int UnsentBytes(int fd) {
+  int unsent = -1;
+  EXPECT_EQ(::ioctl(fd, SIOCOUTQNSD, &unsent), 0) << std::strerror(errno);
+  return unsent;
+}
+
+TEST(RecordSender, APacedRecordLeavesLittleUnsentAndWaitsForTheRest) {
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  const UniqueFd watched(::dup(connection->sending.get()));
+  RecordSender sender(std::move(connection->sending));
+  const std::string record(8 << 20, 'p');  // more than the receiving end takes unread
+  const absl::Status sent = sender.Send({Bytes(record)}, In(absl::Milliseconds(300)), nullptr,
+                                        RecordPacing::kPaced);
+  EXPECT_EQ(sent.code(), absl::StatusCode::kDeadlineExceeded) << sent;
+  // The kernel may fill one more buffer of up to 64 KiB past the mark before it stops the
+  // sender; unpaced, this record would leave megabytes.
+  EXPECT_LE(UnsentBytes(watched.get()), kPacedUnsentBytes + (128 << 10));
+}
+
+TEST(RecordSender, AQueuedRecordAfterPacedOnesGoesWhileTheReceiverDoesNotRead) {
+  // What a relay's or a stride link's frame needs after the ring's segments went paced.
+  absl::StatusOr<Connection> connection = Connect();
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  const UniqueFd watched(::dup(connection->sending.get()));
+  RecordSender sender(std::move(connection->sending));
+  const std::string segment(256 << 10, 's');
+  constexpr int kSegments = 16;
+  std::thread reader([&] {
+    for (int i = 0; i < kSegments; ++i) {
+      absl::StatusOr<ReceivedRecord> read = ReadRecord(*connection->receiving);
+      ASSERT_TRUE(read.ok()) << read.status();
+      EXPECT_EQ(read->size, segment.size());
+    }
+  });
+  for (int i = 0; i < kSegments; ++i) {
+    ASSERT_TRUE(sender.Send({Bytes(segment)}, In(absl::Seconds(10)), nullptr,
+                            RecordPacing::kPaced).ok());
+  }
+  reader.join();
+  // Now nobody reads: queued records fill the kernel's buffers, far past the paced mark,
+  // before one has to wait.
+  const std::string relay(1 << 20, 'r');
+  ASSERT_TRUE(sender.Send({Bytes(relay)}, In(absl::Seconds(10)), nullptr).ok());
+  absl::Status sent;
+  for (int i = 0; i < 64 && sent.ok(); ++i) {
+    sent = sender.Send({Bytes(relay)}, In(absl::Milliseconds(300)), nullptr);
+  }
+  EXPECT_EQ(sent.code(), absl::StatusCode::kDeadlineExceeded) << sent;
+  EXPECT_GT(UnsentBytes(watched.get()), 2 * kPacedUnsentBytes);
 }
 
 TEST(RecordSender, GivesUpWaitingWhenCancelled) {
