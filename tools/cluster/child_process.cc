@@ -34,6 +34,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::vector<std::string>&
     // Child: only async-signal-safe calls until exec.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    ::setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -44,6 +45,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Start(const std::vector<std::string>&
     ::execv(args[0], args.data());
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here, so that a signal sent at once finds the group
   if (log_fd >= 0) ::close(log_fd);
   return ChildProcess(pid);
 }
@@ -66,7 +68,8 @@ ChildProcess::~ChildProcess() {
 bool ChildProcess::running() { return pid_ > 0 && !Wait(absl::ZeroDuration()).ok(); }
 
 void ChildProcess::Signal(int signal_number) {
-  if (pid_ > 0 && !exit_code_.has_value()) ::kill(pid_, signal_number);
+  if (pid_ <= 0 || exit_code_.has_value()) return;
+  if (::kill(-pid_, signal_number) != 0) ::kill(pid_, signal_number);
 }
 
 absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {

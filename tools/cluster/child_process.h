@@ -1,6 +1,9 @@
 // ChildProcess: a program this process started, stopped for sure when it goes out of
 // scope (SIGTERM, then SIGKILL after a grace period). Children also die with their
 // parent (PR_SET_PDEATHSIG), so a crashed test or launcher leaves nothing behind.
+// Each child leads a process group of its own, and signals go to the whole group: under a
+// launcher that ignores them and waits for its program (`unshare --fork`), the program
+// gets SIGTERM too, and Stop returns once it is gone, not while it still shuts down.
 #pragma once
 
 #include <sys/types.h>
