@@ -261,8 +261,9 @@ TEST(Observability, PrometheusScrapesEveryDaemonAndSeesExactlyWhatTheRingDid) {
 std::string RowPattern(LocalCluster& cluster, int i) {
   std::string peer = ReadFile(cluster.directory() + "/" + cluster.worker_id(i) + ".port");
   peer.erase(peer.find_last_not_of('\n') + 1);
-  return absl::StrCat("\n", i, " +", cluster.worker_id(i), " +[0-9a-f]{16} +", peer, " +",
-                      cluster.worker_http_address(i),
+  // JOINED FROM: the address the coordinator saw its Join come from.
+  return absl::StrCat("\n", i, " +", cluster.worker_id(i), " +[0-9a-f]{16} +", peer,
+                      " +127\\.0\\.0\\.1 +", cluster.worker_http_address(i),
                       " +yes +[0-9.]+s +1 +([0-9]+) +([0-9]+) +rank [0-9] \\(generation 1, [^\n]+\n");
 }
 

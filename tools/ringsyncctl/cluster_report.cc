@@ -34,6 +34,15 @@ std::string OneLine(std::string text) {
   return text;
 }
 
+// The IP address `worker`'s Join came from, as the current view records it (peers dial it
+// when the advertised name does not resolve); empty when the worker is not in the view.
+std::string JoinedFrom(const v1::ClusterStatus& status, const v1::WorkerStatus& worker) {
+  for (const v1::RingMember& m : status.view().members()) {
+    if (m.worker_id() == worker.worker_id()) return m.observed_host();
+  }
+  return "";
+}
+
 // "-" for an older daemon that sent none.
 std::string Incarnation(uint64_t incarnation) {
   return incarnation == 0 ? "-" : absl::StrFormat("%016x", incarnation);
@@ -69,11 +78,13 @@ std::string Summary(const std::string& coordinator, const v1::ClusterStatus& sta
 
 std::string FormatClusterTable(const std::string& coordinator, const v1::ClusterStatus& status) {
   std::vector<std::vector<std::string>> rows = {{"RANK", "WORKER", "INCARNATION", "ADDRESS",
-                                                 "HTTP", "READY", "HEARTBEAT", "GEN", "DONE",
-                                                 "FAILED", "LAST ERROR"}};
+                                                 "JOINED FROM", "HTTP", "READY", "HEARTBEAT",
+                                                 "GEN", "DONE", "FAILED", "LAST ERROR"}};
   for (const v1::WorkerStatus* w : InRankOrder(status)) {
     rows.push_back({w->rank() >= 0 ? absl::StrCat(w->rank()) : "-", w->worker_id(),
-                    Incarnation(w->incarnation()), w->peer_address(), OrDash(w->http_address()), w->ready() ? "yes" : "no",
+                    Incarnation(w->incarnation()), w->peer_address(),
+                    OrDash(JoinedFrom(status, *w)), OrDash(w->http_address()),
+                    w->ready() ? "yes" : "no",
                     absl::StrFormat("%.1fs", static_cast<double>(w->last_heartbeat_age_ms()) / 1000),
                     absl::StrCat(w->generation()), absl::StrCat(w->collectives_completed()),
                     absl::StrCat(w->collectives_failed()), OneLine(OrDash(w->last_error()))});
@@ -106,6 +117,7 @@ std::string FormatClusterJson(const std::string& coordinator, const v1::ClusterS
         "{\"rank\":", w->rank(), ",\"worker_id\":", JsonString(w->worker_id()),
         ",\"incarnation\":", JsonString(Incarnation(w->incarnation())),
         ",\"peer_address\":", JsonString(w->peer_address()),
+        ",\"joined_from\":", JsonString(JoinedFrom(status, *w)),
         ",\"http_address\":", JsonString(w->http_address()),
         ",\"ready\":", w->ready() ? "true" : "false",
         ",\"last_heartbeat_age_seconds\":",

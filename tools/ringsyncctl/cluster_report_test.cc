@@ -21,6 +21,8 @@ v1::ClusterStatus TwoWorkers() {
   for (int r : {1, 0}) {  // out of order on purpose
     v1::RingMember* m = status.mutable_view()->add_members();
     m->set_rank(r);
+    m->set_worker_id(absl::StrCat("w", r));
+    m->set_observed_host(absl::StrCat("198.18.0.1", r));
     v1::WorkerStatus* w = status.add_workers();
     w->set_worker_id(absl::StrCat("w", r));
     w->set_rank(r);
@@ -43,14 +45,23 @@ TEST(FormatClusterTable, SummarizesTheRingAndListsWorkersInRankOrder) {
   EXPECT_EQ(lines[0],
             "coordinator 127.0.0.1:7400: ring formed, generation 3, 2 of 2 workers joined "
             "(4 joins, 3 views published)");
-  EXPECT_THAT(lines[1], StartsWith("RANK  WORKER  INCARNATION       ADDRESS         HTTP  READY  "
-                                   "HEARTBEAT  GEN  DONE  FAILED  LAST ERROR"));
-  EXPECT_EQ(lines[2], "0     w0      000000000000abc0  127.0.0.1:4000  -     yes    0.2s       "
-                      "3    10    0       -");
-  EXPECT_THAT(lines[3], StartsWith("1     w1      000000000000abc1  127.0.0.1:4001  -     yes    "
-                                   "0.2s       3    11    1       xxx"));
+  EXPECT_THAT(lines[1], StartsWith("RANK  WORKER  INCARNATION       ADDRESS         JOINED FROM  "
+                                   "HTTP  READY  HEARTBEAT  GEN  DONE  FAILED  LAST ERROR"));
+  EXPECT_EQ(lines[2], "0     w0      000000000000abc0  127.0.0.1:4000  198.18.0.10  -     yes    "
+                      "0.2s       3    10    0       -");
+  EXPECT_THAT(lines[3], StartsWith("1     w1      000000000000abc1  127.0.0.1:4001  198.18.0.11  -     "
+                                   "yes    0.2s       3    11    1       xxx"));
   EXPECT_THAT(lines[3], HasSubstr("..."));
-  EXPECT_LT(lines[3].size(), 180u);
+  EXPECT_LT(lines[3].size(), 200u);  // the 208-character error is cut to 80
+}
+
+TEST(FormatClusterTable, ShowsWhereEachWorkerJoinedFromOnlyWhileItIsInTheView) {
+  v1::ClusterStatus status = TwoWorkers();
+  status.mutable_view()->mutable_members()->RemoveLast();  // w0 left the view
+  status.mutable_workers(1)->set_rank(-1);
+  const std::string table = FormatClusterTable("c:1", status);
+  EXPECT_THAT(table, HasSubstr("\n1     w1      000000000000abc1  127.0.0.1:4001  198.18.0.11  "));
+  EXPECT_THAT(table, HasSubstr("\n-     w0      000000000000abc0  127.0.0.1:4000  -            "));
 }
 
 TEST(FormatClusterTable, ShowsAnElasticRangeAndTheLastChange) {
@@ -89,6 +100,7 @@ TEST(FormatClusterJson, HasNumbersAndWholeEscapedErrors) {
   EXPECT_THAT(json, HasSubstr("\"collectives_completed\":11,\"collectives_failed\":1,"
                               "\"last_error\":\"" + std::string(200, 'x') + "\\\"quoted\\\"\"}"));
   EXPECT_THAT(json, HasSubstr("\"last_heartbeat_age_seconds\":0.250"));
+  EXPECT_THAT(json, HasSubstr("\"peer_address\":\"127.0.0.1:4001\",\"joined_from\":\"198.18.0.11\","));
 }
 
 }  // namespace
