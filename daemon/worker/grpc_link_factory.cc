@@ -75,7 +75,15 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
     kept_generation_ = epoch.me.generation;
   }
   if (!link.ok()) return link.status();
+  NoteHowItWasDialled(epoch.me.generation, **link);
   return std::unique_ptr<Link>(*std::move(link));
+}
+
+void GrpcLinkFactory::NoteHowItWasDialled(uint64_t generation, const GrpcLink& link) {
+  if (!link.dialled_by_address()) return;
+  uint64_t noted = by_address_generation_.load();
+  while (noted < generation && !by_address_generation_.compare_exchange_weak(noted, generation)) {
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingEpoch& epoch,
@@ -98,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingE
                             absl::StrCat(epoch.Describe(to), " at ", address, " (stride ", stride, ")"),
                             worker_id_, security_, keepalive_, open_attempt_};
   neighbours.fallback_target = FallbackTargetOf(epoch, to);
+  neighbours.fallback_first = by_address_generation_.load() == epoch.me.generation;
   neighbours.offer_shm = same_host_path_.enabled;
   neighbours.shm_slots = kStrideLinkShmSlots;
   neighbours.stride = stride;
@@ -110,6 +119,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingE
   absl::StatusOr<std::unique_ptr<GrpcLink>> link =
       ConnectStrideLink(epoch.me, neighbours, *std::move(inbox), limit);
   if (!link.ok()) return link.status();
+  NoteHowItWasDialled(epoch.me.generation, **link);
   return std::unique_ptr<Link>(*std::move(link));
 }
 

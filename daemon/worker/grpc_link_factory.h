@@ -3,6 +3,8 @@
 // and its stride links alike (to rank+s, from rank-s).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -87,6 +89,14 @@ class GrpcLinkFactory final : public LinkFactory {
   absl::Mutex kept_mu_;
   uint64_t kept_generation_ ABSL_GUARDED_BY(kept_mu_) = 0;
   OutboundEdge kept_ ABSL_GUARDED_BY(kept_mu_);
+
+  // Notes `generation` when `link` got through at the address its neighbour joined from.
+  void NoteHowItWasDialled(uint64_t generation, const GrpcLink& link);
+  // The newest generation one of whose links needed the fallback address (0: none): its
+  // later stride links dial theirs first (RingNeighbours::fallback_first) instead of each
+  // waiting out the name's stalled attempts again (6 s apiece in a compose cluster whose
+  // DNS server stopped answering).
+  std::atomic<uint64_t> by_address_generation_{0};
 };
 
 }  // namespace ringsync

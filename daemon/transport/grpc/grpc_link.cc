@@ -87,7 +87,12 @@ absl::StatusOr<OutboundEdge> OpenWithRetries(const RingMember& me,
   // ring, and its first collective timed out. The address needs no lookup (and its
   // ipv4:/ipv6: target never goes near the resolver's queue).
   constexpr int kStalledAttempts = 3;
-  bool by_address = false;
+  bool by_address = neighbours.fallback_first && !neighbours.fallback_target.empty();
+  if (by_address) {
+    spdlog::info("rank {} (generation {}): dialling {} at {}, the address it joined the "
+                 "coordinator from, first: a link of this generation did not get through by name",
+                 me.rank, me.generation, neighbours.next_description, neighbours.fallback_target);
+  }
   std::shared_ptr<grpc::Channel> channel = NewPeerChannel(neighbours, by_address);
   int attempts = 0;
   int stalled = 0;  // consecutive attempts that ended with the channel not connected

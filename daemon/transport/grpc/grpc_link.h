@@ -43,6 +43,10 @@ struct RingNeighbours {
   // connected after a few attempts, attempts alternate to it, the certificate still
   // checked against next_target's host.
   std::string fallback_target;
+  // Dial fallback_target first (a link of the same generation needed it: the resolver
+  // that stalled on one name holds up the lookups queued behind it); attempts alternate
+  // to the name after the same stalled attempts.
+  bool fallback_first = false;
   // The same-host path (--peer_transport=auto): offer rank+1 a shared-memory slot ring of
   // `shm_slots` slots of `shm_slot_bytes` (at least the segment size) in each hello; the
   // payload of a segment that fits goes through it when rank+1 accepted the offer, every
@@ -123,6 +127,9 @@ class GrpcLink final : public Link {
   }
   // Whether frames to rank+1 go through the slot ring's frame mailbox.
   bool frames_in_mailbox() const { return mailbox_active_; }
+  // Whether the stream to rank+1 went to RingNeighbours::fallback_target. Read it before
+  // the link sends: a reopened stream changes it on the sending thread.
+  bool dialled_by_address() const { return by_address_; }
 
   PeerInbox& inbound() { return *inbound_; }
 
