@@ -44,15 +44,10 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
     return absl::InvalidArgumentError(
         absl::StrCat("generation ", epoch.me.generation, " has no address for rank ", next));
   }
-  const std::string& address = epoch.peer_addresses[next];
-  RingNeighbours neighbours{address, absl::StrCat(epoch.Describe(next), " at ", address),
-                            worker_id_, security_, keepalive_, open_attempt_};
-  neighbours.fallback_target = FallbackTargetOf(epoch, next);
-  neighbours.offer_shm = same_host_path_.enabled;
+  RingNeighbours neighbours = NeighboursTo(epoch, next, "");
   neighbours.shm_slots = same_host_path_.slots;
   neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
   neighbours.shm_mailbox_bytes = same_host_path_.mailbox_bytes;
-  neighbours.offer_data = offer_data_;
   const int prev = epoch.me.prev();
   if (prev >= static_cast<int>(epoch.worker_ids.size())) {
     return absl::InvalidArgumentError(
@@ -79,6 +74,22 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::Connect(const RingEpoch& 
   return std::unique_ptr<Link>(*std::move(link));
 }
 
+RingNeighbours GrpcLinkFactory::NeighboursTo(const RingEpoch& epoch, int rank,
+                                             absl::string_view link) const {
+  RingNeighbours neighbours;
+  neighbours.next_target = epoch.peer_addresses[rank];
+  neighbours.next_description =
+      absl::StrCat(epoch.Describe(rank), " at ", neighbours.next_target, link);
+  neighbours.worker_id = worker_id_;
+  neighbours.security = security_;
+  neighbours.keepalive = keepalive_;
+  neighbours.open_attempt = open_attempt_;
+  neighbours.fallback_target = FallbackTargetOf(epoch, rank);
+  neighbours.offer_shm = same_host_path_.enabled;
+  neighbours.offer_data = offer_data_;
+  return neighbours;
+}
+
 void GrpcLinkFactory::NoteHowItWasDialled(uint64_t generation, const GrpcLink& link) {
   if (!link.dialled_by_address()) return;
   uint64_t noted = by_address_generation_.load();
@@ -101,18 +112,12 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingE
     return absl::InvalidArgumentError(absl::StrCat(
         "generation ", epoch.me.generation, " has no address for rank ", to, " or no worker id for rank ", from));
   }
-  const std::string& address = epoch.peer_addresses[to];
-  RingNeighbours neighbours{address,
-                            absl::StrCat(epoch.Describe(to), " at ", address, " (stride ", stride, ")"),
-                            worker_id_, security_, keepalive_, open_attempt_};
-  neighbours.fallback_target = FallbackTargetOf(epoch, to);
+  RingNeighbours neighbours = NeighboursTo(epoch, to, absl::StrCat(" (stride ", stride, ")"));
   neighbours.fallback_first = by_address_generation_.load() == epoch.me.generation;
-  neighbours.offer_shm = same_host_path_.enabled;
   neighbours.shm_slots = kStrideLinkShmSlots;
   neighbours.stride = stride;
   neighbours.shm_slot_bytes = kStrideLinkSlotBytes;
   neighbours.shm_mailbox_bytes = kStrideLinkMailboxBytes;
-  neighbours.offer_data = offer_data_;
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
       epoch.me.generation, ExpectedSender{from, epoch.worker_ids[from], stride}, SendersOf(epoch));
   if (!inbox.ok()) return inbox.status();

@@ -90,6 +90,9 @@ class GrpcLinkFactory final : public LinkFactory {
   uint64_t kept_generation_ ABSL_GUARDED_BY(kept_mu_) = 0;
   OutboundEdge kept_ ABSL_GUARDED_BY(kept_mu_);
 
+  // What every link to `rank` of `epoch` shares; `link` ends its description (" (stride
+  // 2)"). REQUIRES: `rank` has an address in `epoch`.
+  RingNeighbours NeighboursTo(const RingEpoch& epoch, int rank, absl::string_view link) const;
   // Notes `generation` when `link` got through at the address its neighbour joined from.
   void NoteHowItWasDialled(uint64_t generation, const GrpcLink& link);
   // The newest generation one of whose links needed the fallback address (0: none): its
