@@ -60,7 +60,8 @@ std::string DescribeMember(const CollectiveSpec& spec, size_t i) {
                         ")");
   }
   const FusedMember& member = spec.members[i];
-  const CollectiveSpec named{.name = member.name};
+  CollectiveSpec named;
+  named.name = member.name;
   return absl::StrCat(QuotedName(named), " (", member.count, " x ", DTypeName(spec.dtype), ")");
 }
 

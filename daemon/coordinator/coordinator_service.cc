@@ -118,7 +118,8 @@ View FromProto(const v1::RingView& view) {
     const v1::RingMember& m = view.members(i);
     // observed_host is not read: a view this coordinator publishes carries the addresses
     // it saw itself (Membership::Adopt).
-    out.members.push_back(ViewMember{m.rank(), m.worker_id(), m.peer_address(), m.incarnation()});
+    out.members.push_back(ViewMember{m.rank(), m.worker_id(), m.peer_address(), m.incarnation(),
+                                     /*observed_host=*/""});
   }
   out.dissolved_reason = view.dissolved_reason();
   return out;
