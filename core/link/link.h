@@ -7,6 +7,10 @@
 //   * Frames arrive in the order they were sent (FIFO per link).
 //   * The number of frames in flight is bounded: Send blocks while the receiver is
 //     behind, which is the ring's back-pressure. No unbounded queue anywhere.
+//   * But a frame other than a segment is sent without waiting for the receiver to read
+//     it: a relay's rank sends its whole contribution before it receives (RingExchange),
+//     so a link holds at least one such frame unread. Only segments, which the ring sends
+//     from a thread of their own (send_queue.h), may wait until the receiver reads.
 //   * Every blocking call ends by `WaitLimit::deadline` (DeadlineExceeded) or soon after
 //     `WaitLimit::cancellation` is cancelled (Cancelled).
 //   * A link may also post sends (posts_sends): PostSend queues a frame without waiting
