@@ -4,11 +4,16 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/sync/steady_deadline.h"
 #include "gtest/gtest.h"
 #include "ringsync/client.h"
 #include "tools/cluster/local_cluster.h"
@@ -78,6 +83,17 @@ inline void ExpectAllOk(const std::vector<absl::Status>& statuses) {
   for (size_t r = 0; r < statuses.size(); ++r) {
     EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
   }
+}
+
+// Whether daemon `name`'s log (LocalCluster::Log) contains `text` within `timeout`.
+inline bool AwaitLogLine(LocalCluster& cluster, const std::string& name, const std::string& text,
+                         absl::Duration timeout) {
+  const SteadyDeadline deadline(timeout);
+  while (!deadline.Passed()) {
+    if (absl::StrContains(cluster.Log(name), text)) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
 }
 
 }  // namespace ringsync::testing

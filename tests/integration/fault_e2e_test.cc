@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/sync/steady_deadline.h"
 #include "core/sync/steady_stopwatch.h"
@@ -25,6 +24,7 @@ namespace {
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::AwaitLogLine;
 using testing::ConnectAll;
 using testing::ExpectAllOk;
 using testing::OnEveryRank;
@@ -121,16 +121,6 @@ TEST(Faults, RanksDisagreeingOnDtypeAllFail) {
   for (const absl::Status& s : statuses) {
     EXPECT_THAT(std::string(s.message()), HasSubstr("float64")) << s;
   }
-}
-
-bool AwaitLogLine(LocalCluster& cluster, const std::string& name, const std::string& text,
-                  absl::Duration timeout) {
-  const SteadyDeadline deadline(timeout);
-  while (!deadline.Passed()) {
-    if (absl::StrContains(cluster.Log(name), text)) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
 }
 
 TEST(Faults, AClientKilledMidCollectiveFailsTheOthersNamingItsRankAndTheRingGoesOn) {

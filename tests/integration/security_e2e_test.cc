@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "daemon/process/unique_fd.h"
@@ -33,6 +32,7 @@ namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::AwaitLogLine;
 using testing::ConnectAll;
 using testing::ExpectAllOk;
 using testing::OnEveryRank;
@@ -244,18 +244,17 @@ TEST(Security, NeighboursWhoseNamesDoNotResolveAreDialledWhereTheyJoinedFrom) {
   std::vector<std::unique_ptr<Client>> clients = ConnectAll(**cluster);
   ExpectCorrectAllReduce(clients);
   for (int i = 0; i < kWorkers; ++i) {
-    std::string log = (*cluster)->Log((*cluster)->worker_id(i));
+    // The links the small all-reduces use (strides 2 and 3 at N=4) are connected once the
+    // ring formed, maybe after the all-reduce above.
+    EXPECT_TRUE(AwaitLogLine(**cluster, (*cluster)->worker_id(i), "(stride 3) at ipv4:",
+                             absl::Seconds(20)))
+        << "w" << i;
+    const std::string log = (*cluster)->Log((*cluster)->worker_id(i));
     EXPECT_THAT(log, HasSubstr("the address it joined the coordinator from")) << "w" << i;
     EXPECT_THAT(log, HasSubstr("ring formed")) << "w" << i;
     // ... at the first try (--connect_timeout, 30 s): no lookup held it up.
     EXPECT_THAT(log, ::testing::Not(HasSubstr("could not connect the ring"))) << "w" << i;
-    // The links the small all-reduces use (strides 2 and 3 at N=4, connected once the ring
-    // formed) dial the address first, without waiting out the name's attempts again.
-    const SteadyDeadline connected_ahead(absl::Seconds(20));
-    while (!absl::StrContains(log, "(stride 3) at ipv4:") && !connected_ahead.Passed()) {
-      absl::SleepFor(absl::Milliseconds(100));
-      log = (*cluster)->Log((*cluster)->worker_id(i));
-    }
+    // Those dial the address first, without waiting out the name's attempts again.
     for (const char* stride : {"(stride 2)", "(stride 3)"}) {
       EXPECT_THAT(log, HasSubstr(absl::StrCat(stride, " at ipv4:"))) << "w" << i;
       EXPECT_THAT(log, ::testing::Not(HasSubstr(absl::StrCat(stride, " has not answered"))))
