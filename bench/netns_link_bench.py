@@ -8,6 +8,9 @@ bytes to the next over one socket while reading as many from the previous, once 
 the connection and once timed: the wire's ceiling for a ring), reported as busbw the same
 way, and, where BIN_DIR has gloo-peer-bench (libgloo-dev), Gloo C++'s ring all-reduce
 (gloo::allreduce over its TCP transport, one rank per host, plain buffers): the peer.
+The last column, CPU idle, is the share of this machine's CPU time left idle while
+ringsync's benchmark ran (and Gloo's): the four hosts share its cores, so near 0 the
+result was bound by the CPU, not by the links.
 
   sudo bench/netns_link_bench.py [--rates 1gbit,2500mbit] [--rounds 3] [--bin-dir build/bin]
       [--min-bytes 16M] [--max-bytes 64M] [--subnet 198.18.7.0/24] [--security tls,token]
@@ -100,11 +103,28 @@ def tcp_ring_busbw(cluster, size):
     return size / max(seconds) * 1.5 / 1e9
 
 
+def cpu_ticks():
+    """This machine's CPU time so far, from /proc/stat: (idle, total) in ticks, iowait
+    counted as idle, steal (time the hypervisor gave to others) as busy."""
+    with open("/proc/stat") as stat:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    return idle + iowait, user + nice + system + idle + iowait + irq + softirq + steal
+
+
+def idle_since(before):
+    """The share of the machine's CPU time that was idle since cpu_ticks() gave `before`:
+    near 0, the hosts (which all share this machine's cores) were CPU-bound."""
+    idle, total = cpu_ticks()
+    return (idle - before[0]) / max(1, total - before[1])
+
+
 def gloo_rows(cluster, args):
-    """Gloo C++ on the same hosts (the workers idle beside it): rows as bench_rows's."""
+    """Gloo C++ on the same hosts (the workers idle beside it): rows as bench_rows's, and
+    the CPU idle share while it ran."""
     import netns_cluster
     store = tempfile.mkdtemp(prefix="ringsync-netns-gloo-")
     try:
+        before = cpu_ticks()
         ranks = [cluster.exec(f"w{rank}", os.path.join(os.environ["RINGSYNC_BIN_DIR"],
                                                         "gloo-peer-bench"),
                               "--nranks=4", f"--rank={rank}", f"--hostname=w{rank}",
@@ -115,7 +135,7 @@ def gloo_rows(cluster, args):
         for rank in ranks:
             if rank.wait(1800) != 0:
                 raise SystemExit(f"{rank.host}: gloo-peer-bench failed:\n{rank.output}")
-        return netns_cluster.bench_rows(ranks[0].output)
+        return netns_cluster.bench_rows(ranks[0].output), idle_since(before)
     finally:
         shutil.rmtree(store, ignore_errors=True)
 
@@ -126,6 +146,7 @@ def one_round(netns_cluster, rate, args, round_number, compose_file):
     extra = ["--subnet", args.subnet] + (["--mtu", str(args.mtu)] if args.mtu else [])
     with netns_cluster.Cluster(project, services, rate=rate, extra=extra,
                                compose_file=compose_file) as cluster:
+        before = cpu_ticks()
         benches = [cluster.exec(f"w{rank}", "ringsync-bench",
                                 "--worker=unix:/run/ringsync/worker.sock",
                                 f"--min_bytes={args.min_bytes}", f"--max_bytes={args.max_bytes}",
@@ -135,14 +156,16 @@ def one_round(netns_cluster, rate, args, round_number, compose_file):
         for bench in benches:
             if bench.wait(1800) != 0:
                 raise SystemExit(f"{bench.host}: ringsync-bench failed:\n{bench.output}")
+        idle = idle_since(before)
         if args.show_transport:
             for rank in range(4):
                 for line in cluster.log(f"w{rank}").splitlines():
                     if "data connection" in line or "slot ring" in line:
                         print(f"# w{rank}: {line.strip()}")
         rows = netns_cluster.bench_rows(benches[0].output)
-        gloo = gloo_rows(cluster, args) if args.gloo else {}
+        gloo, gloo_idle = gloo_rows(cluster, args) if args.gloo else ({}, None)
         for size, row in rows.items():
+            row["idle"], row["gloo_idle"] = idle, gloo_idle
             row["tcp_busbw"] = tcp_ring_busbw(cluster, size)
             row["gloo_busbw"] = gloo[size]["busbw"] if size in gloo else None
             if size in gloo and gloo[size]["wrong"]:
@@ -185,7 +208,7 @@ def main():
           f"over the rounds; MTU {args.mtu or 1500}")
     print(f"# {'security':>8} {'rate':>9} {'size (B)':>12} {'time (us)':>12} {'busbw GB/s':>11} "
           f"{'of link':>8} {'#wrong':>7} {'TCP ring busbw':>15} {'of link':>8} {'ringsync/TCP':>13}"
-          f" {'Gloo C++ busbw':>15} {'of link':>8} {'ringsync/Gloo':>14}")
+          f" {'Gloo C++ busbw':>15} {'of link':>8} {'ringsync/Gloo':>14} {'CPU idle':>13}")
     failed = False
     for rate in args.rates.split(","):
         link = bytes_per_second(rate) / 1e9
@@ -201,11 +224,15 @@ def main():
                 time_us = statistics.median(r[size]["time_us"] for r in runs)
                 wrong = sum(r[size]["wrong"] for r in runs)
                 tcp = statistics.median(r[size]["tcp_busbw"] for r in runs)
+                idle = statistics.median(r[size]["idle"] for r in runs)
                 failed |= wrong != 0
                 gloo = ""
                 if args.gloo:
                     g = statistics.median(r[size]["gloo_busbw"] for r in runs)
-                    gloo = f" {g:>15.3f} {g / link:>8.2f} {busbw / g:>14.2f}"
+                    g_idle = statistics.median(r[size]["gloo_idle"] for r in runs)
+                    gloo = f" {g:>15.3f} {g / link:>8.2f} {busbw / g:>14.2f} {f'{idle:.2f} / {g_idle:.2f}':>13}"
+                else:
+                    gloo = f" {'':>15} {'':>8} {'':>14} {idle:>13.2f}"
                 print(f"  {security:>8} {rate:>9} {size:>12} {time_us:>12.1f} {busbw:>11.3f} "
                       f"{busbw / link:>8.2f} {wrong:>7} {tcp:>15.3f} {tcp / link:>8.2f} "
                       f"{busbw / tcp:>13.2f}{gloo}")

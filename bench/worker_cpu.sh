@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What a collective costs the workers in CPU and thread switches: starts a local cluster
-# of NRANKS workers, runs ITERS all-reduces of SIZE through one ringsync-bench per rank,
-# and reads the workers' utime+stime and every thread's voluntary + involuntary context
-# switches from /proc before and after. Prints the totals over the workers per
+# What a collective costs the workers in CPU, thread switches and page faults: starts a
+# local cluster of NRANKS workers, runs ITERS all-reduces of SIZE through one
+# ringsync-bench per rank, and reads the workers' utime+stime, every thread's voluntary +
+# involuntary context switches and minor page faults from /proc before and after. Prints the totals over the workers per
 # collective (warm-ups included in the count), and with PER_THREAD=1 the same per
 # thread of rank 1's worker (threads by name; gRPC names its own).
 #
@@ -25,8 +25,8 @@ WORK=$(mktemp -d /tmp/ringsync-worker-cpu-XXXXXX)
 source "$(dirname "$0")/local_cluster.sh"
 start_local_cluster "${WORKER_FLAGS---peer_transport=grpc}"
 
-# One line per thread of the workers: "pid tid name cpu_ticks switches". A thread that
-# ends while it is read is skipped.
+# One line per thread of the workers: "pid tid name cpu_ticks switches minor_faults". A
+# thread that ends while it is read is skipped.
 threads() {
   local pid dir
   for pid in "${WORKER_PIDS[@]}"; do
@@ -37,9 +37,10 @@ threads() {
         stat=$(<"$dir/stat") &&
         switches=$(awk '/ctxt_switches/ { s += $2 } END { print s }' "$dir/status"); } 2>/dev/null ||
         continue
-      # Fields after the name's closing parenthesis: utime and stime are the 12th and 13th.
+      # Fields after the name's closing parenthesis: minflt is the 8th, utime and stime the
+      # 12th and 13th.
       read -r -a after <<<"${stat##*) }"
-      echo "$pid $tid ${name// /_} $((after[11] + after[12])) $switches"
+      echo "$pid $tid ${name// /_} $((after[11] + after[12])) $switches ${after[7]}"
     done
   done
 }
@@ -83,16 +84,17 @@ count, ticks = int(count), int(ticks)
 def load(path):
     rows = {}
     for line in open(path):
-        pid, tid, name, cpu, switches = line.split()
-        rows[(pid, tid)] = (name, int(cpu), int(switches))
+        pid, tid, name, cpu, switches, faults = line.split()
+        rows[(pid, tid)] = (name, int(cpu), int(switches), int(faults))
     return rows
 before, after = load(before_path), load(after_path)
-cpu = switches = 0
+cpu = switches = faults = 0
 threads = collections.defaultdict(lambda: [0, 0])
-for key, (name, c, s) in after.items():
-    _, c0, s0 = before.get(key, (name, 0, 0))  # a thread started meanwhile counts whole
+for key, (name, c, s, f) in after.items():
+    _, c0, s0, f0 = before.get(key, (name, 0, 0, 0))  # a thread started meanwhile counts whole
     cpu += c - c0
     switches += s - s0
+    faults += f - f0
     if key[0] == shown_pid:
         threads[name][0] += c - c0
         threads[name][1] += s - s0
@@ -100,7 +102,7 @@ def ms(t):  # CPU ticks per collective, readable from 4 B to 256 MiB
     v = t * 1000 / ticks / count
     return f"{v * 1000:.0f} us" if v < 10 else f"{v:.1f} ms"
 print(f"# workers, per collective ({count} collectives): CPU {ms(cpu)}, "
-      f"thread switches {switches / count:.0f}")
+      f"thread switches {switches / count:.0f}, page faults {faults / count:.0f}")
 if per_thread == "1":
     print(f"# worker pid {shown_pid}, per collective, by thread name:")
     for name, (c, s) in sorted(threads.items(), key=lambda kv: -kv[1][1]):
