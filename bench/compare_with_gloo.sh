@@ -128,18 +128,28 @@ for p in "${WORKER_PIDS[@]}"; do
   RSS_LINE+=$(awk '/^VmHWM:/ { printf " %.1f", $2 / 1024 }' "/proc/$p/status" 2>/dev/null || echo " ?")
 done
 # The all-reduces of the largest size, from each worker's log (read before the cluster
-# stops and removes its directory): time inside the worker, bytes on the ring.
+# stops and removes its directory): time inside the worker and how much of it the ring
+# waited for a plain span's input to be copied in (medians: the first, warm-up, call also
+# maps and faults in the staging memory), bytes on the ring.
 RING_LINES=()
 if [[ -s $WORK/ringsync.0.out ]]; then
   LARGEST=$(awk '$1 !~ /^#/ && NF == 8 { s = $1 } END { print s }' "$WORK/ringsync.0.out")
   for log in "$LOG_DIR"/w*.log; do
     RING_LINES+=("$(awk -v name="'bench/allreduce/$LARGEST'" -v w="$(basename "$log" .log)" -v size="$LARGEST" '
-      index($0, name) && / done in / {
-        d = $0; sub(/.* done in /, "", d); sub(/:.*/, "", d)
+      function seconds(d,  f) {  # absl::FormatDuration: 0, 250us, 1.5ms, 2s
         f = d ~ /ms$/ ? 1e-3 : d ~ /us$/ ? 1e-6 : d ~ /ns$/ ? 1e-9 : 1; sub(/[a-z]+$/, "", d)
-        t += d * f; n++; match($0, /sent [0-9]+ B, received [0-9]+ B/); b = substr($0, RSTART, RLENGTH) }
-      END { if (n) printf "  %s: %d x %s B, %.1f ms each inside the worker, %s on the ring",
-                          w, n, size, t / n * 1e3, b }' "$log")")
+        return d * f }
+      function median(v, n,  i, j, x) {  # sorts v[1..n] in place (mawk has no asort)
+        for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+        return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+      index($0, name) && / done in / {
+        d = $0; sub(/.* done in /, "", d); sub(/:.*/, "", d); took[++n] = seconds(d)
+        match($0, /sent [0-9]+ B, received [0-9]+ B/); b = substr($0, RSTART, RLENGTH)
+        waited[n] = 0
+        if (match($0, /[^ ]+ waiting for the input/)) {
+          d = substr($0, RSTART, RLENGTH); sub(/ .*/, "", d); waited[n] = seconds(d) } }
+      END { if (n) printf "  %s: %d x %s B, median %.1f ms inside the worker, %.2f ms of it waiting for the input; %s on the ring",
+                          w, n, size, median(took, n) * 1e3, median(waited, n) * 1e3, b }' "$log")")
   done
 fi
 stop_local_cluster

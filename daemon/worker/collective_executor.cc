@@ -314,9 +314,11 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
   Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result,
          job.data_path());
   if (result.ok()) {
-    spdlog::debug("{} ({}) done in {}: sent {} B, received {} B on the ring",
+    spdlog::debug("{} ({}) done in {}: sent {} B, received {} B on the ring, {} waiting for "
+                  "the input to arrive",
                   DescribeCollective(job.spec), DescribeShape(job.spec),
-                  absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received);
+                  absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received,
+                  absl::FormatDuration(job.stats.input_wait));
   }
   job.Finish(result);
 }
