@@ -1,7 +1,8 @@
 // RegisteredMemory: the memory behind a RegisteredBuffer (ringsync/registered_buffer.h) —
 // a memfd, sized, its pages allocated, sealed against shrinking and growing (what the
-// worker checks before it maps it), mapped read-write here — and its registration with the
-// worker, which it ends on destruction through the registry it was added to.
+// worker checks before it maps it), mapped read-write here with every page in place (no
+// fault on first touch) — and its registration with the worker, which it ends on
+// destruction through the registry it was added to.
 //
 // Thread-safety: immutable after Create, except the registration set once before the
 // memory is handed out.

@@ -21,8 +21,12 @@ struct Memfd {
     fd = ::memfd_create("registered-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     EXPECT_GE(fd, 0);
     EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
-    if (allocate) EXPECT_EQ(::posix_fallocate(fd, 0, static_cast<off_t>(size)), 0);
-    if (seal) EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    if (allocate) {
+      EXPECT_EQ(::posix_fallocate(fd, 0, static_cast<off_t>(size)), 0);
+    }
+    if (seal) {
+      EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    }
   }
   ~Memfd() { ::close(fd); }
   int fd = -1;
