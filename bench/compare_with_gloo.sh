@@ -140,7 +140,8 @@ if [[ -s $WORK/ringsync.0.out ]]; then
         f = d ~ /ms$/ ? 1e-3 : d ~ /us$/ ? 1e-6 : d ~ /ns$/ ? 1e-9 : 1; sub(/[a-z]+$/, "", d)
         return d * f }
       function median(v, n,  i, j, x) {  # sorts v[1..n] in place (mawk has no asort)
-        for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+        for (i = 2; i <= n; i++) {
+          x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
         return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
       index($0, name) && / done in / {
         d = $0; sub(/.* done in /, "", d); sub(/:.*/, "", d); took[++n] = seconds(d)
@@ -148,7 +149,8 @@ if [[ -s $WORK/ringsync.0.out ]]; then
         waited[n] = 0
         if (match($0, /[^ ]+ waiting for the input/)) {
           d = substr($0, RSTART, RLENGTH); sub(/ .*/, "", d); waited[n] = seconds(d) } }
-      END { if (n) printf "  %s: %d x %s B, median %.1f ms inside the worker, %.2f ms of it waiting for the input; %s on the ring",
+      END { if (n) printf "  %s: %d x %s B, median %.1f ms inside the worker, %.2f ms of it " \
+                          "waiting for the input; %s on the ring",
                           w, n, size, median(took, n) * 1e3, median(waited, n) * 1e3, b }' "$log")")
   done
 fi

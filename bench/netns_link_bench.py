@@ -107,7 +107,8 @@ def cpu_ticks():
     """This machine's CPU time so far, from /proc/stat: (idle, total) in ticks, iowait
     counted as idle, steal (time the hypervisor gave to others) as busy."""
     with open("/proc/stat") as stat:
-        user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+        ticks = [int(field) for field in stat.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks
     return idle + iowait, user + nice + system + idle + iowait + irq + softirq + steal
 
 
@@ -230,7 +231,8 @@ def main():
                 if args.gloo:
                     g = statistics.median(r[size]["gloo_busbw"] for r in runs)
                     g_idle = statistics.median(r[size]["gloo_idle"] for r in runs)
-                    gloo = f" {g:>15.3f} {g / link:>8.2f} {busbw / g:>14.2f} {f'{idle:.2f} / {g_idle:.2f}':>13}"
+                    idles = f"{idle:.2f} / {g_idle:.2f}"
+                    gloo = f" {g:>15.3f} {g / link:>8.2f} {busbw / g:>14.2f} {idles:>13}"
                 else:
                     gloo = f" {'':>15} {'':>8} {'':>14} {idle:>13.2f}"
                 print(f"  {security:>8} {rate:>9} {size:>12} {time_us:>12.1f} {busbw:>11.3f} "

@@ -2,9 +2,10 @@
 # What a collective costs the workers in CPU, thread switches and page faults: starts a
 # local cluster of NRANKS workers, runs ITERS all-reduces of SIZE through one
 # ringsync-bench per rank, and reads the workers' utime+stime, every thread's voluntary +
-# involuntary context switches and minor page faults from /proc before and after. Prints the totals over the workers per
-# collective (warm-ups included in the count), and with PER_THREAD=1 the same per
-# thread of rank 1's worker (threads by name; gRPC names its own).
+# involuntary context switches and minor page faults from /proc before and after. Prints
+# the totals over the workers per collective (warm-ups included in the count), and with
+# PER_THREAD=1 CPU and switches per thread of rank 1's worker (threads by name; gRPC names
+# its own).
 #
 #   bench/worker_cpu.sh [BUILD_DIR]                                  # 64 MiB, N=4, gRPC path
 #   SIZE=4 ITERS=2000 WORKER_FLAGS= bench/worker_cpu.sh build         # 4 B, default path
