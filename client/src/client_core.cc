@@ -376,6 +376,18 @@ absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
 }
 
 absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(size_t size_bytes) {
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisterMemoryOnce(size_bytes);
+  // Idle staging buffers count against the worker's --max_registered_buffers: rather
+  // than have a registration refused for them, they go (dropping tells the worker).
+  if (absl::IsResourceExhausted(memory.status()) && staging_ != nullptr &&
+      staging_->DropIdle() > 0) {
+    memory = RegisterMemoryOnce(size_bytes);
+  }
+  return memory;
+}
+
+absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemoryOnce(
+    size_t size_bytes) {
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisteredMemory::Create(size_bytes);
   if (!memory.ok()) return memory.status();
   v1::RegisterBufferRequest request;

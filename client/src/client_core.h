@@ -119,8 +119,10 @@ class ClientCore {
   // (then the tensor travels inline).
   std::optional<StagingArena::Slice> StageInArena(const CollectiveCall& call,
                                                   const CallBytes& bytes);
-  // Makes memory of `size_bytes` and registers it with the worker.
+  // Makes memory of `size_bytes` and registers it with the worker; where the worker has
+  // as many as it takes, idle staging buffers make room first.
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemory(size_t size_bytes);
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemoryOnce(size_t size_bytes);
   // A control RPC's context: its deadline, and the attach token the worker asks for.
   void PrepareControlCall(grpc::ClientContext& context, absl::Duration timeout);
   // Tells the worker that registered buffer `id` is gone (best effort).

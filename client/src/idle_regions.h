@@ -9,6 +9,11 @@
 // bytes stay idle; beyond that the longest idle are handed back to the caller to drop
 // (outside any lock: dropping one may unmap, remove a file or tell the worker).
 //
+// The client's pools keep kMaxIdleRegions: a training step has as many large collectives
+// in flight at once as it has gradient buckets (Horovod's and DDP's bucketing start one
+// per bucket as backward fills it, e.g. 25 buckets of 4 MiB for ResNet-50), and each
+// finds its region again in the next step only if that many stay idle between steps.
+//
 // `Region` is movable and has `size_t size() const` (SharedMemoryRegion), or is a
 // pointer to such a type (std::shared_ptr<RegisteredMemory>).
 //
@@ -17,6 +22,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -25,6 +31,9 @@
 #include "absl/synchronization/mutex.h"
 
 namespace ringsync::internal {
+
+inline constexpr size_t kMaxIdleRegions = 32;
+inline constexpr size_t kMaxIdleBytes = size_t{1} << 30;
 
 template <typename Region>
 class IdleRegions {
@@ -49,6 +58,16 @@ class IdleRegions {
     idle_.erase(best);
     idle_bytes_ -= SizeOf(region);
     return region;
+  }
+
+  // Every idle region, taken out (the longest idle first).
+  [[nodiscard]] std::vector<Region> TakeAll() {
+    absl::MutexLock lock(&mu_);
+    std::vector<Region> all(std::make_move_iterator(idle_.begin()),
+                            std::make_move_iterator(idle_.end()));
+    idle_.clear();
+    idle_bytes_ = 0;
+    return all;
   }
 
   // Keeps `region` for reuse; returns the regions that no longer fit the bounds (the

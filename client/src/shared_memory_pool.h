@@ -20,8 +20,7 @@ namespace ringsync::internal {
 
 class SharedMemoryPool {
  public:
-  static constexpr size_t kMaxIdleRegions = 4;
-  static constexpr size_t kMaxIdleBytes = size_t{1} << 30;
+  static constexpr size_t kMaxIdleRegions = internal::kMaxIdleRegions;
 
   explicit SharedMemoryPool(std::string directory) : directory_(std::move(directory)) {}
 

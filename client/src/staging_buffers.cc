@@ -52,6 +52,11 @@ void StagingBuffers::Release(std::shared_ptr<RegisteredMemory> buffer) {
   for (auto& each : evicted) to_drop_.push_back(std::move(each));
 }
 
+size_t StagingBuffers::DropIdle() {
+  TakeDropped();
+  return idle_.TakeAll().size();  // dropped as the vector goes
+}
+
 void StagingBuffers::Retire(std::shared_ptr<RegisteredMemory> buffer) {
   absl::MutexLock lock(&mu_);
   to_drop_.push_back(std::move(buffer));

@@ -37,8 +37,7 @@ namespace ringsync::internal {
 
 class StagingBuffers {
  public:
-  static constexpr size_t kMaxIdleBuffers = 4;
-  static constexpr size_t kMaxIdleBytes = size_t{1} << 30;
+  static constexpr size_t kMaxIdleBuffers = kMaxIdleRegions;
 
   // `register_memory` makes and registers a buffer of the given size with the worker.
   using RegisterMemory =
@@ -53,6 +52,10 @@ class StagingBuffers {
   // A buffer the worker may still write into (the collective's RPC was cancelled, and
   // the collective may still run there): never handed out again.
   void Retire(std::shared_ptr<RegisteredMemory> buffer);
+  // Drops every idle buffer now, on the caller's thread, and says how many went: idle
+  // buffers count against the worker's --max_registered_buffers like any other, and give
+  // way to a registration that it would refuse for them.
+  size_t DropIdle();
 
   size_t idle_buffers() const { return idle_.size(); }
 

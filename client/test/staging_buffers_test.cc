@@ -100,6 +100,48 @@ TEST(StagingBuffers, BuffersBeyondTheIdleBoundsAreDroppedOnTheNextAcquiresThread
   EXPECT_TRUE(longest_idle.expired());
 }
 
+TEST(StagingBuffers, EveryBucketOfATrainingStepFindsItsBufferAgainInTheNextStep) {
+  // 25 collectives in flight at once, as a step with 25 gradient buckets has them.
+  constexpr size_t kBuckets = 25;
+  static_assert(kBuckets <= StagingBuffers::kMaxIdleBuffers);
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::shared_ptr<RegisteredMemory>> in_flight;
+    for (size_t i = 0; i < kBuckets; ++i) {
+      absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging.Acquire(4 * kMiB);
+      ASSERT_TRUE(buffer.ok()) << buffer.status();
+      in_flight.push_back(*std::move(buffer));
+    }
+    for (auto& buffer : in_flight) staging.Release(std::move(buffer));
+  }
+  EXPECT_EQ(worker.calls, static_cast<int>(kBuckets)) << "registered in the first step only";
+}
+
+TEST(StagingBuffers, DroppingTheIdleBuffersLeavesNoneAndTheNextAcquireRegistersAnew) {
+  FakeRegistration worker;
+  StagingBuffers staging(worker.Function());
+  std::vector<std::weak_ptr<RegisteredMemory>> watches;
+  std::vector<std::shared_ptr<RegisteredMemory>> in_use;
+  for (size_t size : {kMiB, 3 * kMiB, 7 * kMiB}) {
+    absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging.Acquire(size);
+    ASSERT_TRUE(buffer.ok());
+    watches.push_back(*buffer);
+    in_use.push_back(*std::move(buffer));
+  }
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> busy = staging.Acquire(kMiB);
+  ASSERT_TRUE(busy.ok());
+  for (auto& buffer : in_use) staging.Release(std::move(buffer));
+
+  EXPECT_EQ(staging.DropIdle(), 3u);
+  EXPECT_EQ(staging.idle_buffers(), 0u);
+  for (const auto& watch : watches) EXPECT_TRUE(watch.expired()) << "dropped at once";
+  EXPECT_EQ(busy->use_count(), 1) << "a buffer in use stays its collective's";
+  EXPECT_EQ(staging.DropIdle(), 0u);
+  ASSERT_TRUE(staging.Acquire(kMiB).ok());
+  EXPECT_EQ(worker.calls, 5);
+}
+
 TEST(StagingBuffers, ARefusalThatWouldRepeatTurnsStagingOffAndSaysWhy) {
   FakeRegistration worker;
   worker.refusal = absl::FailedPreconditionError("cannot open the client's memory (pid namespace)");

@@ -278,5 +278,31 @@ TEST(RegisteredBufferEndToEnd, TheWorkerBoundsHowManyBuffersAProcessRegisters) {
   EXPECT_EQ(values[0], 3);
 }
 
+TEST(RegisteredBufferEndToEnd, IdleStagingBuffersGiveWayToABufferTheTrainerAllocates) {
+  // Room for the call channel's buffer and three more.
+  auto cluster = StartCluster(1, {"--max_registered_buffers=4"});
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  ASSERT_NE(clients[0], nullptr);
+  Client& client = *clients[0];
+  // Plain spans of sizes no staging buffer of another can serve (each more than twice
+  // the one before): the SDK stages each in a buffer of its own and keeps it idle after.
+  std::vector<std::vector<float>> plain;
+  for (size_t count : {size_t{300'000}, size_t{700'000}, size_t{1'500'000}}) {
+    plain.emplace_back(count, 2.0f);
+    ASSERT_TRUE(client.AllReduce("plain", absl::MakeSpan(plain.back()), ReduceOp::kSum).ok());
+  }
+  absl::StatusOr<RegisteredBuffer> mine = client.Allocate<float>(1000);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  mine->span<float>()[0] = 5;
+  ASSERT_TRUE(client.AllReduce("mine", mine->span<float>(), ReduceOp::kSum).ok());
+  EXPECT_EQ(mine->span<float>()[0], 5);
+  // Plain spans still work beside it (staged anew, or in a file when no room is left).
+  for (std::vector<float>& values : plain) {
+    ASSERT_TRUE(client.AllReduce("plain again", absl::MakeSpan(values), ReduceOp::kSum).ok());
+    EXPECT_EQ(values.back(), 2.0f);
+  }
+}
+
 }  // namespace
 }  // namespace ringsync
