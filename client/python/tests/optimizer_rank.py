@@ -1,6 +1,7 @@
 """One rank of a Horovod-style training program over ringsync.torch: checks that
 broadcast_parameters and broadcast_optimizer_state make every rank root's, and that
-DistributedOptimizer applies exactly the average of the ranks' gradients. Run by
+DistributedOptimizer applies exactly the average of the ranks' gradients, from buckets in
+memory registered with the worker, also in the step after one that failed. Run by
 test_optimizer.py, one process per rank."""
 
 import argparse
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 
 import ringsync
 import ringsync.torch as rst
+from conftest import registered_mappings
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rank", type=int)
@@ -34,9 +36,16 @@ for p, q in zip(model.parameters(), root_model.parameters()):
 optimizer = rst.DistributedOptimizer(inner, model.named_parameters(), bucket_bytes=256)
 assert isinstance(optimizer, torch.optim.SGD)
 assert len(optimizer._buckets) > 1
+mapped = registered_mappings()
+for bucket in optimizer._buckets:
+    assert any(start <= bucket.flat.data_ptr() < end for start, end in mapped), \
+        f"bucket {bucket.index} is not in memory registered with the worker"
+    assert bucket.flat.data_ptr() % 64 == 0
 
 x, y = torch.randn(8, 10) + rank, torch.randint(0, 4, (8,))
-for step in range(3):
+
+
+def averaged_step():
     optimizer.zero_grad()
     F.cross_entropy(model(x), y).backward()
     local = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
@@ -46,6 +55,26 @@ for step in range(3):
     want = everyone.view(n, -1).sum(0) / n
     assert torch.allclose(reduced, want, rtol=1e-6, atol=1e-7), (reduced - want).abs().max()
     optimizer.step()
+
+
+for step in range(3):
+    averaged_step()
+
+# A step that fails on every rank (rank 0's buckets ask for MAX: a mismatch found before
+# any byte moves) raises from synchronize, leaves the gradients local, and the next step
+# is whole again.
+optimizer._op = ringsync.MAX if rank == 0 else ringsync.AVG
+optimizer.zero_grad()
+F.cross_entropy(model(x), y).backward()
+local = [p.grad.clone() for p in model.parameters()]
+try:
+    optimizer.synchronize()
+    raise AssertionError("a step whose ranks disagree succeeded")
+except ringsync.MismatchError:
+    pass
+assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), local))
+optimizer._op = ringsync.AVG
+averaged_step()
 
 # Momentum buffers differ per rank only if gradients did; make rank 1's differ on purpose.
 if rank == 1:

@@ -15,23 +15,59 @@ The returned object is an instance of a subclass of the optimizer's own class ov
 same parameter groups and state (learning-rate schedulers and checkpoints work as before).
 One backward per step(); call synchronize() yourself to read the averaged gradients
 before step() (e.g. to clip them), then step() does not reduce them again.
+
+The buckets lie in one buffer registered with the worker (Client.allocate), which it
+reduces in place: a bucket's all-reduce copies nothing between the training process and
+its worker. Where no buffer can be registered (a worker reached over TCP, or one that
+refuses it) they are plain tensors, copied in and out as any other; registered_buckets=
+False asks for that. A failed synchronize() has let every bucket's all-reduce end before
+it raises: the gradients of the buckets that failed keep this rank's own values, and the
+next backward starts a fresh step.
 """
+
+import logging
 
 import torch
 
 import ringsync
 from ringsync.torch import session
 
-DEFAULT_BUCKET_BYTES = 4 << 20
+# DDP's bucket_cap_mb. Smaller buckets start during backward sooner, but each all-reduce
+# has its cost: a ResNet-50 step (bench/optimizer_step.py, N=4 on 2 cores) took 336-367 ms
+# in 32 buckets of 4 MiB and 177 ms in 5 of 25 MiB.
+DEFAULT_BUCKET_BYTES = 25 << 20
+_BUCKET_ALIGNMENT = 64  # bytes: every bucket starts on a cache line of the shared buffer
+
+
+def _bucket_tensors(client, groups, registered):
+    """One flat, zeroed tensor per group of parameters: slices of one registered buffer,
+    or plain tensors where none can be had."""
+    sizes = [sum(p.numel() for p in params) * params[0].element_size() for params in groups]
+    offsets, total = [], 0
+    for size in sizes:
+        offsets.append(total)
+        total += -(-size // _BUCKET_ALIGNMENT) * _BUCKET_ALIGNMENT
+    if registered and total > 0:
+        try:
+            memory = torch.from_numpy(client.allocate(total, "uint8"))
+        except ringsync.Error as e:
+            logging.getLogger("ringsync").info(
+                "DistributedOptimizer: gradient buckets are plain tensors (copied in and out "
+                "of the worker): %s", e)
+        else:
+            return [memory[offset:offset + size].view(params[0].dtype)
+                    for offset, size, params in zip(offsets, sizes, groups)]
+    return [torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype)
+            for params in groups]
 
 
 class _Bucket:
     """Gradients of several parameters, reduced as one flat tensor."""
 
-    def __init__(self, index, params, dtype):
+    def __init__(self, index, params, flat):
         self.index = index
         self.params = params
-        self.flat = torch.zeros(sum(p.numel() for p in params), dtype=dtype)
+        self.flat = flat
         self.offsets = {}
         offset = 0
         for p in params:
@@ -51,7 +87,7 @@ class _Bucket:
 class _DistributedOptimizer:
     """The methods mixed into the optimizer's class (see DistributedOptimizer)."""
 
-    def _init_distributed(self, named_parameters, op, bucket_bytes):
+    def _init_distributed(self, named_parameters, op, bucket_bytes, registered_buckets):
         self._rs = session.client()
         self._op = op
         named = list(named_parameters) if named_parameters is not None else []
@@ -60,18 +96,20 @@ class _DistributedOptimizer:
         if named and set(params) - set(names):
             raise ValueError("DistributedOptimizer: named_parameters must name every "
                              "parameter the optimizer updates")
-        self._buckets = []
-        self._bucket_of = {}
-        current, size = [], 0
+        groups, current, size = [], [], 0
         for p in reversed(params):
             if current and (size + p.numel() * p.element_size() > bucket_bytes
                             or p.dtype != current[0].dtype):
-                self._add_bucket(current)
+                groups.append(current)
                 current, size = [], 0
             current.append(p)
             size += p.numel() * p.element_size()
         if current:
-            self._add_bucket(current)
+            groups.append(current)
+        flats = _bucket_tensors(self._rs, groups, registered_buckets)
+        self._buckets = [_Bucket(i, group, flat)
+                         for i, (group, flat) in enumerate(zip(groups, flats))]
+        self._bucket_of = {p: bucket for bucket in self._buckets for p in bucket.params}
         self._next_to_start = 0
         self._synchronized = False
         self._hooks = []
@@ -81,12 +119,6 @@ class _DistributedOptimizer:
             accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
             accumulator.register_hook(self._make_hook(p))
             self._hooks.append(accumulator)  # keeps the accumulator (and its hook) alive
-
-    def _add_bucket(self, params):
-        bucket = _Bucket(len(self._buckets), params, params[0].dtype)
-        self._buckets.append(bucket)
-        for p in params:
-            self._bucket_of[p] = bucket
 
     def _make_hook(self, p):
         def hook(*_):
@@ -114,17 +146,25 @@ class _DistributedOptimizer:
             self._next_to_start += 1
 
     def synchronize(self):
-        """Waits for every bucket's all-reduce and writes the results into .grad."""
+        """Waits for every bucket's all-reduce and writes the results into .grad; raises
+        the first failure once every bucket's all-reduce has ended."""
         self._start_ready_buckets(all_of_them=True)
+        failure = None
         with torch.no_grad():
             for bucket in self._buckets:
-                bucket.handle.wait()
-                for p in bucket.params:
-                    if p.grad is not None:
-                        p.grad.copy_(bucket.slot(p))
+                try:
+                    bucket.handle.wait()
+                except Exception as e:  # noqa: BLE001  (the others must end before a rerun)
+                    failure = failure or e
+                else:
+                    for p in bucket.params:
+                        if p.grad is not None:
+                            p.grad.copy_(bucket.slot(p))
                 bucket.handle = None
                 bucket.ready.clear()
         self._next_to_start = 0
+        if failure is not None:
+            raise failure
         self._synchronized = True
 
     def step(self, closure=None):
@@ -138,14 +178,16 @@ class _DistributedOptimizer:
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, op=ringsync.AVG,
-                         bucket_bytes=DEFAULT_BUCKET_BYTES):
+                         bucket_bytes=DEFAULT_BUCKET_BYTES, registered_buckets=True):
     """Wraps `optimizer` so that step() applies gradients all-reduced (`op`, default AVG)
-    over every rank. Needs ringsync.torch.init(worker) first."""
+    over every rank, in buckets of at most `bucket_bytes` registered with the worker
+    (`registered_buckets`; see the module's text). Needs ringsync.torch.init(worker)
+    first."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedOptimizer.__dict__.items()
                 if k not in ("__dict__", "__weakref__")})
     wrapped = cls.__new__(cls)
     optimizer.__class__.__init__(wrapped, optimizer.param_groups)
     wrapped.load_state_dict(optimizer.state_dict())
-    wrapped._init_distributed(named_parameters, op, bucket_bytes)
+    wrapped._init_distributed(named_parameters, op, bucket_bytes, registered_buckets)
     return wrapped

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""A Horovod-style training step's gradient sync, N ranks on one machine: the time from
+backward to averaged gradients, for ringsync.torch.DistributedOptimizer with its buckets
+registered with the worker (reduced in place) and as plain tensors (copied in and out),
+and for torch.distributed Gloo doing the same with the same buckets (each bucket's
+all_reduce started as it fills, then waited, copied back and averaged: DDP's scheme).
+The sides alternate ROUNDS times in one run; each round prints each side's median step.
+
+  PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
+      /usr/bin/python3 bench/optimizer_step.py [--shapes bench/models/resnet50.shapes]
+
+A step: a barrier (not timed), then backward of a loss whose gradient is known (every
+element of rank r's gradient is r + 1), then synchronize() (Gloo: the buckets' waits and
+copies back). Its time is the max over ranks; a side's figure is the median over steps.
+Every step's averaged gradients are checked; #wrong counts the elements that differ.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def make_parameters(torch, shapes_path):
+    from model_gloo import read_shapes
+    return [torch.nn.Parameter(torch.zeros(n)) for _, n in reversed(read_shapes(shapes_path))]
+
+
+def loss_of(torch, params, rank):
+    # d(loss)/dp = rank + 1 for every element: cheap to compute, exact to check.
+    return sum((p * (rank + 1.0)).sum() for p in params)
+
+
+def wrong_elements(torch, params, n):
+    want = (n + 1) / 2.0
+    return sum(int((p.grad != want).sum()) for p in params)
+
+
+def ringsync_rank(args):
+    import torch
+    import ringsync
+    import ringsync.torch as rst
+    torch.set_num_threads(1)
+    rs = rst.init(os.environ["RINGSYNC_WORKER"])
+    params = make_parameters(torch, args.shapes)
+    optimizer = rst.DistributedOptimizer(
+        torch.optim.SGD(params, lr=0.0), [(str(i), p) for i, p in enumerate(params)],
+        bucket_bytes=args.bucket_bytes, registered_buckets=args.side == "registered")
+    seconds, wrong = [], 0
+    for step in range(args.warmup_steps + args.steps):
+        optimizer.zero_grad()
+        rs.barrier()
+        start = time.perf_counter()
+        loss_of(torch, params, rs.rank).backward()
+        optimizer.synchronize()
+        elapsed = time.perf_counter() - start
+        wrong += wrong_elements(torch, params, rs.world_size)
+        optimizer.step()
+        if step >= args.warmup_steps:
+            seconds.append(elapsed)
+    slowest = rs.allreduce_(torch.tensor(seconds, dtype=torch.float64), "times", op=ringsync.MAX)
+    total_wrong = rs.allreduce_(torch.tensor([wrong], dtype=torch.int64), "wrong")
+    if rs.rank == 0:
+        print(f"{statistics.median(slowest.tolist())} {int(total_wrong[0])} "
+              f"{len(optimizer._buckets)}")
+    rst.shutdown()
+
+
+def gloo_rank(rank, args, port):
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    n = args.nranks
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+    params = make_parameters(torch, args.shapes)
+    # The optimizer's buckets: reverse order, at most bucket_bytes each.
+    buckets, current, size = [], [], 0
+    for p in reversed(params):
+        if current and size + 4 * p.numel() > args.bucket_bytes:
+            buckets.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += 4 * p.numel()
+    buckets.append(current)
+    flats = [torch.zeros(sum(p.numel() for p in b)) for b in buckets]
+    slot = {}
+    for i, b in enumerate(buckets):
+        offset = 0
+        for p in b:
+            slot[p] = (i, offset)
+            offset += p.numel()
+    works, filled = [None] * len(buckets), [0] * len(buckets)
+
+    def hook(p):
+        def run(*_):
+            i, offset = slot[p]
+            flats[i][offset:offset + p.numel()].copy_(p.grad)
+            filled[i] += 1
+            if filled[i] == len(buckets[i]):
+                works[i] = dist.all_reduce(flats[i], async_op=True)
+        return run
+    accumulators = []  # as DistributedOptimizer: torch 1.13 has no post-accumulate hook
+    for p in params:
+        accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+        accumulator.register_hook(hook(p))
+        accumulators.append(accumulator)
+    seconds, wrong = [], 0
+    for step in range(args.warmup_steps + args.steps):
+        for p in params:
+            p.grad = None
+        filled[:] = [0] * len(buckets)
+        dist.barrier()
+        start = time.perf_counter()
+        loss_of(torch, params, rank).backward()
+        with torch.no_grad():
+            for b, flat, work in zip(buckets, flats, works):
+                work.wait()
+                flat.div_(n)
+                for p in b:
+                    i, offset = slot[p]
+                    p.grad.copy_(flat[offset:offset + p.numel()])
+        elapsed = time.perf_counter() - start
+        wrong += wrong_elements(torch, params, n)
+        if step >= args.warmup_steps:
+            seconds.append(elapsed)
+    slowest = torch.tensor(seconds, dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    total_wrong = torch.tensor([wrong], dtype=torch.int64)
+    dist.all_reduce(total_wrong)
+    if rank == 0:
+        print(f"{statistics.median(slowest.tolist())} {int(total_wrong[0])} {len(buckets)}",
+              flush=True)
+    dist.destroy_process_group()
+
+
+def run_side(side, args, targets):
+    """Runs one side's ranks; returns (median step seconds, #wrong, buckets)."""
+    common = [f"--shapes={args.shapes}", f"--steps={args.steps}",
+              f"--warmup_steps={args.warmup_steps}", f"--bucket_bytes={args.bucket_bytes}",
+              f"--nranks={args.nranks}", f"--side={side}"]
+    if side == "gloo":
+        procs = [subprocess.Popen([sys.executable, __file__, *common], stdout=subprocess.PIPE,
+                                  text=True)]
+    else:
+        procs = [subprocess.Popen([sys.executable, __file__, *common],
+                                  env=dict(os.environ, RINGSYNC_WORKER=t), stdout=subprocess.PIPE,
+                                  text=True) for t in targets]
+    try:
+        outputs = [p.communicate(timeout=600)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if any(p.returncode != 0 for p in procs):
+        sys.exit(f"optimizer_step.py: the {side} side failed")
+    median, wrong, buckets = outputs[0].split()
+    return float(median), int(wrong), int(buckets)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default=os.path.join(HERE, "models", "resnet50.shapes"))
+    p.add_argument("--nranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=7)
+    p.add_argument("--warmup_steps", type=int, default=2)
+    p.add_argument("--bucket_bytes", type=int, default=25 << 20)  # DistributedOptimizer's
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--sides", default="registered,plain,gloo")
+    p.add_argument("--side", help=argparse.SUPPRESS)  # one rank (ringsync) or all ranks (gloo)
+    args = p.parse_args()
+    if args.side == "gloo":
+        sys.path.insert(0, HERE)
+        from gloo_allreduce import spawn_gloo_ranks
+        spawn_gloo_ranks(gloo_rank, args, "optimizer_step.py")
+        return
+    if args.side:
+        sys.path.insert(0, HERE)
+        ringsync_rank(args)
+        return
+
+    from ringsync.local_cluster import LocalCluster
+    sides = args.sides.split(",")
+    results = {side: [] for side in sides}
+    failed = False
+    with LocalCluster(world_size=args.nranks) as cluster:
+        for round_ in range(args.rounds):
+            for k in range(len(sides)):
+                side = sides[(round_ + k) % len(sides)]  # who goes first rotates
+                median, wrong, buckets = run_side(side, args, cluster.targets)
+                results[side].append(median)
+                failed |= wrong != 0
+                print(f"round {round_ + 1}: {side:<10} {median * 1e3:8.1f} ms a step, "
+                      f"{buckets} buckets, #wrong {wrong}", flush=True)
+    print(f"== {os.path.basename(args.shapes)}, N={args.nranks}, buckets of at most "
+          f"{args.bucket_bytes >> 20} MiB; median over {args.rounds} rounds of each round's "
+          f"median step (max over ranks); ratio = {sides[0]}'s time / the side's "
+          f"(< 1: {sides[0]} faster)")
+    base = statistics.median(results[sides[0]])
+    for side in sides:
+        m = statistics.median(results[side])
+        print(f"  {side:<10} {m * 1e3:8.1f} ms   ratio {base / m:5.2f}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
