@@ -1,9 +1,13 @@
 #!/usr/bin/python3
-"""A Horovod-style training step's gradient sync, N ranks on one machine: the time from
-backward to averaged gradients, for ringsync.torch.DistributedOptimizer with its buckets
-registered with the worker (reduced in place) and as plain tensors (copied in and out),
-and for torch.distributed Gloo doing the same with the same buckets (each bucket's
-all_reduce started as it fills, then waited, copied back and averaged: DDP's scheme).
+"""A training step's gradient sync in PyTorch, N ranks on one machine: the time from
+backward to averaged gradients, side by side:
+  registered  ringsync.torch.DistributedOptimizer, buckets registered with the worker
+              (reduced in place);
+  plain       the same with plain tensors as buckets (the SDK copies them in and out);
+  gloo        torch.distributed Gloo doing what the optimizer does, with the same buckets
+              (each bucket's all_reduce started as it fills, waited, copied back, averaged);
+  ddp         DistributedDataParallel on the "ringsync" backend (its own 25 MiB buckets);
+  ddp-gloo    DistributedDataParallel on Gloo.
 The sides alternate ROUNDS times in one run; each round prints each side's median step.
 
   PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
@@ -11,11 +15,12 @@ The sides alternate ROUNDS times in one run; each round prints each side's media
 
 A step: a barrier (not timed), then backward of a loss whose gradient is known (every
 element of rank r's gradient is r + 1), then synchronize() (Gloo: the buckets' waits and
-copies back). Its time is the max over ranks; a side's figure is the median over steps.
+copies back; DDP: nothing, its backward ends with the averaged gradients). Its time is the max over ranks; a side's figure is the median over steps.
 Every step's averaged gradients are checked; #wrong counts the elements that differ.
 """
 import argparse
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +42,62 @@ def loss_of(torch, params, rank):
 def wrong_elements(torch, params, n):
     want = (n + 1) / 2.0
     return sum(int((p.grad != want).sum()) for p in params)
+
+
+def ddp_steps(torch, dist, args, rank):
+    """DDP's side: median step time (max over ranks) and elements wrong, on rank 0."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.grads = torch.nn.ParameterList(make_parameters(torch, args.shapes))
+
+        def forward(self, scale):
+            return loss_of(torch, self.grads, scale - 1)
+
+    model = Model()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    seconds, wrong = [], 0
+    for step in range(args.warmup_steps + args.steps):
+        ddp.zero_grad()
+        dist.barrier()
+        start = time.perf_counter()
+        ddp(float(rank + 1)).backward()
+        elapsed = time.perf_counter() - start
+        wrong += wrong_elements(torch, model.grads, dist.get_world_size())
+        if step >= args.warmup_steps:
+            seconds.append(elapsed)
+    report(torch, dist, seconds, wrong, "DDP's")
+
+
+def report(torch, dist, seconds, wrong, buckets):
+    slowest = torch.tensor(seconds, dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    total_wrong = torch.tensor([wrong], dtype=torch.int64)
+    dist.all_reduce(total_wrong)
+    if dist.get_rank() == 0:
+        print(f"{statistics.median(slowest.tolist())} {int(total_wrong[0])} {buckets}",
+              flush=True)
+
+
+def ringsync_ddp_rank(args):
+    import torch
+    import torch.distributed as dist
+    import ringsync.torch  # noqa: F401  registers the backend
+    torch.set_num_threads(1)
+    dist.init_process_group("ringsync", init_method=f"tcp://127.0.0.1:{args.port}",
+                            rank=args.rank, world_size=args.nranks)
+    ddp_steps(torch, dist, args, args.rank)
+    dist.destroy_process_group()
+
+
+def gloo_ddp_rank(rank, args, port):
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=args.nranks)
+    ddp_steps(torch, dist, args, rank)
+    dist.destroy_process_group()
 
 
 def ringsync_rank(args):
@@ -126,13 +187,7 @@ def gloo_rank(rank, args, port):
         wrong += wrong_elements(torch, params, n)
         if step >= args.warmup_steps:
             seconds.append(elapsed)
-    slowest = torch.tensor(seconds, dtype=torch.float64)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    total_wrong = torch.tensor([wrong], dtype=torch.int64)
-    dist.all_reduce(total_wrong)
-    if rank == 0:
-        print(f"{statistics.median(slowest.tolist())} {int(total_wrong[0])} {len(buckets)}",
-              flush=True)
+    report(torch, dist, seconds, wrong, len(buckets))
     dist.destroy_process_group()
 
 
@@ -141,13 +196,17 @@ def run_side(side, args, targets):
     common = [f"--shapes={args.shapes}", f"--steps={args.steps}",
               f"--warmup_steps={args.warmup_steps}", f"--bucket_bytes={args.bucket_bytes}",
               f"--nranks={args.nranks}", f"--side={side}"]
-    if side == "gloo":
+    if side in ("gloo", "ddp-gloo"):  # one process, which spawns the ranks
         procs = [subprocess.Popen([sys.executable, __file__, *common], stdout=subprocess.PIPE,
                                   text=True)]
     else:
-        procs = [subprocess.Popen([sys.executable, __file__, *common],
+        with socket.socket() as s:  # torch's rendezvous, for DDP (released just before use)
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = [subprocess.Popen([sys.executable, __file__, *common, f"--rank={r}",
+                                   f"--port={port}"],
                                   env=dict(os.environ, RINGSYNC_WORKER=t), stdout=subprocess.PIPE,
-                                  text=True) for t in targets]
+                                  text=True) for r, t in enumerate(targets)]
     try:
         outputs = [p.communicate(timeout=600)[0] for p in procs]
     finally:
@@ -158,7 +217,7 @@ def run_side(side, args, targets):
     if any(p.returncode != 0 for p in procs):
         sys.exit(f"optimizer_step.py: the {side} side failed")
     median, wrong, buckets = outputs[0].split()
-    return float(median), int(wrong), int(buckets)
+    return float(median), int(wrong), buckets
 
 
 def main():
@@ -170,17 +229,22 @@ def main():
     p.add_argument("--warmup_steps", type=int, default=2)
     p.add_argument("--bucket_bytes", type=int, default=25 << 20)  # DistributedOptimizer's
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--sides", default="registered,plain,gloo")
-    p.add_argument("--side", help=argparse.SUPPRESS)  # one rank (ringsync) or all ranks (gloo)
+    p.add_argument("--sides", default="registered,plain,gloo,ddp,ddp-gloo")
+    # Internal: one rank of a ringsync side, or every rank of a Gloo side.
+    p.add_argument("--side", help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.side == "gloo":
-        sys.path.insert(0, HERE)
-        from gloo_allreduce import spawn_gloo_ranks
-        spawn_gloo_ranks(gloo_rank, args, "optimizer_step.py")
-        return
     if args.side:
         sys.path.insert(0, HERE)
-        ringsync_rank(args)
+        if args.side in ("gloo", "ddp-gloo"):
+            from gloo_allreduce import spawn_gloo_ranks
+            spawn_gloo_ranks(gloo_rank if args.side == "gloo" else gloo_ddp_rank, args,
+                             "optimizer_step.py")
+        elif args.side == "ddp":
+            ringsync_ddp_rank(args)
+        else:
+            ringsync_rank(args)
         return
 
     from ringsync.local_cluster import LocalCluster
