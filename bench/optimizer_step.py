@@ -15,8 +15,9 @@ The sides alternate ROUNDS times in one run; each round prints each side's media
 
 A step: a barrier (not timed), then backward of a loss whose gradient is known (every
 element of rank r's gradient is r + 1), then synchronize() (Gloo: the buckets' waits and
-copies back; DDP: nothing, its backward ends with the averaged gradients). Its time is the max over ranks; a side's figure is the median over steps.
-Every step's averaged gradients are checked; #wrong counts the elements that differ.
+copies back; DDP: nothing, its backward ends with the averaged gradients). Its time is
+the max over ranks; a side's figure is the median over steps. Every step's averaged
+gradients are checked; #wrong counts the elements that differ.
 """
 import argparse
 import os
@@ -34,9 +35,9 @@ def make_parameters(torch, shapes_path):
     return [torch.nn.Parameter(torch.zeros(n)) for _, n in reversed(read_shapes(shapes_path))]
 
 
-def loss_of(torch, params, rank):
-    # d(loss)/dp = rank + 1 for every element: cheap to compute, exact to check.
-    return sum((p * (rank + 1.0)).sum() for p in params)
+def loss_of(params, factor):
+    # d(loss)/dp = factor for every element: cheap to compute, exact to check.
+    return sum((p * factor).sum() for p in params)
 
 
 def wrong_elements(torch, params, n):
@@ -45,14 +46,14 @@ def wrong_elements(torch, params, n):
 
 
 def ddp_steps(torch, dist, args, rank):
-    """DDP's side: median step time (max over ranks) and elements wrong, on rank 0."""
+    """One rank of a DDP side; rank 0 prints the side's figures (report)."""
     class Model(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.grads = torch.nn.ParameterList(make_parameters(torch, args.shapes))
 
-        def forward(self, scale):
-            return loss_of(torch, self.grads, scale - 1)
+        def forward(self, factor):
+            return loss_of(self.grads, factor)
 
     model = Model()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -70,6 +71,7 @@ def ddp_steps(torch, dist, args, rank):
 
 
 def report(torch, dist, seconds, wrong, buckets):
+    """Rank 0 prints the median step (max over ranks), elements wrong, and buckets."""
     slowest = torch.tensor(seconds, dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     total_wrong = torch.tensor([wrong], dtype=torch.int64)
@@ -115,7 +117,7 @@ def ringsync_rank(args):
         optimizer.zero_grad()
         rs.barrier()
         start = time.perf_counter()
-        loss_of(torch, params, rs.rank).backward()
+        loss_of(params, rs.rank + 1.0).backward()
         optimizer.synchronize()
         elapsed = time.perf_counter() - start
         wrong += wrong_elements(torch, params, rs.world_size)
@@ -175,7 +177,7 @@ def gloo_rank(rank, args, port):
         filled[:] = [0] * len(buckets)
         dist.barrier()
         start = time.perf_counter()
-        loss_of(torch, params, rank).backward()
+        loss_of(params, rank + 1.0).backward()
         with torch.no_grad():
             for b, flat, work in zip(buckets, flats, works):
                 work.wait()
