@@ -81,7 +81,8 @@ TEST(RingMembership, ADissolutionBeginsAChangeThatTheReformedRingCompletes) {
 
 TEST(RingMembership, MarksAFailureOfAnEarlierMembershipAndOnlyThat) {
   MembershipSnapshot now{5, MembershipChange{.from_generation = 3, .from_size = 4,
-                                             .to_generation = 5, .to_size = 3, .left = {"w2"}}};
+                                             .to_generation = 5, .to_size = 3, .left = {"w2"},
+                                             .joined = {}, .reason = ""}};
   const absl::Status failed = absl::AbortedError("generation 3 ended");
   absl::Status marked = MarkIfMembershipChanged(failed, 0, now);
   EXPECT_EQ(OutcomeMarkOf(marked), OutcomeMark::kMembershipChanged);
@@ -95,7 +96,8 @@ TEST(RingMembership, MarksAFailureOfAnEarlierMembershipAndOnlyThat) {
 
 TEST(RingMembership, AnInDoubtFailureKeepsItsMarkAndStillDescribesTheChange) {
   MembershipSnapshot now{5, MembershipChange{.from_generation = 3, .from_size = 4,
-                                             .to_generation = 5, .to_size = 3, .left = {"w2"}}};
+                                             .to_generation = 5, .to_size = 3, .left = {"w2"},
+                                             .joined = {}, .reason = ""}};
   const absl::Status in_doubt =
       WithOutcomeMark(absl::AbortedError("outcome in doubt"), OutcomeMark::kInDoubt);
   absl::Status marked = MarkIfMembershipChanged(in_doubt, 0, now);
