@@ -122,6 +122,7 @@ class ClientCore {
   // Makes memory of `size_bytes` and registers it with the worker; where the worker has
   // as many as it takes, idle staging buffers make room first.
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemory(size_t size_bytes);
+  // One attempt: the worker's refusal as it is.
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemoryOnce(size_t size_bytes);
   // A control RPC's context: its deadline, and the attach token the worker asks for.
   void PrepareControlCall(grpc::ClientContext& context, absl::Duration timeout);

@@ -11,8 +11,9 @@
 //
 // The client's pools keep kMaxIdleRegions: a training step has as many large collectives
 // in flight at once as it has gradient buckets (Horovod's and DDP's bucketing start one
-// per bucket as backward fills it, e.g. 25 buckets of 4 MiB for ResNet-50), and each
-// finds its region again in the next step only if that many stay idle between steps.
+// per bucket as backward fills it: ResNet-50's gradients make 32 buckets of at most
+// 4 MiB, 5 of DDP's 25 MiB), and each finds its region again in the next step only if
+// that many stay idle between steps.
 //
 // `Region` is movable and has `size_t size() const` (SharedMemoryRegion), or is a
 // pointer to such a type (std::shared_ptr<RegisteredMemory>).

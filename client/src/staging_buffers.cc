@@ -53,8 +53,8 @@ void StagingBuffers::Release(std::shared_ptr<RegisteredMemory> buffer) {
 }
 
 size_t StagingBuffers::DropIdle() {
-  TakeDropped();
-  return idle_.TakeAll().size();  // dropped as the vector goes
+  // Both vectors, and the buffers in them, go at the end of the statement.
+  return TakeDropped().size() + idle_.TakeAll().size();
 }
 
 void StagingBuffers::Retire(std::shared_ptr<RegisteredMemory> buffer) {

@@ -52,9 +52,10 @@ class StagingBuffers {
   // A buffer the worker may still write into (the collective's RPC was cancelled, and
   // the collective may still run there): never handed out again.
   void Retire(std::shared_ptr<RegisteredMemory> buffer);
-  // Drops every idle buffer now, on the caller's thread, and says how many went: idle
-  // buffers count against the worker's --max_registered_buffers like any other, and give
-  // way to a registration that it would refuse for them.
+  // Drops every idle buffer (and every one waiting to be dropped) now, on the caller's
+  // thread, and says how many went: they count against the worker's
+  // --max_registered_buffers like any other, and give way to a registration that it would
+  // refuse for them.
   size_t DropIdle();
 
   size_t idle_buffers() const { return idle_.size(); }
