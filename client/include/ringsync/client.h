@@ -19,8 +19,10 @@
 // in memory registered with the worker, which reduces them in place there; the rest in a
 // file under /dev/shm. Smaller ones, and everything over TCP, travel inline in the
 // request. A Client keeps its shared memory for the next collectives of a similar size (at
-// most 4 idle regions and 1 GiB of each kind), so a training loop pays for creating it
-// once; it is released when the Client is destroyed, or by the worker if the process dies.
+// most 32 idle regions and 1 GiB of each kind: a step's gradient buckets in flight), so a
+// training loop pays for creating it once; it is released when the Client is destroyed,
+// or by the worker if the process dies. Idle registered regions give way when the worker
+// would refuse a registration for them (--max_registered_buffers).
 //
 // Thread-safety: every method may be called from any thread, concurrently. The ring
 // runs collectives in the order their calls are made on this Client (an *Async call
