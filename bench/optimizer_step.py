@@ -40,7 +40,7 @@ def loss_of(params, factor):
     return sum((p * factor).sum() for p in params)
 
 
-def wrong_elements(torch, params, n):
+def wrong_elements(params, n):
     want = (n + 1) / 2.0
     return sum(int((p.grad != want).sum()) for p in params)
 
@@ -64,7 +64,7 @@ def ddp_steps(torch, dist, args, rank):
         start = time.perf_counter()
         ddp(float(rank + 1)).backward()
         elapsed = time.perf_counter() - start
-        wrong += wrong_elements(torch, model.grads, dist.get_world_size())
+        wrong += wrong_elements(model.grads, dist.get_world_size())
         if step >= args.warmup_steps:
             seconds.append(elapsed)
     report(torch, dist, seconds, wrong, "DDP's")
@@ -120,7 +120,7 @@ def ringsync_rank(args):
         loss_of(params, rs.rank + 1.0).backward()
         optimizer.synchronize()
         elapsed = time.perf_counter() - start
-        wrong += wrong_elements(torch, params, rs.world_size)
+        wrong += wrong_elements(params, rs.world_size)
         optimizer.step()
         if step >= args.warmup_steps:
             seconds.append(elapsed)
@@ -135,19 +135,12 @@ def ringsync_rank(args):
 def gloo_rank(rank, args, port):
     import torch
     import torch.distributed as dist
+    from ringsync.torch.optimizer import bucket_groups
     torch.set_num_threads(1)
     n = args.nranks
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
     params = make_parameters(torch, args.shapes)
-    # The optimizer's buckets: reverse order, at most bucket_bytes each.
-    buckets, current, size = [], [], 0
-    for p in reversed(params):
-        if current and size + 4 * p.numel() > args.bucket_bytes:
-            buckets.append(current)
-            current, size = [], 0
-        current.append(p)
-        size += 4 * p.numel()
-    buckets.append(current)
+    buckets = bucket_groups(params, args.bucket_bytes)  # the optimizer's own
     flats = [torch.zeros(sum(p.numel() for p in b)) for b in buckets]
     slot = {}
     for i, b in enumerate(buckets):
@@ -186,7 +179,7 @@ def gloo_rank(rank, args, port):
                     i, offset = slot[p]
                     p.grad.copy_(flat[offset:offset + p.numel()])
         elapsed = time.perf_counter() - start
-        wrong += wrong_elements(torch, params, n)
+        wrong += wrong_elements(params, n)
         if step >= args.warmup_steps:
             seconds.append(elapsed)
     report(torch, dist, seconds, wrong, len(buckets))

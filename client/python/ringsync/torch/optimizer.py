@@ -39,10 +39,27 @@ DEFAULT_BUCKET_BYTES = 25 << 20
 _BUCKET_ALIGNMENT = 64  # bytes: every bucket starts on a cache line of the shared buffer
 
 
+def bucket_groups(params, bucket_bytes):
+    """The parameters as buckets: in reverse order (roughly the order backward produces
+    their gradients), one dtype and at most `bucket_bytes` each (a larger parameter alone)."""
+    groups, current, size = [], [], 0
+    for p in reversed(params):
+        if current and (size + p.numel() * p.element_size() > bucket_bytes
+                        or p.dtype != current[0].dtype):
+            groups.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += p.numel() * p.element_size()
+    if current:
+        groups.append(current)
+    return groups
+
+
 def _bucket_tensors(client, groups, registered):
     """One flat, zeroed tensor per group of parameters: slices of one registered buffer,
     or plain tensors where none can be had."""
-    sizes = [sum(p.numel() for p in params) * params[0].element_size() for params in groups]
+    counts = [sum(p.numel() for p in params) for params in groups]
+    sizes = [count * params[0].element_size() for count, params in zip(counts, groups)]
     offsets, total = [], 0
     for size in sizes:
         offsets.append(total)
@@ -57,8 +74,7 @@ def _bucket_tensors(client, groups, registered):
         else:
             return [memory[offset:offset + size].view(params[0].dtype)
                     for offset, size, params in zip(offsets, sizes, groups)]
-    return [torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype)
-            for params in groups]
+    return [torch.zeros(count, dtype=params[0].dtype) for count, params in zip(counts, groups)]
 
 
 class _Bucket:
@@ -96,16 +112,7 @@ class _DistributedOptimizer:
         if named and set(params) - set(names):
             raise ValueError("DistributedOptimizer: named_parameters must name every "
                              "parameter the optimizer updates")
-        groups, current, size = [], [], 0
-        for p in reversed(params):
-            if current and (size + p.numel() * p.element_size() > bucket_bytes
-                            or p.dtype != current[0].dtype):
-                groups.append(current)
-                current, size = [], 0
-            current.append(p)
-            size += p.numel() * p.element_size()
-        if current:
-            groups.append(current)
+        groups = bucket_groups(params, bucket_bytes)
         flats = _bucket_tensors(self._rs, groups, registered_buckets)
         self._buckets = [_Bucket(i, group, flat)
                          for i, (group, flat) in enumerate(zip(groups, flats))]
