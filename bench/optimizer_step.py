@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""A training step's gradient sync in PyTorch, N ranks on one machine: the time from
-backward to averaged gradients, side by side:
+"""A training step's gradient sync in PyTorch, N ranks on this machine or on four
+network-namespace hosts: the time from backward to averaged gradients, side by side:
   registered  ringsync.torch.DistributedOptimizer, buckets registered with the worker
               (reduced in place);
   plain       the same with plain tensors as buckets (the SDK copies them in and out);
@@ -12,6 +12,10 @@ The sides alternate ROUNDS times in one run; each round prints each side's media
 
   PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
       /usr/bin/python3 bench/optimizer_step.py [--shapes bench/models/resnet50.shapes]
+      [--hosts=netns --rate=1gbit --security=token|tls --mtu=9000]
+
+--hosts=netns runs rank r on host wr of the compose topology (ringsync-netns; needs root),
+beside that host's worker, every link shaped to --rate; torch Gloo's ranks meet on w0.
 
 A step: a barrier (not timed), then backward of a loss whose gradient is known (every
 element of rank r's gradient is r + 1), then synchronize() (Gloo: the buckets' waits and
@@ -23,7 +27,6 @@ import argparse
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 
@@ -77,7 +80,7 @@ def report(torch, dist, seconds, wrong, buckets):
     total_wrong = torch.tensor([wrong], dtype=torch.int64)
     dist.all_reduce(total_wrong)
     if dist.get_rank() == 0:
-        print(f"{statistics.median(slowest.tolist())} {int(total_wrong[0])} {buckets}",
+        print(f"RESULT {statistics.median(slowest.tolist())} {int(total_wrong[0])} {buckets}",
               flush=True)
 
 
@@ -86,19 +89,19 @@ def ringsync_ddp_rank(args):
     import torch.distributed as dist
     import ringsync.torch  # noqa: F401  registers the backend
     torch.set_num_threads(1)
-    dist.init_process_group("ringsync", init_method=f"tcp://127.0.0.1:{args.port}",
+    dist.init_process_group("ringsync", init_method=f"tcp://{args.master}:{args.port}",
                             rank=args.rank, world_size=args.nranks)
     ddp_steps(torch, dist, args, args.rank)
     dist.destroy_process_group()
 
 
-def gloo_ddp_rank(rank, args, port):
+def gloo_ddp_rank(args):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=args.nranks)
-    ddp_steps(torch, dist, args, rank)
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{args.port}",
+                            rank=args.rank, world_size=args.nranks)
+    ddp_steps(torch, dist, args, args.rank)
     dist.destroy_process_group()
 
 
@@ -127,18 +130,19 @@ def ringsync_rank(args):
     slowest = rs.allreduce_(torch.tensor(seconds, dtype=torch.float64), "times", op=ringsync.MAX)
     total_wrong = rs.allreduce_(torch.tensor([wrong], dtype=torch.int64), "wrong")
     if rs.rank == 0:
-        print(f"{statistics.median(slowest.tolist())} {int(total_wrong[0])} "
+        print(f"RESULT {statistics.median(slowest.tolist())} {int(total_wrong[0])} "
               f"{len(optimizer._buckets)}")
     rst.shutdown()
 
 
-def gloo_rank(rank, args, port):
+def gloo_rank(args):
     import torch
     import torch.distributed as dist
     from ringsync.torch.optimizer import bucket_groups
     torch.set_num_threads(1)
-    n = args.nranks
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+    n, rank = args.nranks, args.rank
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{args.port}", rank=rank,
+                            world_size=n)
     params = make_parameters(torch, args.shapes)
     buckets = bucket_groups(params, args.bucket_bytes)  # the optimizer's own
     flats = [torch.zeros(sum(p.numel() for p in b)) for b in buckets]
@@ -186,32 +190,27 @@ def gloo_rank(rank, args, port):
     dist.destroy_process_group()
 
 
-def run_side(side, args, targets):
-    """Runs one side's ranks; returns (median step seconds, #wrong, buckets)."""
-    common = [f"--shapes={args.shapes}", f"--steps={args.steps}",
-              f"--warmup_steps={args.warmup_steps}", f"--bucket_bytes={args.bucket_bytes}",
-              f"--nranks={args.nranks}", f"--side={side}"]
-    if side in ("gloo", "ddp-gloo"):  # one process, which spawns the ranks
-        procs = [subprocess.Popen([sys.executable, __file__, *common], stdout=subprocess.PIPE,
-                                  text=True)]
-    else:
-        with socket.socket() as s:  # torch's rendezvous, for DDP (released just before use)
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        procs = [subprocess.Popen([sys.executable, __file__, *common, f"--rank={r}",
-                                   f"--port={port}"],
-                                  env=dict(os.environ, RINGSYNC_WORKER=t), stdout=subprocess.PIPE,
-                                  text=True) for r, t in enumerate(targets)]
-    try:
-        outputs = [p.communicate(timeout=600)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if any(p.returncode != 0 for p in procs):
-        sys.exit(f"optimizer_step.py: the {side} side failed")
-    median, wrong, buckets = outputs[0].split()
+def run_side(side, args, hosts):
+    """Runs one side, a process per rank on its host; returns (median step seconds, #wrong,
+    buckets) as rank 0 reports them."""
+    with socket.socket() as s:  # torch's rendezvous on rank 0 (released just before use)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, os.path.abspath(__file__), f"--shapes={os.path.abspath(args.shapes)}",
+            f"--steps={args.steps}", f"--warmup_steps={args.warmup_steps}",
+            f"--bucket_bytes={args.bucket_bytes}", f"--nranks={args.nranks}", f"--side={side}",
+            f"--master={hosts.master}", f"--port={port}"]
+    procs = [hosts.start(r, argv + [f"--rank={r}"],
+                         {"RINGSYNC_WORKER": hosts.worker(r),
+                          "GLOO_SOCKET_IFNAME": hosts.gloo_ifname})
+             for r in range(args.nranks)]
+    ended = [hosts.finish(p, 900) for p in procs]
+    if any(rc != 0 for rc, _ in ended):
+        failed = next(r for r, (rc, _) in enumerate(ended) if rc != 0)
+        sys.exit(f"optimizer_step.py: the {side} side failed on rank {failed}:\n"
+                 f"{ended[failed][1][-4000:]}")
+    result = [line for line in ended[0][1].splitlines() if line.startswith("RESULT ")]
+    _, median, wrong, buckets = result[-1].split()
     return float(median), int(wrong), buckets
 
 
@@ -225,37 +224,41 @@ def main():
     p.add_argument("--bucket_bytes", type=int, default=25 << 20)  # DistributedOptimizer's
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--sides", default="registered,plain,gloo,ddp,ddp-gloo")
-    # Internal: one rank of a ringsync side, or every rank of a Gloo side.
+    p.add_argument("--hosts", choices=("local", "netns"), default="local")
+    p.add_argument("--rate", default="1gbit", help="--hosts=netns: every link's rate")
+    p.add_argument("--security", choices=("token", "tls"), default="token",
+                   help="--hosts=netns: how the daemons authenticate")
+    p.add_argument("--mtu", type=int, help="--hosts=netns: every link's MTU (default 1500)")
+    # Internal: one rank of a side.
     p.add_argument("--side", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--master", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.side:
         sys.path.insert(0, HERE)
-        if args.side in ("gloo", "ddp-gloo"):
-            from gloo_allreduce import spawn_gloo_ranks
-            spawn_gloo_ranks(gloo_rank if args.side == "gloo" else gloo_ddp_rank, args,
-                             "optimizer_step.py")
-        elif args.side == "ddp":
-            ringsync_ddp_rank(args)
-        else:
-            ringsync_rank(args)
+        rank_main = {"gloo": gloo_rank, "ddp-gloo": gloo_ddp_rank, "ddp": ringsync_ddp_rank}
+        rank_main.get(args.side, ringsync_rank)(args)
         return
 
-    from ringsync.local_cluster import LocalCluster
+    import rank_hosts
     sides = args.sides.split(",")
     results = {side: [] for side in sides}
     failed = False
-    with LocalCluster(world_size=args.nranks) as cluster:
+    hosts = rank_hosts.LocalHosts(args.nranks) if args.hosts == "local" else \
+        rank_hosts.NetnsHosts(args.nranks, args.rate, args.security, mtu=args.mtu)
+    with hosts:
         for round_ in range(args.rounds):
             for k in range(len(sides)):
                 side = sides[(round_ + k) % len(sides)]  # who goes first rotates
-                median, wrong, buckets = run_side(side, args, cluster.targets)
+                median, wrong, buckets = run_side(side, args, hosts)
                 results[side].append(median)
                 failed |= wrong != 0
                 print(f"round {round_ + 1}: {side:<10} {median * 1e3:8.1f} ms a step, "
                       f"{buckets} buckets, #wrong {wrong}", flush=True)
-    print(f"== {os.path.basename(args.shapes)}, N={args.nranks}, buckets of at most "
+    where = "this machine" if args.hosts == "local" else \
+        f"4 namespace hosts, {args.rate} links, {args.security}"
+    print(f"== {os.path.basename(args.shapes)}, N={args.nranks} on {where}, buckets of at most "
           f"{args.bucket_bytes >> 20} MiB; median over {args.rounds} rounds of each round's "
           f"median step (max over ranks); ratio = {sides[0]}'s time / the side's "
           f"(< 1: {sides[0]} faster)")
