@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "wire/host_port.h"
 
 namespace ringsync {
 namespace {
@@ -85,7 +86,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_messag
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
 }
 
-absl::StatusOr<std::string> NormalizeTarget(absl::string_view address) {
+absl::StatusOr<std::string> NormalizeTarget(absl::string_view address, PortUse use) {
   if (address.empty()) return absl::InvalidArgumentError("empty address");
   if (absl::StartsWith(address, "/")) return absl::StrCat("unix:", address);
   if (absl::StartsWith(address, "unix:")) return std::string(address);
@@ -93,10 +94,10 @@ absl::StatusOr<std::string> NormalizeTarget(absl::string_view address) {
       absl::StartsWith(address, "ipv6:")) {
     return std::string(address);
   }
-  const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos || colon + 1 == address.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "address '", address, "' has no port; use host:port, [ipv6]:port or unix:/path"));
+  absl::StatusOr<HostPort> host_port = ParseHostPort(address, use);
+  if (!host_port.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(host_port.status().message(), " (or unix:/path for a unix socket)"));
   }
   return std::string(address);
 }

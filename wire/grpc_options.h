@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "wire/host_port.h"
 
 namespace ringsync {
 
@@ -68,9 +69,10 @@ inline constexpr int kRequestOverheadBytes = 64 << 10;
 void ConfigureServerBuilder(grpc::ServerBuilder& builder, int max_receive_message_bytes,
                             const KeepaliveSettings& keepalive = {});
 
-// "unix:/path", "unix:///path", "host:port", "[v6]:port" are accepted; a bare path that
+// "unix:/path", "unix:///path", HOST:PORT (ParseHostPort; port 0 only where `use` is
+// kListen) and gRPC's own dns:, ipv4:, ipv6: targets are accepted; a bare path that
 // starts with '/' means a unix socket. Returns a gRPC target string.
-absl::StatusOr<std::string> NormalizeTarget(absl::string_view address);
+absl::StatusOr<std::string> NormalizeTarget(absl::string_view address, PortUse use);
 
 // Opens a listening port on `builder`; returns the address clients should use, with
 // the port the kernel chose when `address` asked for port 0.

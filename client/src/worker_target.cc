@@ -13,7 +13,7 @@ std::string WorkerTarget::WorkerHint() const {
 }
 
 absl::StatusOr<WorkerTarget> ParseWorkerTarget(absl::string_view target) {
-  absl::StatusOr<std::string> normalized = NormalizeTarget(target);
+  absl::StatusOr<std::string> normalized = NormalizeTarget(target, PortUse::kConnect);
   if (!normalized.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad worker target '", target, "': ", normalized.status().message(),

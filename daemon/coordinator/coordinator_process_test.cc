@@ -242,7 +242,7 @@ TEST(CoordinatorProcess, ABadHttpListenExitsTwoNamingTheFlag) {
   CoordinatorProcess process({"--world_size=1", "--listen=127.0.0.1:0", "--http_listen=9400"});
   ASSERT_TRUE(process.spawned());
   EXPECT_EQ(process.WaitForExit(absl::Seconds(5)), 2);
-  EXPECT_THAT(process.Stderr(), HasSubstr("--http_listen: HTTP address '9400' has no port"));
+  EXPECT_THAT(process.Stderr(), HasSubstr("--http_listen: '9400' is not HOST:PORT: it has no port"));
 }
 
 TEST(CoordinatorProcess, AnHttpPortFileWithoutHttpListenExitsTwo) {

@@ -13,7 +13,7 @@ namespace ringsync {
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorOptions& options) {
   if (absl::Status s = ValidateCoordinatorOptions(options); !s.ok()) return s;
-  absl::StatusOr<std::string> target = NormalizeTarget(options.listen);
+  absl::StatusOr<std::string> target = NormalizeTarget(options.listen, PortUse::kListen);
   if (!target.ok()) return target.status();
 
   // Serves grpc.health.v1.Health ("" is SERVING until shutdown). Process-wide setting:

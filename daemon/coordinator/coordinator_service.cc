@@ -86,7 +86,7 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options) {
         "--max_message_bytes=", options.max_message_bytes, " is out of range: 4096..",
         64 << 20, " (the default, 1 MiB, is plenty for any worker)"));
   }
-  if (absl::StatusOr<std::string> target = NormalizeTarget(options.listen); !target.ok()) {
+  if (absl::StatusOr<std::string> target = NormalizeTarget(options.listen, PortUse::kListen); !target.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--listen: ", target.status().message()));
   }

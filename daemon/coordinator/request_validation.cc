@@ -1,61 +1,13 @@
 #include "daemon/coordinator/request_validation.h"
 
-#include <arpa/inet.h>
-
-#include <algorithm>
-#include <iterator>
-
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "wire/host_port.h"
 
 namespace ringsync {
 namespace {
 
-constexpr size_t kMaxHostBytes = 253;
-constexpr size_t kMaxLabelBytes = 63;
-
 bool IsIdChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
-
-bool IsDnsLabel(absl::string_view label) {
-  if (label.empty() || label.size() > kMaxLabelBytes) return false;
-  if (label.front() == '-' || label.back() == '-') return false;
-  for (char c : label) {
-    // '_' is not in RFC 1123, but container runtimes hand out such names and
-    // resolvers accept them.
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '_') return false;
-  }
-  return true;
-}
-
-bool IsDnsName(absl::string_view host) {
-  if (host.empty() || host.size() > kMaxHostBytes) return false;
-  for (absl::string_view label : absl::StrSplit(host, '.')) {
-    if (!IsDnsLabel(label)) return false;
-  }
-  return true;
-}
-
-bool LooksNumeric(absl::string_view host) {
-  for (char c : host) {
-    if (!absl::ascii_isdigit(c) && c != '.') return false;
-  }
-  return true;
-}
-
-// inet_pton into `out` (room for an IPv6 address); true when `host` parses.
-bool ParseIp(int family, absl::string_view host, unsigned char* out) {
-  const std::string text(host);
-  return inet_pton(family, text.c_str(), out) == 1;
-}
-
-absl::Status BadAddress(absl::string_view field, absl::string_view address,
-                        absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, " '", SanitizeText(address, kMaxAddressBytes), "' is invalid: ", why,
-      "; expected HOST:PORT, e.g. 10.0.0.5:7500, worker-3.example:7500 or [fd00::5]:7500"));
-}
 
 }  // namespace
 
@@ -73,43 +25,14 @@ absl::Status ValidateWorkerId(absl::string_view worker_id) {
 
 absl::Status ValidateHostPort(absl::string_view field, absl::string_view address,
                               bool reachable) {
-  if (address.empty()) return BadAddress(field, address, "it is empty");
-  if (address.size() > kMaxAddressBytes) {
-    return BadAddress(field, address, absl::StrCat("longer than ", kMaxAddressBytes, " bytes"));
+  absl::StatusOr<HostPort> parsed = ParseHostPort(address, PortUse::kConnect);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " ", parsed.status().message()));
   }
-  const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos) return BadAddress(field, address, "it has no port");
-  absl::string_view host = address.substr(0, colon);
-  const absl::string_view port_text = address.substr(colon + 1);
-
-  int port = 0;
-  bool port_ok = !port_text.empty() && port_text.size() <= 5;
-  for (char c : port_text) port_ok = port_ok && absl::ascii_isdigit(c);
-  port_ok = port_ok && absl::SimpleAtoi(port_text, &port) && port >= 1 && port <= 65535;
-  if (!port_ok) return BadAddress(field, address, "the port must be a number in 1..65535");
-
-  bool wildcard = false;
-  unsigned char ip[sizeof(struct in6_addr)] = {};
-  if (!host.empty() && host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']' ||
-        !ParseIp(AF_INET6, host.substr(1, host.size() - 2), ip)) {
-      return BadAddress(field, address, "the bracketed host is not an IPv6 address");
-    }
-    wildcard = std::all_of(std::begin(ip), std::end(ip), [](unsigned char b) { return b == 0; });
-  } else if (LooksNumeric(host)) {
-    if (!ParseIp(AF_INET, host, ip)) {
-      return BadAddress(field, address, "the host is not a dotted IPv4 address");
-    }
-    wildcard = host == "0.0.0.0";
-  } else if (!IsDnsName(host)) {
-    return BadAddress(field, address,
-                      "the host is not a DNS name (labels of [A-Za-z0-9_-]), an IPv4 address "
-                      "or a bracketed IPv6 address");
-  }
-  if (reachable && wildcard) {
-    return BadAddress(field, address,
-                      "a wildcard host cannot be reached by other workers; advertise an "
-                      "address they can connect to");
+  if (reachable && parsed->is_wildcard()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " '", address, "' is a wildcard host, which other workers cannot reach; "
+        "advertise an address they can connect to as HOST:PORT"));
   }
   return absl::OkStatus();
 }

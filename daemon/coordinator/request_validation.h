@@ -16,15 +16,12 @@ namespace ringsync {
 
 // Longest accepted worker id; it shows up in logs, views and socket names.
 inline constexpr size_t kMaxWorkerIdBytes = 64;
-// Longest accepted host:port (a DNS name is at most 253 bytes, plus ":65535").
-inline constexpr size_t kMaxAddressBytes = 260;
 
 // 1..64 characters from [A-Za-z0-9._-], starting with a letter or digit.
 absl::Status ValidateWorkerId(absl::string_view worker_id);
 
 // `field` names the request field in messages, e.g. "peer_address".
-// Accepts HOST:PORT where HOST is a DNS name, a dotted IPv4 address or [IPv6], and PORT
-// is 1..65535. When `reachable` is set, wildcard hosts (0.0.0.0, [::]) are refused:
+// Accepts HOST:PORT as ParseHostPort reads an address to connect to (wire/host_port.h). When `reachable` is set, wildcard hosts (0.0.0.0, [::]) are refused:
 // other machines cannot connect to them.
 absl::Status ValidateHostPort(absl::string_view field, absl::string_view address,
                               bool reachable);

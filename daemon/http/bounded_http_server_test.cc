@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "wire/host_port.h"
 #include "prometheus/registry.h"
 
 namespace ringsync {
@@ -72,7 +73,7 @@ class BoundedHttpServerTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<HttpEndpoint>> started = HttpEndpoint::Start(std::move(options));
     ASSERT_TRUE(started.ok()) << started.status();
     endpoint_ = *std::move(started);
-    port_ = ParseHostPort(endpoint_->address())->second;
+    port_ = ParseHostPort(endpoint_->address(), PortUse::kConnect)->port;
   }
 
   // GET `path` with a fresh httplib client; the status, or -1 when nothing came back.

@@ -2,7 +2,6 @@
 
 #include <sys/socket.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -10,6 +9,7 @@
 #include "daemon/http/bounded_http_server.h"
 #include "daemon/metrics/refusals.h"
 #include "httplib.h"
+#include "wire/host_port.h"
 #include "wire/security/cluster_token.h"
 
 namespace ringsync {
@@ -18,40 +18,16 @@ namespace {
 constexpr char kPlainText[] = "text/plain; charset=utf-8";
 constexpr char kMetricsContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
-absl::Status BadAddress(absl::string_view address, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("HTTP address '", address, "' ", why,
-                                                 "; use HOST:PORT, e.g. 127.0.0.1:9400, "
-                                                 "0.0.0.0:9400 or [::1]:9400 (port 0: any free port)"));
-}
-
 }  // namespace
-
-absl::StatusOr<std::pair<std::string, int>> ParseHostPort(absl::string_view address) {
-  const size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos) return BadAddress(address, "has no port");
-  absl::string_view host = address.substr(0, colon);
-  const absl::string_view port_text = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != absl::string_view::npos) {
-    return BadAddress(address, "is ambiguous (write an IPv6 host in brackets)");
-  }
-  if (host.empty()) return BadAddress(address, "has no host");
-  int port = 0;
-  if (!absl::SimpleAtoi(port_text, &port) || port < 0 || port > 65535) {
-    return BadAddress(address, "has no valid port");
-  }
-  return std::make_pair(std::string(host), port);
-}
 
 HttpEndpoint::HttpEndpoint() = default;
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions options) {
-  absl::StatusOr<std::pair<std::string, int>> host_port = ParseHostPort(options.listen);
-  if (!host_port.ok()) return host_port.status();
-  const auto& [host, requested_port] = *host_port;
+  absl::StatusOr<HostPort> listen = ParseHostPort(options.listen, PortUse::kListen);
+  if (!listen.ok()) return listen.status();
+  const auto& [host, requested_port] = *listen;
 
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   endpoint->options_ = std::move(options);
@@ -126,8 +102,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOp
         "cannot serve HTTP on ", endpoint->options_.listen,
         " (address in use, or not an address of this machine?); pick another --http_listen"));
   }
-  endpoint->address_ = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                                           : absl::StrCat(host, ":", port);
+  endpoint->address_ = HostPort{host, port}.ToString();
   endpoint->thread_ = std::thread([self] { self->server_->listen_after_bind(); });
   // Stop() only works on a running server: wait until the thread got there.
   const SteadyDeadline deadline(absl::Seconds(5));

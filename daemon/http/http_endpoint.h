@@ -45,10 +45,6 @@ struct HttpEndpointOptions {
   std::string bearer_token;
 };
 
-// Splits "HOST:PORT" ("[::1]:9400" for IPv6) into host and port (0..65535).
-// InvalidArgument with an example otherwise.
-absl::StatusOr<std::pair<std::string, int>> ParseHostPort(absl::string_view address);
-
 class HttpEndpoint {
  public:
   // Binds options.listen and starts serving. InvalidArgument for a malformed address,

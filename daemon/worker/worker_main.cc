@@ -40,6 +40,7 @@
 #include "daemon/worker/worker_service.h"
 #include "spdlog/spdlog.h"
 #include "wire/grpc_options.h"
+#include "wire/host_port.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7400",
           "worker: HOST:PORT of the ringsyncd coordinator to join.");
@@ -234,9 +235,24 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
     config.socket_path = DefaultSocketPath(config.worker_id);
     config.default_socket = true;
   }
-  absl::StatusOr<std::string> coordinator = NormalizeTarget(absl::GetFlag(FLAGS_coordinator));
-  if (!coordinator.ok()) return coordinator.status();
+  absl::StatusOr<std::string> coordinator =
+      NormalizeTarget(absl::GetFlag(FLAGS_coordinator), PortUse::kConnect);
+  if (!coordinator.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--coordinator: ", coordinator.status().message()));
+  }
   config.coordinator = *coordinator;
+  if (const std::string advertise = absl::GetFlag(FLAGS_advertise_host); !advertise.empty()) {
+    absl::StatusOr<std::string> host = ParseHost(advertise);
+    if (!host.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--advertise_host: ", host.status().message()));
+    }
+    if (HostPort{*host, 1}.is_wildcard()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--advertise_host=", advertise, " is a wildcard, which other workers cannot reach: "
+          "give this machine's name or address"));
+    }
+  }
   absl::StatusOr<DaemonSecurity> security = DaemonSecurityFromFlags(HttpEndpointRequested());
   if (!security.ok()) return security.status();
   config.security = *std::move(security);
@@ -309,11 +325,14 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   return config;
 }
 
-// The address others dial: --advertise_host with the bound port.
+// The address others dial: --advertise_host (checked by ConfigFromFlags) with the bound
+// port.
 std::string AdvertisedAddress(const std::string& bound) {
-  const std::string host = absl::GetFlag(FLAGS_advertise_host);
-  if (host.empty()) return bound;
-  return absl::StrCat(host, bound.substr(bound.rfind(':')));
+  const std::string flag = absl::GetFlag(FLAGS_advertise_host);
+  absl::StatusOr<std::string> host = ParseHost(flag);
+  absl::StatusOr<HostPort> bound_port = ParseHostPort(bound, PortUse::kConnect);
+  if (flag.empty() || !host.ok() || !bound_port.ok()) return bound;
+  return HostPort{*host, bound_port->port}.ToString();
 }
 
 // `refusals` as the transport's reporter. REQUIRES: `refusals` outlives its use.
@@ -405,7 +424,7 @@ int WorkerServing::Start() {
 }
 
 int WorkerServing::StartPeerServer() {
-  absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
+  absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen), PortUse::kListen);
   if (!target.ok()) {
     return StartFailed(kBadFlags, absl::StrCat("--peer_listen: ", target.status().message()));
   }
@@ -575,12 +594,12 @@ absl::StatusOr<std::shared_ptr<DataListener>> ListenForDataConnections(
     const RefusalReporter& refusals) {
   const std::string transport = absl::GetFlag(FLAGS_peer_transport);
   if (transport == "grpc") return nullptr;
-  absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen));
-  if (!target.ok()) return absl::InvalidArgumentError(absl::StrCat("--peer_listen: ", target.status().message()));
-  std::string host = target->substr(0, target->rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  absl::StatusOr<HostPort> listen = ParseHostPort(absl::GetFlag(FLAGS_peer_listen), PortUse::kListen);
+  if (!listen.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--peer_listen: ", listen.status().message()));
+  }
   DataListenerOptions options;
-  options.host = host;
+  options.host = listen->host;
   options.port = absl::GetFlag(FLAGS_peer_data_port);
   options.refusals = refusals;
   absl::StatusOr<std::unique_ptr<DataListener>> listener = DataListener::Listen(std::move(options));

@@ -336,6 +336,9 @@ TEST(Observability, RingsyncctlAndReadyzFollowTheClusterAndAWorkersDeath) {
   EXPECT_THAT(health.output, HasSubstr("NOT_FOUND"));
   EXPECT_EQ(RunShell(absl::StrCat(ctl, " health")).exit_code, 2);
   EXPECT_EQ(RunShell(absl::StrCat(ctl, " frobnicate")).exit_code, 2);
+  const CommandResult no_port = RunShell(absl::StrCat(ctl, " status 127.0.0.1:99999"));
+  EXPECT_EQ(no_port.exit_code, 2) << no_port.output;  // at once, not after a connect timeout
+  EXPECT_THAT(no_port.output, HasSubstr("'127.0.0.1:99999' is not HOST:PORT: the port must be"));
 
   // (c) Kill rank 3: its neighbours' /readyz turn 503 naming it, and the table says so.
   ASSERT_EQ(HttpGet(cluster->worker_http_address(0), "/readyz", cluster->http_token()).status, 200);

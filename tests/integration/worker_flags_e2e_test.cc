@@ -3,7 +3,9 @@
 // The algorithm flags and the timers have their own specs (algorithm_e2e_test,
 // lease_e2e_test).
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "tests/integration/run_daemon.h"
 
@@ -41,6 +43,44 @@ TEST(WorkerFlags, AWorkerRefusesToStartWithALimitOrTransportFlagOutOfRangeNaming
     EXPECT_EQ(exit_code, 2) << c.flag << ": " << output;
     EXPECT_THAT(output, ::testing::HasSubstr(c.said)) << c.flag << ": " << output;
   }
+}
+
+// gRPC would take port 99999 as 34463, and a host it cannot parse fails only when a
+// connection is tried, after a minute of retries: every address is checked at start.
+TEST(WorkerFlags, AWorkerRefusesToStartWithAnAddressThatIsNotHostPortNamingTheFlag) {
+  struct Case {
+    const char* flag;
+    const char* said;
+  };
+  for (const Case& c : {
+           Case{"--coordinator=127.0.0.1:99999", "--coordinator: '127.0.0.1:99999' is not "
+                                                 "HOST:PORT: the port must be a number in 1..65535"},
+           Case{"--coordinator=127.0.0.1:0", "the port must be a number in 1..65535"},
+           Case{"--coordinator=127.0.0.1:abc", "the port must be a number in 1..65535"},
+           Case{"--coordinator=[::1:80", "an IPv6 host must be in brackets"},
+           Case{"--coordinator=:7500", "it has no host"},
+           Case{"--peer_listen=127.0.0.1:99999", "--peer_listen: '127.0.0.1:99999' is not "
+                                                 "HOST:PORT: the port must be a number in 0..65535"},
+           Case{"--peer_listen=bad host:0", "the host is not a DNS name"},
+           Case{"--http_listen=127.0.0.1:70000", "--http_listen: '127.0.0.1:70000' is not HOST:PORT"},
+           Case{"--advertise_host=0.0.0.0", "--advertise_host=0.0.0.0 is a wildcard"},
+           Case{"--advertise_host=w1:7500", "--advertise_host: 'w1:7500' is not a host"},
+       }) {
+    std::vector<std::string> flags = {c.flag};
+    if (!absl::StartsWith(c.flag, "--coordinator=")) flags.push_back("--coordinator=127.0.0.1:1");
+    const auto [exit_code, output] = RunDaemon("worker", flags);
+    EXPECT_EQ(exit_code, 2) << c.flag << ": " << output;
+    EXPECT_THAT(output, ::testing::HasSubstr(c.said)) << c.flag << ": " << output;
+  }
+}
+
+TEST(WorkerFlags, ACoordinatorRefusesToListenOnAPortOutOfRange) {
+  const auto [exit_code, output] =
+      RunDaemon("coordinator", {"--world_size=1", "--listen=127.0.0.1:99999"});
+  EXPECT_EQ(exit_code, 2) << output;
+  EXPECT_THAT(output, ::testing::HasSubstr("--listen: '127.0.0.1:99999' is not HOST:PORT: the "
+                                           "port must be a number in 0..65535"))
+      << output;
 }
 
 }  // namespace

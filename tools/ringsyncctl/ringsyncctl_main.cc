@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/logging/json_string.h"
@@ -77,18 +78,22 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-// The positional argument after the command, else the flag.
-bool PickTarget(const std::vector<std::string>& args, const std::string& flag, std::string* out) {
-  if (args.size() > 3) return false;
-  *out = args.size() == 3 ? args[2] : flag;
-  return !out->empty();
+// The positional argument after the command, else the flag, as a gRPC target.
+absl::StatusOr<std::string> PickTarget(const std::vector<std::string>& args,
+                                       const std::string& flag) {
+  if (args.size() > 3) return absl::InvalidArgumentError("more than one given");
+  const std::string& given = args.size() == 3 ? args[2] : flag;
+  if (given.empty()) return absl::InvalidArgumentError("no address given");
+  return NormalizeTarget(given, PortUse::kConnect);
 }
 
 int Status(const std::vector<std::string>& args) {
-  std::string coordinator;
-  if (!PickTarget(args, absl::GetFlag(FLAGS_coordinator), &coordinator)) {
-    return Usage("status takes one coordinator address: ringsyncctl status [HOST:PORT]");
+  absl::StatusOr<std::string> picked = PickTarget(args, absl::GetFlag(FLAGS_coordinator));
+  if (!picked.ok()) {
+    return Usage(absl::StrCat("status takes one coordinator address, ringsyncctl status "
+                              "[HOST:PORT]: ", picked.status().message()));
   }
+  const std::string& coordinator = *picked;
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   auto stub = v1::Coordinator::NewStub(
       SecurityFromFlags().CreateChannel(coordinator, grpc::ChannelArguments()));
@@ -117,10 +122,12 @@ int Status(const std::vector<std::string>& args) {
 }
 
 int Health(const std::vector<std::string>& args) {
-  std::string target;
-  if (!PickTarget(args, absl::GetFlag(FLAGS_target), &target)) {
-    return Usage("health takes one target: ringsyncctl health HOST:PORT (or unix:/path)");
+  absl::StatusOr<std::string> picked = PickTarget(args, absl::GetFlag(FLAGS_target));
+  if (!picked.ok()) {
+    return Usage(absl::StrCat("health takes one target, ringsyncctl health HOST:PORT (or "
+                              "unix:/path): ", picked.status().message()));
   }
+  const std::string& target = *picked;
   const std::string service = absl::GetFlag(FLAGS_service);
   const HealthResult result =
       CheckHealth(target, service, SecurityFromFlags(), absl::GetFlag(FLAGS_timeout));

@@ -8,27 +8,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "daemon/transport/tcp/socket_address.h"
 #include "spdlog/spdlog.h"
 #include "wire/grpc_options.h"
+#include "wire/host_port.h"
 
 namespace ringsync {
 namespace {
-
-struct HostPort {
-  std::string host;  // without brackets
-  std::string port;
-};
-
-// "w1:7401" -> {w1, 7401}, "[::1]:7401" -> {::1, 7401}; nullopt without a port.
-std::optional<HostPort> SplitTarget(absl::string_view target) {
-  const size_t colon = target.rfind(':');
-  if (colon == absl::string_view::npos || colon + 1 == target.size()) return std::nullopt;
-  absl::string_view host = target.substr(0, colon);
-  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) return std::nullopt;
-  return HostPort{std::string(host), std::string(target.substr(colon + 1))};
-}
 
 bool IsIpAddress(const std::string& host) {
   in6_addr bytes;
@@ -42,7 +28,8 @@ std::shared_ptr<grpc::Channel> NewPeerChannel(const RingNeighbours& neighbours,
                                               bool by_address = false) {
   grpc::ChannelArguments args = PeerChannelArguments(neighbours.keepalive);
   if (!by_address) return neighbours.security.CreateChannel(neighbours.next_target, args);
-  if (std::optional<HostPort> named = SplitTarget(neighbours.next_target); named.has_value()) {
+  if (absl::StatusOr<HostPort> named = ParseHostPort(neighbours.next_target, PortUse::kConnect);
+      named.ok()) {
     args.SetSslTargetNameOverride(named->host);
   }
   return neighbours.security.CreateChannel(neighbours.fallback_target, args);
@@ -168,8 +155,8 @@ std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighb
 }  // namespace
 
 std::string FallbackTarget(absl::string_view target, absl::string_view observed_host) {
-  const std::optional<HostPort> named = SplitTarget(target);
-  if (observed_host.empty() || !named.has_value() || IsIpAddress(named->host)) return "";
+  const absl::StatusOr<HostPort> named = ParseHostPort(target, PortUse::kConnect);
+  if (observed_host.empty() || !named.ok() || IsIpAddress(named->host)) return "";
   // The ipv4:/ipv6: schemes, not a bare address: gRPC would hand a bare one to its DNS
   // resolver, whose lookups (even of a numeric address) queue behind the hung ones.
   return absl::StrContains(observed_host, ':')

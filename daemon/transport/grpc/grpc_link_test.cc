@@ -40,7 +40,6 @@ TEST(FallbackTarget, IsTheObservedAddressAtTheAdvertisedPort) {
   // With the scheme that keeps gRPC's DNS resolver out of it.
   EXPECT_EQ(FallbackTarget("w1:7401", "198.18.0.3"), "ipv4:198.18.0.3:7401");
   EXPECT_EQ(FallbackTarget("w1.example:7401", "fd00::3"), "ipv6:[fd00::3]:7401");
-  EXPECT_EQ(FallbackTarget("[w1]:7401", "198.18.0.3"), "ipv4:198.18.0.3:7401");
 }
 
 TEST(FallbackTarget, IsNoneWithoutANameToResolveOrAnAddressToFallBackTo) {
@@ -48,6 +47,7 @@ TEST(FallbackTarget, IsNoneWithoutANameToResolveOrAnAddressToFallBackTo) {
   EXPECT_EQ(FallbackTarget("[::1]:7401", "::1"), "");
   EXPECT_EQ(FallbackTarget("w1:7401", ""), "");  // not joined over IP, or an old coordinator
   EXPECT_EQ(FallbackTarget("w1", "198.18.0.3"), "");  // no port
+  EXPECT_EQ(FallbackTarget("[w1]:7401", "198.18.0.3"), "");  // a name in brackets
 }
 
 INSTANTIATE_TEST_SUITE_P(Grpc, LinkConformance, ::testing::Values(&MakeGrpcPair));
