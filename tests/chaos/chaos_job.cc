@@ -1,7 +1,6 @@
 #include "tests/chaos/chaos_job.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -10,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "httplib.h"
+#include "tests/integration/http_get.h"
 
 namespace ringsync::chaos {
 namespace {
@@ -154,17 +153,11 @@ absl::StatusOr<double> ChaosJob::CoordinatorMetric(absl::string_view family,
 
 absl::StatusOr<double> ChaosJob::Metric(const std::string& address, absl::string_view family,
                                         absl::string_view labels) const {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return absl::InvalidArgumentError("no HTTP address");
-  httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-  client.set_connection_timeout(std::chrono::seconds(2));
-  client.set_read_timeout(std::chrono::seconds(5));
-  httplib::Headers headers = {{"Authorization", "Bearer " + cluster_->http_token()}};
-  httplib::Result result = client.Get("/metrics", headers);
-  if (!result || result->status != 200) {
+  const testing::HttpReply reply = testing::HttpGet(address, "/metrics", cluster_->http_token());
+  if (reply.status != 200) {
     return absl::UnavailableError(absl::StrCat("cannot read http://", address, "/metrics"));
   }
-  return SumMetric(result->body, family, labels);
+  return SumMetric(reply.body, family, labels);
 }
 
 std::vector<std::string> SharedMemoryFilesOf(const std::vector<pid_t>& pids) {

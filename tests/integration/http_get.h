@@ -5,10 +5,12 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/sync/steady_deadline.h"
 #include "httplib.h"
+#include "wire/host_port.h"
 
 namespace ringsync::testing {
 
@@ -21,8 +23,9 @@ struct HttpReply {
 // `token`: the daemons' HTTP bearer token (not needed for Prometheus' own pages).
 inline HttpReply HttpGet(const std::string& address, const std::string& path,
                          const std::string& token = "") {
-  const size_t colon = address.rfind(':');
-  httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+  const absl::StatusOr<HostPort> where = ParseHostPort(address, PortUse::kConnect);
+  if (!where.ok()) return {};
+  httplib::Client client(where->host, where->port);
   client.set_connection_timeout(std::chrono::seconds(2));
   client.set_read_timeout(std::chrono::seconds(5));
   httplib::Headers headers;

@@ -19,7 +19,7 @@
 
 #include "core/testing/ring_test_data.h"
 #include "gmock/gmock.h"
-#include "httplib.h"
+#include "tests/integration/http_get.h"
 #include "ringsync/registered_buffer.h"
 #include "tests/integration/cluster_fixture.h"
 
@@ -106,15 +106,7 @@ TEST(DataConnections, ResultsEqualTheGrpcPathBitForBit) {
 }
 
 std::string Metrics(LocalCluster& cluster, int worker) {
-  const std::string& address = cluster.worker_http_address(worker);
-  const size_t colon = address.rfind(':');
-  httplib::Client http(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-  http.set_connection_timeout(std::chrono::seconds(2));
-  http.set_read_timeout(std::chrono::seconds(5));
-  httplib::Headers headers;
-  if (!cluster.http_token().empty()) headers.emplace("Authorization", "Bearer " + cluster.http_token());
-  httplib::Result result = http.Get("/metrics", headers);
-  return result ? result->body : "";
+  return testing::HttpGet(cluster.worker_http_address(worker), "/metrics", cluster.http_token()).body;
 }
 
 // A 200,000-element float32 sum named `name` on three ranks, rank r contributing
