@@ -247,7 +247,7 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
     if (!host.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--advertise_host: ", host.status().message()));
     }
-    if (HostPort{*host, 1}.is_wildcard()) {
+    if (HostPort{*host}.is_wildcard()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--advertise_host=", advertise, " is a wildcard, which other workers cannot reach: "
           "give this machine's name or address"));
@@ -325,8 +325,7 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   return config;
 }
 
-// The address others dial: --advertise_host (checked by ConfigFromFlags) with the bound
-// port.
+// The address others dial: --advertise_host (checked by ReadConfig) with the bound port.
 std::string AdvertisedAddress(const std::string& bound) {
   const std::string flag = absl::GetFlag(FLAGS_advertise_host);
   absl::StatusOr<std::string> host = ParseHost(flag);
@@ -424,7 +423,8 @@ int WorkerServing::Start() {
 }
 
 int WorkerServing::StartPeerServer() {
-  absl::StatusOr<std::string> target = NormalizeTarget(absl::GetFlag(FLAGS_peer_listen), PortUse::kListen);
+  absl::StatusOr<std::string> target =
+      NormalizeTarget(absl::GetFlag(FLAGS_peer_listen), PortUse::kListen);
   if (!target.ok()) {
     return StartFailed(kBadFlags, absl::StrCat("--peer_listen: ", target.status().message()));
   }
@@ -594,7 +594,8 @@ absl::StatusOr<std::shared_ptr<DataListener>> ListenForDataConnections(
     const RefusalReporter& refusals) {
   const std::string transport = absl::GetFlag(FLAGS_peer_transport);
   if (transport == "grpc") return nullptr;
-  absl::StatusOr<HostPort> listen = ParseHostPort(absl::GetFlag(FLAGS_peer_listen), PortUse::kListen);
+  absl::StatusOr<HostPort> listen =
+      ParseHostPort(absl::GetFlag(FLAGS_peer_listen), PortUse::kListen);
   if (!listen.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--peer_listen: ", listen.status().message()));
   }
