@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -20,6 +21,23 @@ namespace {
 // Room for one descriptor more than a handover may carry, so that a second one is seen
 // (and closed) rather than cut off unnoticed.
 constexpr size_t kControlBytes = CMSG_SPACE(2 * sizeof(int));
+
+// Connections waiting for their handover at once; more wait in the listen backlog.
+constexpr size_t kMaxPending = 16;
+
+// A connection accepted and not yet answered.
+struct Pending {
+  UniqueFd connection;
+  SteadyDeadline until;  // then it is closed unanswered
+};
+
+// poll's timeout: until the earliest deadline of `pending`, rounded up; -1 (none) if empty.
+int MillisecondsToEarliest(const std::vector<Pending>& pending) {
+  if (pending.empty()) return -1;
+  absl::Duration left = absl::InfiniteDuration();
+  for (const Pending& p : pending) left = std::min(left, p.until.Left());
+  return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
+}
 
 // Every descriptor in `message`'s control data, owned.
 std::vector<UniqueFd> ReceivedDescriptors(msghdr& message) {
@@ -95,31 +113,42 @@ void DescriptorInbox::DropExpiredLocked() {
 }
 
 void DescriptorInbox::AcceptLoop() {
-  pollfd waits[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+  std::vector<Pending> pending;
+  std::vector<pollfd> waits;
   while (true) {
-    if (::poll(waits, 2, -1) < 0 && errno != EINTR) {
+    // [0] the end, [1] the next connection (while there is room), then each pending one.
+    const short accepting = pending.size() < kMaxPending ? POLLIN : 0;
+    waits.assign({pollfd{wake_.get(), POLLIN, 0}, pollfd{listen_.get(), accepting, 0}});
+    for (const Pending& p : pending) waits.push_back(pollfd{p.connection.get(), POLLIN, 0});
+    if (::poll(waits.data(), waits.size(), MillisecondsToEarliest(pending)) < 0 &&
+        errno != EINTR) {
       spdlog::error("descriptor socket {}: poll: {}", path_, std::strerror(errno));
       return;
     }
-    if (waits[1].revents != 0) return;
-    if (waits[0].revents == 0) continue;
-    UniqueFd connection(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!connection.valid()) {
-      if (errno == EMFILE || errno == ENFILE) ::poll(nullptr, 0, 100);  // let some close
-      continue;
+    if (waits[0].revents != 0) return;
+    // From the back, so that erasing leaves the indices of the others in `waits` valid.
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (waits[i + 2].revents != 0) {
+        Receive(pending[i].connection);
+      } else if (pending[i].until.Passed()) {  // silent: closed unanswered
+        Refuse("descriptor_handover_timeout",
+               absl::StrCat("nothing sent within ", absl::FormatDuration(limits_.handover_timeout)));
+      } else {
+        continue;
+      }
+      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
     }
-    Receive(connection);
+    if (waits[1].revents == 0) continue;
+    UniqueFd connection(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (connection.valid()) {
+      pending.push_back(Pending{std::move(connection), SteadyDeadline(limits_.handover_timeout)});
+    } else if (errno == EMFILE || errno == ENFILE) {
+      ::poll(nullptr, 0, 100);  // let some close
+    }
   }
 }
 
 void DescriptorInbox::Receive(const UniqueFd& connection) {
-  pollfd wait{connection.get(), POLLIN, 0};
-  const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(limits_.handover_timeout));
-  if (::poll(&wait, 1, timeout_ms) <= 0) {  // silent: closed unanswered
-    Refuse("descriptor_handover_timeout",
-           absl::StrCat("nothing sent within ", absl::FormatDuration(limits_.handover_timeout)));
-    return;
-  }
   char nonce[kDescriptorNonceBytes + 1];
   alignas(cmsghdr) char control[kControlBytes];
   iovec data{nonce, sizeof(nonce)};

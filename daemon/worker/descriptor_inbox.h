@@ -16,7 +16,8 @@
 // at most `hold_for`; RegisterBuffer, authenticated by the attach token, does every check
 // on it (sealed_mapping.h). The inbox itself trusts nothing: at most `max_held` wait, a
 // connection that says nothing within `handover_timeout` is closed, and every descriptor
-// received beyond the one is closed at once. Connections are served one at a time. Each
+// received beyond the one is closed at once. Up to 16 connections are served at once, each
+// with its own deadline, so one silent client delays no other (more wait in the backlog). Each
 // refusal is reported (ringsync_refused_total): descriptor_handover_malformed (not one
 // descriptor with a 16-byte nonce), descriptor_handover_full (max_held wait, or the nonce
 // waits already), descriptor_handover_timeout (silent).
@@ -75,7 +76,7 @@ class DescriptorInbox {
                   UniqueFd listen, UniqueFd wake);
   void Refuse(absl::string_view reason, absl::string_view detail) const;
   void AcceptLoop();
-  // Reads one handover from `connection` and answers it.
+  // Reads one handover from `connection` (readable, or closed by the client) and answers it.
   void Receive(const UniqueFd& connection);
   void DropExpiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

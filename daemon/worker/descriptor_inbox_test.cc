@@ -171,6 +171,38 @@ TEST_F(DescriptorInboxTest, ASilentConnectionIsClosedAndTheNextOneServed) {
   EXPECT_EQ(refusals(), std::vector<std::string>{"descriptor_handover_timeout"});
 }
 
+TEST_F(DescriptorInboxTest, ASilentConnectionDelaysNoOtherHandover) {
+  // A minute of silence allowed: served one at a time, the handover behind the silent
+  // connection would wait that long, past its own deadline.
+  Start({.handover_timeout = absl::Minutes(1)});
+  UniqueFd silent(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  const sockaddr_un address = UnixSocketAddress(path_).value();
+  ASSERT_EQ(::connect(silent.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  const UniqueFd memfd = Memfd();
+  for (int i = 0; i < 3; ++i) {
+    const absl::StatusOr<std::string> nonce = HandOverDescriptor(path_, memfd.get(), kHandOver);
+    ASSERT_TRUE(nonce.ok()) << nonce.status();
+    EXPECT_TRUE(SameFile(inbox_->Take(*nonce)->get(), memfd.get()));
+  }
+  EXPECT_TRUE(refusals().empty()) << "the silent connection still has its minute";
+}
+
+TEST_F(DescriptorInboxTest, SixteenConnectionsAreServedAtOnceAndTheNextWaitsForARoom) {
+  Start({.handover_timeout = absl::Milliseconds(300)});
+  const sockaddr_un address = UnixSocketAddress(path_).value();
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 16; ++i) {
+    silent.emplace_back(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(::connect(silent.back().get(), reinterpret_cast<const sockaddr*>(&address),
+                        sizeof(address)),
+              0);
+  }
+  const UniqueFd memfd = Memfd();
+  ASSERT_TRUE(HandOverDescriptor(path_, memfd.get(), kHandOver).ok());
+  EXPECT_THAT(refusals(), ::testing::Contains("descriptor_handover_timeout"))
+      << "the seventeenth was accepted only once a silent one had been closed";
+}
+
 TEST_F(DescriptorInboxTest, NoWorkerThereIsAClearErrorAndItsEndRemovesTheSocket) {
   Start();
   inbox_.reset();
