@@ -41,6 +41,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cluster"))
 
+from cpu_idle import cpu_ticks, idle_since  # noqa: E402  (beside this file)
+
 RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)bit$")
 
 
@@ -101,22 +103,6 @@ def tcp_ring_busbw(cluster, size):
             raise SystemExit(f"{run.host}: the TCP ring failed:\n{run.output}")
         seconds.append(float(run.output.split()[-1]))
     return size / max(seconds) * 1.5 / 1e9
-
-
-def cpu_ticks():
-    """This machine's CPU time so far, from /proc/stat: (idle, total) in ticks, iowait
-    counted as idle, steal (time the hypervisor gave to others) as busy."""
-    with open("/proc/stat") as stat:
-        ticks = [int(field) for field in stat.readline().split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = ticks
-    return idle + iowait, user + nice + system + idle + iowait + irq + softirq + steal
-
-
-def idle_since(before):
-    """The share of the machine's CPU time that was idle since cpu_ticks() gave `before`:
-    near 0, the hosts (which all share this machine's cores) were CPU-bound."""
-    idle, total = cpu_ticks()
-    return (idle - before[0]) / max(1, total - before[1])
 
 
 def gloo_rows(cluster, args):

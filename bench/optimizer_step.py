@@ -8,7 +8,8 @@ network-namespace hosts: the time from backward to averaged gradients, side by s
               (each bucket's all_reduce started as it fills, waited, copied back, averaged);
   ddp         DistributedDataParallel on the "ringsync" backend (its own 25 MiB buckets);
   ddp-gloo    DistributedDataParallel on Gloo.
-The sides alternate ROUNDS times in one run; each round prints each side's median step.
+The sides alternate ROUNDS times in one run; each round prints each side's median step and
+the share of the machine's CPU left idle while its steps ran.
 
   PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
       /usr/bin/python3 bench/optimizer_step.py [--shapes bench/models/resnet50.shapes]
@@ -30,6 +31,8 @@ import statistics
 import sys
 import time
 
+from cpu_idle import cpu_ticks, idle_since  # beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -48,6 +51,25 @@ def wrong_elements(params, n):
     return sum(int((p.grad != want).sum()) for p in params)
 
 
+class StepTimes:
+    """A side's step times after its warm-up steps, and the share of the machine's CPU time
+    left idle while they ran (the hosts share its cores: near 0, the CPU bound the step)."""
+
+    def __init__(self, warmup_steps):
+        self.warmup_steps, self.seconds, self._before = warmup_steps, [], None
+
+    def starting(self, step):
+        if step == self.warmup_steps:
+            self._before = cpu_ticks()
+
+    def ended(self, step, elapsed):
+        if step >= self.warmup_steps:
+            self.seconds.append(elapsed)
+
+    def idle(self):
+        return idle_since(self._before)
+
+
 def ddp_steps(torch, dist, args, rank):
     """One rank of a DDP side; rank 0 prints the side's figures (report)."""
     class Model(torch.nn.Module):
@@ -60,28 +82,29 @@ def ddp_steps(torch, dist, args, rank):
 
     model = Model()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    seconds, wrong = [], 0
+    times, wrong = StepTimes(args.warmup_steps), 0
     for step in range(args.warmup_steps + args.steps):
+        times.starting(step)
         ddp.zero_grad()
         dist.barrier()
         start = time.perf_counter()
         ddp(float(rank + 1)).backward()
-        elapsed = time.perf_counter() - start
+        times.ended(step, time.perf_counter() - start)
         wrong += wrong_elements(model.grads, dist.get_world_size())
-        if step >= args.warmup_steps:
-            seconds.append(elapsed)
-    report(torch, dist, seconds, wrong, "DDP's")
+    report(torch, dist, times, wrong, "DDP's")
 
 
-def report(torch, dist, seconds, wrong, buckets):
-    """Rank 0 prints the median step (max over ranks), elements wrong, and buckets."""
-    slowest = torch.tensor(seconds, dtype=torch.float64)
+def report(torch, dist, times, wrong, buckets):
+    """Rank 0 prints the median step (max over ranks), elements wrong, buckets and its CPU
+    idle share."""
+    idle = times.idle()
+    slowest = torch.tensor(times.seconds, dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     total_wrong = torch.tensor([wrong], dtype=torch.int64)
     dist.all_reduce(total_wrong)
     if dist.get_rank() == 0:
-        print(f"RESULT {statistics.median(slowest.tolist())} {int(total_wrong[0])} {buckets}",
-              flush=True)
+        print(f"RESULT {statistics.median(slowest.tolist())} {int(total_wrong[0])} {buckets} "
+              f"{idle}", flush=True)
 
 
 def ringsync_ddp_rank(args):
@@ -115,23 +138,24 @@ def ringsync_rank(args):
     optimizer = rst.DistributedOptimizer(
         torch.optim.SGD(params, lr=0.0), [(str(i), p) for i, p in enumerate(params)],
         bucket_bytes=args.bucket_bytes, registered_buckets=args.side == "registered")
-    seconds, wrong = [], 0
+    times, wrong = StepTimes(args.warmup_steps), 0
     for step in range(args.warmup_steps + args.steps):
+        times.starting(step)
         optimizer.zero_grad()
         rs.barrier()
         start = time.perf_counter()
         loss_of(params, rs.rank + 1.0).backward()
         optimizer.synchronize()
-        elapsed = time.perf_counter() - start
+        times.ended(step, time.perf_counter() - start)
         wrong += wrong_elements(params, rs.world_size)
         optimizer.step()
-        if step >= args.warmup_steps:
-            seconds.append(elapsed)
-    slowest = rs.allreduce_(torch.tensor(seconds, dtype=torch.float64), "times", op=ringsync.MAX)
+    idle = times.idle()
+    slowest = rs.allreduce_(torch.tensor(times.seconds, dtype=torch.float64), "times",
+                            op=ringsync.MAX)
     total_wrong = rs.allreduce_(torch.tensor([wrong], dtype=torch.int64), "wrong")
     if rs.rank == 0:
         print(f"RESULT {statistics.median(slowest.tolist())} {int(total_wrong[0])} "
-              f"{len(optimizer._buckets)}")
+              f"{len(optimizer._buckets)} {idle}")
     rst.shutdown()
 
 
@@ -167,8 +191,9 @@ def gloo_rank(args):
         accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
         accumulator.register_hook(hook(p))
         accumulators.append(accumulator)
-    seconds, wrong = [], 0
+    times, wrong = StepTimes(args.warmup_steps), 0
     for step in range(args.warmup_steps + args.steps):
+        times.starting(step)
         for p in params:
             p.grad = None
         filled[:] = [0] * len(buckets)
@@ -182,17 +207,15 @@ def gloo_rank(args):
                 for p in b:
                     i, offset = slot[p]
                     p.grad.copy_(flat[offset:offset + p.numel()])
-        elapsed = time.perf_counter() - start
+        times.ended(step, time.perf_counter() - start)
         wrong += wrong_elements(params, n)
-        if step >= args.warmup_steps:
-            seconds.append(elapsed)
-    report(torch, dist, seconds, wrong, len(buckets))
+    report(torch, dist, times, wrong, len(buckets))
     dist.destroy_process_group()
 
 
 def run_side(side, args, hosts):
     """Runs one side, a process per rank on its host; returns (median step seconds, #wrong,
-    buckets) as rank 0 reports them."""
+    buckets, CPU idle share) as rank 0 reports them."""
     with socket.socket() as s:  # torch's rendezvous on rank 0 (released just before use)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -210,8 +233,8 @@ def run_side(side, args, hosts):
         sys.exit(f"optimizer_step.py: the {side} side failed on rank {failed}:\n"
                  f"{ended[failed][1][-4000:]}")
     result = [line for line in ended[0][1].splitlines() if line.startswith("RESULT ")]
-    _, median, wrong, buckets = result[-1].split()
-    return float(median), int(wrong), buckets
+    _, median, wrong, buckets, idle = result[-1].split()
+    return float(median), int(wrong), buckets, float(idle)
 
 
 def main():
@@ -244,6 +267,7 @@ def main():
     import rank_hosts
     sides = args.sides.split(",")
     results = {side: [] for side in sides}
+    idles = {side: [] for side in sides}
     failed = False
     hosts = rank_hosts.LocalHosts(args.nranks) if args.hosts == "local" else \
         rank_hosts.NetnsHosts(args.nranks, args.rate, args.security, mtu=args.mtu)
@@ -251,21 +275,24 @@ def main():
         for round_ in range(args.rounds):
             for k in range(len(sides)):
                 side = sides[(round_ + k) % len(sides)]  # who goes first rotates
-                median, wrong, buckets = run_side(side, args, hosts)
+                median, wrong, buckets, idle = run_side(side, args, hosts)
                 results[side].append(median)
+                idles[side].append(idle)
                 failed |= wrong != 0
                 print(f"round {round_ + 1}: {side:<10} {median * 1e3:8.1f} ms a step, "
-                      f"{buckets} buckets, #wrong {wrong}", flush=True)
+                      f"{buckets} buckets, #wrong {wrong}, CPU idle {idle:.2f}", flush=True)
     where = "this machine" if args.hosts == "local" else \
         f"4 namespace hosts, {args.rate} links, {args.security}"
     print(f"== {os.path.basename(args.shapes)}, N={args.nranks} on {where}, buckets of at most "
           f"{args.bucket_bytes >> 20} MiB; median over {args.rounds} rounds of each round's "
           f"median step (max over ranks); ratio = {sides[0]}'s time / the side's "
-          f"(< 1: {sides[0]} faster)")
+          f"(< 1: {sides[0]} faster); CPU idle: the share of this machine's CPU time left "
+          f"idle during the side's timed steps (near 0: bound by the CPU)")
     base = statistics.median(results[sides[0]])
     for side in sides:
         m = statistics.median(results[side])
-        print(f"  {side:<10} {m * 1e3:8.1f} ms   ratio {base / m:5.2f}")
+        print(f"  {side:<10} {m * 1e3:8.1f} ms   ratio {base / m:5.2f}   CPU idle "
+              f"{statistics.median(idles[side]):.2f}")
     sys.exit(1 if failed else 0)
 
 
