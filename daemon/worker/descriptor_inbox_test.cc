@@ -59,13 +59,20 @@ class DescriptorInboxTest : public ::testing::Test {
   // A memfd, as the SDK makes a registered buffer.
   static UniqueFd Memfd() { return UniqueFd(::memfd_create("inbox-test", MFD_CLOEXEC)); }
 
-  // Sends `nonce` with `fds` attached as one message; the inbox's answer ('\0': none).
-  char SendRaw(const std::string& nonce, const std::vector<int>& fds) {
+  // A connection to the inbox (invalid when it could not connect).
+  UniqueFd Connect() {
     UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     const sockaddr_un address = UnixSocketAddress(path_).value();
     if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-      return '\0';
+      return UniqueFd();
     }
+    return connection;
+  }
+
+  // Sends `nonce` with `fds` attached as one message; the inbox's answer ('\0': none).
+  char SendRaw(const std::string& nonce, const std::vector<int>& fds) {
+    const UniqueFd connection = Connect();
+    if (!connection.valid()) return '\0';
     std::string data = nonce;
     iovec io{data.data(), data.size()};
     std::vector<char> control(CMSG_SPACE(sizeof(int) * std::max<size_t>(fds.size(), 1)));
@@ -161,9 +168,8 @@ TEST_F(DescriptorInboxTest, ItHoldsAtMostItsBoundAndEachForALimitedTime) {
 
 TEST_F(DescriptorInboxTest, ASilentConnectionIsClosedAndTheNextOneServed) {
   Start({.handover_timeout = absl::Milliseconds(100)});
-  UniqueFd silent(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  const sockaddr_un address = UnixSocketAddress(path_).value();
-  ASSERT_EQ(::connect(silent.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  const UniqueFd silent = Connect();
+  ASSERT_TRUE(silent.valid());
   const UniqueFd memfd = Memfd();
   EXPECT_TRUE(HandOverDescriptor(path_, memfd.get(), kHandOver).ok());
   char answer;
@@ -175,9 +181,8 @@ TEST_F(DescriptorInboxTest, ASilentConnectionDelaysNoOtherHandover) {
   // A minute of silence allowed: served one at a time, the handover behind the silent
   // connection would wait that long, past its own deadline.
   Start({.handover_timeout = absl::Minutes(1)});
-  UniqueFd silent(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  const sockaddr_un address = UnixSocketAddress(path_).value();
-  ASSERT_EQ(::connect(silent.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  const UniqueFd silent = Connect();
+  ASSERT_TRUE(silent.valid());
   const UniqueFd memfd = Memfd();
   for (int i = 0; i < 3; ++i) {
     const absl::StatusOr<std::string> nonce = HandOverDescriptor(path_, memfd.get(), kHandOver);
@@ -189,13 +194,10 @@ TEST_F(DescriptorInboxTest, ASilentConnectionDelaysNoOtherHandover) {
 
 TEST_F(DescriptorInboxTest, SixteenConnectionsAreServedAtOnceAndTheNextWaitsForARoom) {
   Start({.handover_timeout = absl::Milliseconds(300)});
-  const sockaddr_un address = UnixSocketAddress(path_).value();
   std::vector<UniqueFd> silent;
   for (int i = 0; i < 16; ++i) {
-    silent.emplace_back(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-    ASSERT_EQ(::connect(silent.back().get(), reinterpret_cast<const sockaddr*>(&address),
-                        sizeof(address)),
-              0);
+    silent.push_back(Connect());
+    ASSERT_TRUE(silent.back().valid());
   }
   const UniqueFd memfd = Memfd();
   ASSERT_TRUE(HandOverDescriptor(path_, memfd.get(), kHandOver).ok());
