@@ -271,4 +271,10 @@ absl::Status PendingCollective::Wait(absl::Duration timeout) {
   return status_;
 }
 
+size_t PendingCollective::answer_data_bytes() const {
+  const bool in_shared_memory =
+      registered_ || staged_ != nullptr || slice_.has_value() || region_.has_value();
+  return in_shared_memory ? 0 : bytes_.output;
+}
+
 }  // namespace ringsync::internal

@@ -85,6 +85,10 @@ class PendingCollective {
   // collective completes.
   void Finish(absl::Status rpc_status, bool worker_done);
   bool arriving() const { return arrival_.has_value(); }
+  // Bytes of the result the worker's answer carries: the output when the tensor travels
+  // inline, 0 when the worker leaves the result in memory both map (a registered buffer,
+  // staging, the arena, a shared-memory file).
+  size_t answer_data_bytes() const;
 
   bool Ready() const;
   absl::Status Wait();
