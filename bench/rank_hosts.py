@@ -11,13 +11,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class LocalHosts:
-    master = "127.0.0.1"
-    gloo_ifname = "lo"  # only ever 127.0.0.1, never the host's name
-
-    def __init__(self, nranks):
-        from ringsync.local_cluster import LocalCluster
-        self._cluster = LocalCluster(world_size=nranks)
+class _ClusterHosts:
+    """Brings its cluster (self._cluster) up and down with the `with` block."""
 
     def __enter__(self):
         self._cluster.__enter__()
@@ -25,6 +20,15 @@ class LocalHosts:
 
     def __exit__(self, *exc):
         self._cluster.__exit__(*exc)
+
+
+class LocalHosts(_ClusterHosts):
+    master = "127.0.0.1"
+    gloo_ifname = "lo"  # only ever 127.0.0.1, never the host's name
+
+    def __init__(self, nranks):
+        from ringsync.local_cluster import LocalCluster
+        self._cluster = LocalCluster(world_size=nranks)
 
     def worker(self, rank):
         return self._cluster.targets[rank]
@@ -44,7 +48,7 @@ class LocalHosts:
         return process.returncode, output
 
 
-class NetnsHosts:
+class NetnsHosts(_ClusterHosts):
     """Hosts w0..w3 of deploy/docker-compose.yml as network namespaces (needs root); every
     link shaped to `rate` each way. security: "tls" (the compose file's mutual TLS, every
     byte of the ring encrypted) or "token" (the cluster token alone: authenticated, not
@@ -65,13 +69,6 @@ class NetnsHosts:
         self._cluster = netns_cluster.Cluster(
             "rsopt", ["coordinator", "w0", "w1", "w2", "w3"], rate=rate, extra=extra,
             compose_file=compose() if compose else None)
-
-    def __enter__(self):
-        self._cluster.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._cluster.__exit__(*exc)
 
     @staticmethod
     def worker(rank):

@@ -57,6 +57,13 @@ absl::Status NotHostPort(absl::string_view address, absl::string_view why) {
                    "; e.g. 10.0.0.5:7500, worker-3.example:7500 or [fd00::5]:7500"));
 }
 
+// Removes the brackets around `host`, if it has them; whether it had.
+bool StripBrackets(absl::string_view& host) {
+  if (host.size() < 2 || host.front() != '[' || host.back() != ']') return false;
+  host = host.substr(1, host.size() - 2);
+  return true;
+}
+
 // Why `host` (brackets removed, `bracketed` saying whether it had them) names no host,
 // or empty when it names one.
 std::string HostProblem(absl::string_view host, bool bracketed) {
@@ -70,6 +77,8 @@ std::string HostProblem(absl::string_view host, bool bracketed) {
 }  // namespace
 
 bool HostPort::is_ipv6() const { return host.find(':') != std::string::npos; }
+
+bool HostPort::is_address() const { return is_ipv6() || IsIp(AF_INET, host); }
 
 bool HostPort::is_wildcard() const {
   if (!is_ipv6()) return host == "0.0.0.0";
@@ -101,8 +110,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address, PortUse use) {
                                     ? "the port must be a number in 0..65535 (0: any free port)"
                                     : "the port must be a number in 1..65535");
   }
-  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
-  if (bracketed) host = host.substr(1, host.size() - 2);
+  const bool bracketed = StripBrackets(host);
   if (const std::string why = HostProblem(host, bracketed); !why.empty()) {
     return NotHostPort(address, why);
   }
@@ -115,9 +123,7 @@ absl::StatusOr<std::string> ParseHost(absl::string_view host) {
                                                     kMaxHostPortBytes, " bytes"));
   }
   absl::string_view bare = host;
-  const bool bracketed = bare.size() >= 2 && bare.front() == '[' && bare.back() == ']';
-  if (bracketed) bare = bare.substr(1, bare.size() - 2);
-  const bool ipv6 = bracketed || (bare.find(':') != absl::string_view::npos);
+  const bool ipv6 = StripBrackets(bare) || bare.find(':') != absl::string_view::npos;
   if (const std::string why = HostProblem(bare, ipv6); !why.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         Quoted(host), " is not a host: ", why, "; e.g. 10.0.0.5, worker-3.example or fd00::5"));

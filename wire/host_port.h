@@ -19,6 +19,8 @@ struct HostPort {
   int port = 0;
 
   bool is_ipv6() const;
+  // An IP address rather than a name to resolve.
+  bool is_address() const;
   // 0.0.0.0 or ::, which a server listens on and nobody can connect to.
   bool is_wildcard() const;
   // "host:port", an IPv6 host in brackets.

@@ -84,6 +84,15 @@ TEST(ParseHost, ReadsAHostAloneAnIpv6AddressWithOrWithoutBrackets) {
   }
 }
 
+TEST(HostPort, AnAddressIsAnIpv4OrIpv6LiteralNotANameToResolve) {
+  for (const char* address : {"10.0.0.5:1", "[fd00::5]:1", "0.0.0.0:1"}) {
+    EXPECT_TRUE(ParseHostPort(address, PortUse::kConnect)->is_address()) << address;
+  }
+  for (const char* name : {"w1:1", "worker-3.example:1", "localhost:1"}) {
+    EXPECT_FALSE(ParseHostPort(name, PortUse::kConnect)->is_address()) << name;
+  }
+}
+
 TEST(HostPort, WildcardsAreTheAnyAddressesOfBothFamilies) {
   for (const char* wildcard : {"0.0.0.0:1", "[::]:1", "[0:0::0]:1"}) {
     EXPECT_TRUE(ParseHostPort(wildcard, PortUse::kConnect)->is_wildcard()) << wildcard;

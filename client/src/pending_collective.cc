@@ -196,16 +196,17 @@ void PendingCollective::FinishNow(absl::Status rpc_status, bool worker_done) {
   Complete(std::move(status));
 }
 
+const void* PendingCollective::ResultInSharedMemory() const {
+  if (region_.has_value()) return region_->data();
+  if (staged_ != nullptr) return staged_->data();
+  if (slice_.has_value()) return slice_->data();
+  return nullptr;
+}
+
 absl::Status PendingCollective::CopyResultOut() {
   if (registered_) return absl::OkStatus();  // the worker wrote the result in place
-  const void* result = nullptr;
-  if (region_.has_value()) {
-    result = region_->data();
-  } else if (staged_ != nullptr) {
-    result = staged_->data();
-  } else if (slice_.has_value()) {
-    result = slice_->data();
-  } else {
+  const void* result = ResultInSharedMemory();
+  if (result == nullptr) {
     if (response_.inline_data().size() != bytes_.output) {
       // An AllGather result scales with the ring, which may have changed size since the
       // call started; anything else means the two sides disagree about the contract.
@@ -272,9 +273,7 @@ absl::Status PendingCollective::Wait(absl::Duration timeout) {
 }
 
 size_t PendingCollective::answer_data_bytes() const {
-  const bool in_shared_memory =
-      registered_ || staged_ != nullptr || slice_.has_value() || region_.has_value();
-  return in_shared_memory ? 0 : bytes_.output;
+  return registered_ || ResultInSharedMemory() != nullptr ? 0 : bytes_.output;
 }
 
 }  // namespace ringsync::internal

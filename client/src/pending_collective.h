@@ -106,6 +106,9 @@ class PendingCollective {
 
  private:
   absl::Status CopyResultOut();
+  // Where the worker leaves the result in memory both map (a shared-memory file, a staging
+  // buffer, an arena slice); null when it comes inline, or in place (registered).
+  const void* ResultInSharedMemory() const;
   void FinishNow(absl::Status rpc_status, bool worker_done);
   // Names [offset, offset + output bytes) of registered buffer `id` in the request.
   void NameRegistered(uint64_t id, uint64_t offset);

@@ -187,6 +187,8 @@ struct WorkerConfig {
   std::string socket_path;
   bool default_socket = false;  // socket_path is DefaultSocketPath: its directory is ours
   std::string coordinator;
+  // --advertise_host, checked, without brackets; empty: others dial the bound address.
+  std::string advertise_host;
   DaemonSecurity security;
   KeepaliveSettings keepalive;  // --keepalive_time, --keepalive_timeout
 };
@@ -252,6 +254,7 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
           "--advertise_host=", advertise, " is a wildcard, which other workers cannot reach: "
           "give this machine's name or address"));
     }
+    config.advertise_host = *std::move(host);
   }
   absl::StatusOr<DaemonSecurity> security = DaemonSecurityFromFlags(HttpEndpointRequested());
   if (!security.ok()) return security.status();
@@ -325,13 +328,11 @@ absl::StatusOr<WorkerConfig> ReadConfig() {
   return config;
 }
 
-// The address others dial: --advertise_host (checked by ReadConfig) with the bound port.
-std::string AdvertisedAddress(const std::string& bound) {
-  const std::string flag = absl::GetFlag(FLAGS_advertise_host);
-  absl::StatusOr<std::string> host = ParseHost(flag);
+// The address others dial: `advertise_host` (WorkerConfig) with the bound port.
+std::string AdvertisedAddress(const std::string& bound, const std::string& advertise_host) {
   absl::StatusOr<HostPort> bound_port = ParseHostPort(bound, PortUse::kConnect);
-  if (flag.empty() || !host.ok() || !bound_port.ok()) return bound;
-  return HostPort{*host, bound_port->port}.ToString();
+  if (advertise_host.empty() || !bound_port.ok()) return bound;
+  return HostPort{advertise_host, bound_port->port}.ToString();
 }
 
 // `refusals` as the transport's reporter. REQUIRES: `refusals` outlives its use.
@@ -443,7 +444,7 @@ int WorkerServing::StartPeerServer() {
     return StartFailed(kFailed,
                        absl::StrCat("cannot serve peers on ", absl::GetFlag(FLAGS_peer_listen)));
   }
-  advertised_ = AdvertisedAddress(*bound);
+  advertised_ = AdvertisedAddress(*bound, parts_.config.advertise_host);
   return kServing;
 }
 
@@ -510,7 +511,7 @@ int WorkerServing::StartHttpEndpoint() {
 int WorkerServing::JoinCoordinator() {
   RingManager& ring = parts_.ring;
   const CollectiveExecutor& executor = parts_.executor;
-  const std::string http_address = http_ == nullptr ? "" : AdvertisedAddress(http_->address());
+  const std::string http_address = http_ == nullptr ? "" : AdvertisedAddress(http_->address(), parts_.config.advertise_host);
   const CoordinatorSessionOptions options{
       .coordinator_target = parts_.config.coordinator,
       .worker_id = parts_.config.worker_id,

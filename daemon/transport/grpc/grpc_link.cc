@@ -1,7 +1,5 @@
 #include "daemon/transport/grpc/grpc_link.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -15,12 +13,6 @@
 
 namespace ringsync {
 namespace {
-
-bool IsIpAddress(const std::string& host) {
-  in6_addr bytes;
-  return ::inet_pton(AF_INET, host.c_str(), &bytes) == 1 ||
-         ::inet_pton(AF_INET6, host.c_str(), &bytes) == 1;
-}
 
 // A channel to rank+1 by its name, or (`by_address`) at the address the coordinator saw
 // it join from — with the name still the one its certificate must carry.
@@ -156,7 +148,7 @@ std::unique_ptr<RecordSender> ConnectData(const RingMember& me, const RingNeighb
 
 std::string FallbackTarget(absl::string_view target, absl::string_view observed_host) {
   const absl::StatusOr<HostPort> named = ParseHostPort(target, PortUse::kConnect);
-  if (observed_host.empty() || !named.ok() || IsIpAddress(named->host)) return "";
+  if (observed_host.empty() || !named.ok() || named->is_address()) return "";
   // The ipv4:/ipv6: schemes, not a bare address: gRPC would hand a bare one to its DNS
   // resolver, whose lookups (even of a numeric address) queue behind the hung ones.
   return absl::StrContains(observed_host, ':')
