@@ -7,11 +7,13 @@
 
 #include <functional>
 #include <iostream>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/sync/steady_deadline.h"
@@ -55,25 +57,38 @@ class ElasticClusterTest : public ::testing::Test {
         ControlChannelArguments()));
   }
 
-  v1::ClusterStatus Status() {
+  // One GetClusterStatus call; a failed call returns its message instead.
+  absl::StatusOr<v1::ClusterStatus> Status() {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
     v1::ClusterStatus status;
     const grpc::Status s = stub_->GetClusterStatus(&context, v1::GetClusterStatusRequest(), &status);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
     return status;
   }
 
   // Polls GetClusterStatus until `settled` holds (returns that status) or kSettleBound.
+  // A failed call is a poll that saw nothing: right after the coordinator restarts, the
+  // channel's first call may still go down the old process's connection ("Broken pipe").
+  // The last failure is kept in last_poll_error_ for the message of a test that times out.
   std::optional<v1::ClusterStatus> AwaitStatus(
       const std::function<bool(const v1::ClusterStatus&)>& settled) {
     const SteadyDeadline deadline(kSettleBound);
     while (!deadline.Passed()) {
-      v1::ClusterStatus status = Status();
-      if (settled(status)) return status;
+      absl::StatusOr<v1::ClusterStatus> status = Status();
+      if (!status.ok()) {
+        last_poll_error_ = status.status();
+      } else if (settled(*status)) {
+        return *std::move(status);
+      }
       absl::SleepFor(absl::Milliseconds(20));
     }
     return std::nullopt;
+  }
+
+  std::string Diagnostics() {
+    return absl::StrCat("last failed poll: ", last_poll_error_.ToString(), "\n",
+                        cluster_->Log("coordinator"));
   }
 
   // Every member of the current view reports being ready in that generation: the
@@ -95,12 +110,13 @@ class ElasticClusterTest : public ::testing::Test {
 
   std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
+  absl::Status last_poll_error_;
 };
 
 TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestartGrowsTheRing) {
   std::optional<v1::ClusterStatus> formed =
       AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 4); });
-  ASSERT_TRUE(formed.has_value()) << cluster_->Log("coordinator");
+  ASSERT_TRUE(formed.has_value()) << Diagnostics();
   EXPECT_EQ(formed->view().generation(), 1u) << "a cluster starting up forms once";
   EXPECT_EQ(formed->min_world_size(), 2u);
   EXPECT_EQ(formed->max_world_size(), 4u);
@@ -111,7 +127,7 @@ TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestart
   const SteadyStopwatch killed;
   std::optional<v1::ClusterStatus> survivors =
       AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 3); });
-  ASSERT_TRUE(survivors.has_value()) << cluster_->Log("coordinator");
+  ASSERT_TRUE(survivors.has_value()) << Diagnostics();
   const absl::Duration reformed_after = killed.Elapsed();
   EXPECT_THAT(MemberIds(*survivors), ElementsAre("w0", "w1", "w3"));
   EXPECT_EQ(survivors->view().generation(), 2u) << "straight from 4 to 3, never dissolved";
@@ -123,7 +139,7 @@ TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestart
   ASSERT_TRUE(cluster_->RestartWorker(2).ok());
   std::optional<v1::ClusterStatus> grown =
       AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 4); });
-  ASSERT_TRUE(grown.has_value()) << cluster_->Log("coordinator");
+  ASSERT_TRUE(grown.has_value()) << Diagnostics();
   EXPECT_EQ(grown->view().generation(), 3u);
   EXPECT_THAT(MemberIds(*grown), ElementsAre("w0", "w1", "w2", "w3"));
   EXPECT_NE(grown->view().members(2).incarnation(), old_incarnation)
@@ -139,7 +155,7 @@ TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestart
 TEST_F(ElasticClusterTest, ARestartedCoordinatorAdoptsTheRingWithoutANewGeneration) {
   std::optional<v1::ClusterStatus> formed =
       AwaitStatus([](const v1::ClusterStatus& s) { return EveryMemberReady(s, 4); });
-  ASSERT_TRUE(formed.has_value()) << cluster_->Log("coordinator");
+  ASSERT_TRUE(formed.has_value()) << Diagnostics();
   const v1::RingView before = formed->view();
 
   ASSERT_TRUE(cluster_->RestartCoordinator().ok());
@@ -147,7 +163,7 @@ TEST_F(ElasticClusterTest, ARestartedCoordinatorAdoptsTheRingWithoutANewGenerati
   std::optional<v1::ClusterStatus> adopted = AwaitStatus([](const v1::ClusterStatus& s) {
     return s.views_adopted_total() == 1 && EveryMemberReady(s, 4);
   });
-  ASSERT_TRUE(adopted.has_value()) << cluster_->Log("coordinator");
+  ASSERT_TRUE(adopted.has_value()) << Diagnostics();
   EXPECT_EQ(adopted->view().generation(), before.generation()) << "the ring was not disturbed";
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_EQ(adopted->view().members(rank).worker_id(), before.members(rank).worker_id());
