@@ -177,8 +177,14 @@ void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
 
 void PendingCollective::FinishNow(absl::Status rpc_status, bool worker_done) {
   absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
-  if (region_.has_value() && worker_done) pool_->Release(*std::move(region_));
-  region_.reset();
+  if (region_.has_value()) {
+    if (worker_done) {
+      pool_->Release(*std::move(region_));
+    } else {
+      pool_->Discard(*std::move(region_));
+    }
+    region_.reset();
+  }
   if (staged_ != nullptr) {
     if (worker_done) {
       staging_->Release(std::move(staged_));

@@ -20,7 +20,7 @@ namespace ringsync::internal {
 
 class SharedMemoryPool {
  public:
-  static constexpr size_t kMaxIdleRegions = internal::kMaxIdleRegions;
+  static constexpr size_t kMinIdleRegions = internal::kMinIdleRegions;
 
   explicit SharedMemoryPool(std::string directory) : directory_(std::move(directory)) {}
 
@@ -28,13 +28,15 @@ class SharedMemoryPool {
   absl::StatusOr<SharedMemoryRegion> Acquire(size_t size_bytes);
   // Gives back a region that no collective uses any more (the worker is done with it).
   void Release(SharedMemoryRegion region);
+  // Drops a region the worker may still use (its collective was cancelled).
+  void Discard(SharedMemoryRegion region);
 
   const std::string& directory() const { return directory_; }
   size_t idle_regions() const;
 
  private:
   const std::string directory_;
-  IdleRegions<SharedMemoryRegion> idle_{kMaxIdleRegions, kMaxIdleBytes};
+  IdleRegions<SharedMemoryRegion> idle_{kMinIdleRegions, kMinIdleBytes};
 };
 
 }  // namespace ringsync::internal

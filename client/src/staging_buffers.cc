@@ -24,9 +24,10 @@ std::vector<std::shared_ptr<RegisteredMemory>> StagingBuffers::TakeDropped() {
 
 absl::StatusOr<std::shared_ptr<RegisteredMemory>> StagingBuffers::Acquire(size_t size_bytes) {
   TakeDropped();  // dropped here, on the caller's thread
-  if (std::optional<std::shared_ptr<RegisteredMemory>> idle = idle_.TakeFitting(size_bytes)) {
-    return *std::move(idle);
-  }
+  return idle_.TakeOrMake(size_bytes, [&] { return Register(size_bytes); });
+}
+
+absl::StatusOr<std::shared_ptr<RegisteredMemory>> StagingBuffers::Register(size_t size_bytes) {
   {
     absl::MutexLock lock(&mu_);
     if (off_.has_value()) return *off_;
@@ -58,6 +59,7 @@ size_t StagingBuffers::DropIdle() {
 }
 
 void StagingBuffers::Retire(std::shared_ptr<RegisteredMemory> buffer) {
+  idle_.Forget(buffer->size());
   absl::MutexLock lock(&mu_);
   to_drop_.push_back(std::move(buffer));
 }

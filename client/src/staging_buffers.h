@@ -37,7 +37,7 @@ namespace ringsync::internal {
 
 class StagingBuffers {
  public:
-  static constexpr size_t kMaxIdleBuffers = kMaxIdleRegions;
+  static constexpr size_t kMinIdleBuffers = kMinIdleRegions;
 
   // `register_memory` makes and registers a buffer of the given size with the worker.
   using RegisterMemory =
@@ -61,11 +61,13 @@ class StagingBuffers {
   size_t idle_buffers() const { return idle_.size(); }
 
  private:
+  // A new buffer from the worker, unless staging is off; turns it off on a lasting refusal.
+  absl::StatusOr<std::shared_ptr<RegisteredMemory>> Register(size_t size_bytes);
   // Takes the buffers waiting to be dropped, for the caller to drop outside the lock.
   std::vector<std::shared_ptr<RegisteredMemory>> TakeDropped();
 
   RegisterMemory register_memory_;
-  IdleRegions<std::shared_ptr<RegisteredMemory>> idle_{kMaxIdleBuffers, kMaxIdleBytes};
+  IdleRegions<std::shared_ptr<RegisteredMemory>> idle_{kMinIdleBuffers, kMinIdleBytes};
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<RegisteredMemory>> to_drop_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> off_ ABSL_GUARDED_BY(mu_);  // why staging is off

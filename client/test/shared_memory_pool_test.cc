@@ -76,17 +76,31 @@ TEST_F(SharedMemoryPoolTest, TheBestFittingIdleRegionIsChosen) {
   EXPECT_EQ(pool.Acquire(kMiB)->path(), exact_path);
 }
 
-TEST_F(SharedMemoryPoolTest, IdleRegionsBeyondTheLimitAreRemovedLongestIdleFirst) {
+TEST_F(SharedMemoryPoolTest, RegionsOfASizeNoLongerUsedAreRemovedLongestIdleFirst) {
   SharedMemoryPool pool(dir_);
-  std::vector<SharedMemoryRegion> regions;
-  for (size_t i = 0; i < SharedMemoryPool::kMaxIdleRegions + 2; ++i) {
-    regions.push_back(*pool.Acquire(4096));
+  std::string oldest;
+  for (size_t bytes : {size_t{4096}, 16 * size_t{4096}}) {  // the second size needs new files
+    std::vector<SharedMemoryRegion> in_use;
+    for (size_t i = 0; i < SharedMemoryPool::kMinIdleRegions; ++i) {
+      in_use.push_back(*pool.Acquire(bytes));
+    }
+    if (oldest.empty()) oldest = in_use[0].path();
+    for (SharedMemoryRegion& region : in_use) pool.Release(std::move(region));
   }
-  const std::string oldest = regions[0].path();
-  for (SharedMemoryRegion& region : regions) pool.Release(std::move(region));
-  EXPECT_EQ(pool.idle_regions(), SharedMemoryPool::kMaxIdleRegions);
-  EXPECT_EQ(FilesInDir(), SharedMemoryPool::kMaxIdleRegions);
+  EXPECT_EQ(pool.idle_regions(), SharedMemoryPool::kMinIdleRegions);
+  EXPECT_EQ(FilesInDir(), SharedMemoryPool::kMinIdleRegions);
   EXPECT_FALSE(std::filesystem::exists(oldest));
+}
+
+TEST_F(SharedMemoryPoolTest, ADiscardedRegionIsRemovedAndNeverServesAgain) {
+  SharedMemoryPool pool(dir_);
+  absl::StatusOr<SharedMemoryRegion> cancelled = pool.Acquire(kMiB);
+  ASSERT_TRUE(cancelled.ok());
+  const std::string path = cancelled->path();
+  pool.Discard(*std::move(cancelled));
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(pool.idle_regions(), 0u);
+  EXPECT_NE(pool.Acquire(kMiB)->path(), path);
 }
 
 TEST_F(SharedMemoryPoolTest, EveryFileGoesWithThePool) {

@@ -86,24 +86,28 @@ TEST(StagingBuffers, ARetiredBufferIsNeverReusedAndIsDroppedOnTheNextAcquiresThr
 TEST(StagingBuffers, BuffersBeyondTheIdleBoundsAreDroppedOnTheNextAcquiresThread) {
   FakeRegistration worker;
   StagingBuffers staging(worker.Function());
-  std::vector<std::shared_ptr<RegisteredMemory>> in_use;
-  for (size_t i = 0; i <= StagingBuffers::kMaxIdleBuffers; ++i) {
-    absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging.Acquire(kMiB);
-    ASSERT_TRUE(buffer.ok());
-    in_use.push_back(*std::move(buffer));
+  std::weak_ptr<RegisteredMemory> longest_idle;
+  for (size_t bytes : {kMiB, 4 * kMiB}) {  // the second size needs new buffers
+    std::vector<std::shared_ptr<RegisteredMemory>> in_use;
+    for (size_t i = 0; i < StagingBuffers::kMinIdleBuffers; ++i) {
+      absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer = staging.Acquire(bytes);
+      ASSERT_TRUE(buffer.ok());
+      in_use.push_back(*std::move(buffer));
+    }
+    if (longest_idle.expired()) longest_idle = in_use.front();
+    for (auto& buffer : in_use) staging.Release(std::move(buffer));
   }
-  std::weak_ptr<RegisteredMemory> longest_idle = in_use.front();
-  for (auto& buffer : in_use) staging.Release(std::move(buffer));
-  EXPECT_EQ(staging.idle_buffers(), StagingBuffers::kMaxIdleBuffers);
+  EXPECT_EQ(staging.idle_buffers(), StagingBuffers::kMinIdleBuffers);
   EXPECT_FALSE(longest_idle.expired()) << "evicted, but dropped only on a caller's thread";
-  ASSERT_TRUE(staging.Acquire(kMiB).ok());
+  ASSERT_TRUE(staging.Acquire(4 * kMiB).ok());
   EXPECT_TRUE(longest_idle.expired());
 }
 
 TEST(StagingBuffers, EveryBucketOfATrainingStepFindsItsBufferAgainInTheNextStep) {
-  // 25 collectives in flight at once, as a step with 25 gradient buckets has them.
-  constexpr size_t kBuckets = 25;
-  static_assert(kBuckets <= StagingBuffers::kMaxIdleBuffers);
+  // 40 collectives in flight at once, as a step with 40 gradient buckets has them: more
+  // than stay idle at least.
+  constexpr size_t kBuckets = 40;
+  static_assert(kBuckets > StagingBuffers::kMinIdleBuffers);
   FakeRegistration worker;
   StagingBuffers staging(worker.Function());
   for (int step = 0; step < 3; ++step) {
