@@ -57,6 +57,8 @@ absl::StatusOr<RegisteredBuffer> Client::AllocateBytes(size_t size_bytes) {
   return core_->Allocate(size_bytes);
 }
 
+size_t Client::ReleaseIdleMemory() { return core_->ReleaseIdleMemory(); }
+
 absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count, DType dtype,
                                ReduceOp op, const AllReduceOptions& options) {
   return AllReduceAsync(name, data, count, dtype, op, options).Wait();

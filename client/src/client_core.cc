@@ -375,6 +375,10 @@ absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
   return RegisteredBuffer(*std::move(memory));
 }
 
+size_t ClientCore::ReleaseIdleMemory() {
+  return (staging_ != nullptr ? staging_->DropIdle() : 0) + shared_memory_->DropIdle();
+}
+
 absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(size_t size_bytes) {
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> memory = RegisterMemoryOnce(size_bytes);
   // Idle staging buffers count against the worker's --max_registered_buffers: rather

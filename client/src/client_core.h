@@ -62,6 +62,8 @@ class ClientCore {
 
   // A buffer of `size_bytes` registered with the worker (ringsync/registered_buffer.h).
   absl::StatusOr<RegisteredBuffer> Allocate(size_t size_bytes);
+  // Client::ReleaseIdleMemory.
+  size_t ReleaseIdleMemory();
   // The caller's call was refused before it could be described (`why`, InvalidArgument):
   // it takes its turn on the ring as a refusal, and the handle completes with `why`.
   CollectiveHandle Refuse(CollectiveCall call, absl::Status why);

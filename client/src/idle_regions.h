@@ -13,10 +13,10 @@
 // collectives in flight at once as it has gradient buckets (Horovod's and DDP's bucketing
 // start one per bucket as backward fills it: ResNet-50's gradients make 32 buckets of at
 // most 4 MiB, 5 of DDP's 25 MiB; a model of a billion parameters, 4 GiB of them), and each
-// finds its region again in the next step only if that many stay idle between steps. The
-// bound never lets idle memory exceed what the client already held at its peak (as a
-// framework's caching allocator keeps its peak); it only stops regions of sizes no longer
-// used from piling up. Beyond it the longest idle are handed back to the caller to drop
+// finds its region again in the next step only if that many stay idle between steps.
+// Beyond the minimums, idle memory never exceeds what the client already held in use at
+// its peak (as a framework's caching allocator keeps its peak): the bound only stops
+// regions of sizes no longer used from piling up. Beyond it the longest idle are handed back to the caller to drop
 // (outside any lock: dropping one may unmap, remove a file or tell the worker).
 //
 // `Region` is movable and has `size_t size() const` (SharedMemoryRegion), or is a
@@ -98,6 +98,13 @@ class IdleRegions {
     idle_.clear();
     idle_bytes_ = 0;
     return all;
+  }
+
+  // The bytes of `regions` (as TakeAll and Put return them).
+  static size_t BytesOf(const std::vector<Region>& regions) {
+    size_t bytes = 0;
+    for (const Region& region : regions) bytes += SizeOf(region);
+    return bytes;
   }
 
   size_t size() const {

@@ -17,6 +17,10 @@ void SharedMemoryPool::Release(SharedMemoryRegion region) {
 
 void SharedMemoryPool::Discard(SharedMemoryRegion region) { idle_.Forget(region.size()); }
 
+size_t SharedMemoryPool::DropIdle() {
+  return IdleRegions<SharedMemoryRegion>::BytesOf(idle_.TakeAll());
+}
+
 size_t SharedMemoryPool::idle_regions() const { return idle_.size(); }
 
 }  // namespace ringsync::internal

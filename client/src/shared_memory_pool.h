@@ -31,6 +31,9 @@ class SharedMemoryPool {
   // Drops a region the worker may still use (its collective was cancelled).
   void Discard(SharedMemoryRegion region);
 
+  // Removes every idle region now; returns their bytes.
+  size_t DropIdle();
+
   const std::string& directory() const { return directory_; }
   size_t idle_regions() const;
 

@@ -53,7 +53,7 @@ class StagingBuffers {
   // the collective may still run there): never handed out again.
   void Retire(std::shared_ptr<RegisteredMemory> buffer);
   // Drops every idle buffer (and every one waiting to be dropped) now, on the caller's
-  // thread, and says how many went: they count against the worker's
+  // thread, and says how many bytes went: they count against the worker's
   // --max_registered_buffers like any other, and give way to a registration that it would
   // refuse for them.
   size_t DropIdle();

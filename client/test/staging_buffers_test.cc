@@ -140,7 +140,7 @@ TEST(StagingBuffers, DroppingTheIdleBuffersLeavesNoneAndTheNextAcquireRegistersA
   for (auto& buffer : in_use) staging.Release(std::move(buffer));
   staging.Retire(*std::move(retired));  // waits to be dropped
 
-  EXPECT_EQ(staging.DropIdle(), 4u);
+  EXPECT_EQ(staging.DropIdle(), (1 + 3 + 7 + 1) * kMiB) << "three idle, one retired";
   EXPECT_EQ(staging.idle_buffers(), 0u);
   for (const auto& watch : watches) EXPECT_TRUE(watch.expired()) << "dropped at once";
   EXPECT_EQ(busy->use_count(), 1) << "a buffer in use stays its collective's";

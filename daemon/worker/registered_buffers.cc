@@ -79,6 +79,13 @@ void RegisteredBuffers::Clear() {
   dropped.swap(buffers_);
 }
 
+uint64_t RegisteredBuffers::bytes() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [id, mapping] : buffers_) total += mapping->bytes().size();
+  return total;
+}
+
 size_t RegisteredBuffers::size() const {
   absl::MutexLock lock(&mu_);
   return buffers_.size();

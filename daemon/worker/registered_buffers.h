@@ -58,6 +58,8 @@ class RegisteredBuffers {
   // Forgets every registration (the client detached).
   void Clear();
   size_t size() const;
+  // The bytes of every buffer registered now.
+  uint64_t bytes() const;
 
   struct Slice {
     std::shared_ptr<SealedMapping> mapping;  // keeps the memory mapped

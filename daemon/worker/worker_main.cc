@@ -671,9 +671,11 @@ int RunWorker(const WorkerConfig& config, Reducer& reducer) {
   LocalPeers local_peers;
   WorkerService worker_service(ServiceOptions(config, reducer), ring, executor, &local_peers,
                                &refusals);
+  const RegisteredMemoryMetrics registered_memory_metrics(worker_service.registered_buffers());
 
   WorkerServing serving({config, peer_service, worker_service, ring, executor, local_peers, [&] {
-                           return metrics::TextPage({&metrics, &process_metrics, &worker_metrics});
+                           return metrics::TextPage({&metrics, &process_metrics, &worker_metrics,
+                                                     &registered_memory_metrics});
                          },
                          refusals});
   if (const int failed = serving.Start(); failed != kServing) {

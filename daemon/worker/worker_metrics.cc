@@ -197,4 +197,19 @@ void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
   }
 }
 
+std::vector<prometheus::MetricFamily> RegisteredMemoryMetrics::Collect() const {
+  return {
+      SingleSample("ringsync_registered_buffers",
+                   "Buffers the attached training process has registered with this worker now "
+                   "(its Client::Allocate buffers, the SDK's staging buffers, staging arena and "
+                   "call channel); bounded by --max_registered_buffers.",
+                   MetricType::Gauge, static_cast<double>(buffers_.size())),
+      SingleSample("ringsync_registered_bytes",
+                   "Bytes of those buffers: shared memory the worker maps too (the SDK keeps as "
+                   "much staging memory as it had in use at once; Client::ReleaseIdleMemory "
+                   "hands the idle part back).",
+                   MetricType::Gauge, static_cast<double>(buffers_.bytes())),
+  };
+}
+
 }  // namespace ringsync

@@ -18,6 +18,7 @@
 #include "core/collective.h"
 #include "core/ring/ring_member.h"
 #include "daemon/worker/failure_cause.h"
+#include "daemon/worker/registered_buffers.h"
 #include "daemon/worker/ring_manager.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
@@ -78,6 +79,18 @@ class WorkerMetrics final : public prometheus::Collectable {
   prometheus::Counter& reduce_seconds_;
   prometheus::Counter& input_wait_seconds_;
   prometheus::Counter& overflows_;
+};
+
+// The attached training process's registered memory now, read at scrape time:
+// ringsync_registered_buffers and ringsync_registered_bytes.
+// REQUIRES: `buffers` outlives this object.
+class RegisteredMemoryMetrics final : public prometheus::Collectable {
+ public:
+  explicit RegisteredMemoryMetrics(const RegisteredBuffers& buffers) : buffers_(buffers) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const RegisteredBuffers& buffers_;
 };
 
 }  // namespace ringsync

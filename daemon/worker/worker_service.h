@@ -57,6 +57,8 @@ class WorkerService final : public WorkerServiceBase {
   // Where clients hand over registered buffers' descriptors (descriptor_inbox.h); set
   // before the service serves, and outliving it. Without one, only /proc paths work.
   void UseDescriptorInbox(DescriptorInbox* inbox) { descriptors_ = inbox; }
+  // The attached training process's registered buffers (for the metrics).
+  const RegisteredBuffers& registered_buffers() const { return registered_; }
 
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;

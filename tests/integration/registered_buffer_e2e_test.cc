@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -21,6 +22,7 @@ namespace {
 using testing::Bytes;
 using testing::ConnectAll;
 using testing::ExpectAllOk;
+using testing::HttpGet;
 using testing::OnEveryRank;
 using testing::StartCluster;
 using ::testing::HasSubstr;
@@ -110,6 +112,47 @@ TEST(StagedSpanEndToEnd, EqualsAFileStagedSpanBitForBit) {
     EXPECT_EQ(results[0][i], results[0][i < kRanks ? 0 : kRanks]) << "ranks differ";
   }
   EXPECT_EQ(results[0][kRanks], RandomInput(DType::kFloat32, kCount, 2)) << "the root's bytes";
+}
+
+// A gauge's value on a worker's /metrics page; -1 when the page has no such line.
+double GaugeValue(const std::string& page, const std::string& name) {
+  const std::string prefix = "\n" + name + " ";
+  const size_t at = page.find(prefix);
+  return at == std::string::npos ? -1 : std::strtod(page.c_str() + at + prefix.size(), nullptr);
+}
+
+// The SDK keeps the memory a plain span was staged in for the next collective of its
+// size; after a one-off large collective the trainer hands it back, and the worker, which
+// mapped it too, shows it gone.
+TEST(StagedSpanEndToEnd, TheTrainerHandsItsIdleStagingMemoryBackAndTheWorkerLetsItGo) {
+  constexpr size_t kCount = 700'001;  // 2.8 MB of float32: staged in a buffer of its own
+  constexpr double kBytes = kCount * sizeof(float);
+  auto cluster = StartCluster(1, {}, {}, /*http=*/true);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  ASSERT_NE(clients[0], nullptr);
+  Client& client = *clients[0];
+  auto registered_bytes = [&] {
+    return GaugeValue(
+        HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
+        "ringsync_registered_bytes");
+  };
+  const double before = registered_bytes();
+  ASSERT_GE(before, 0) << "no ringsync_registered_bytes on the worker's /metrics";
+
+  std::vector<float> weights(kCount, 1.5f);
+  ASSERT_TRUE(client.AllReduce("weights", absl::MakeSpan(weights), ReduceOp::kSum).ok());
+  EXPECT_GE(registered_bytes(), before + kBytes) << "the staging buffer is kept, registered";
+
+  const size_t released = client.ReleaseIdleMemory();
+  EXPECT_GE(static_cast<double>(released), kBytes);
+  EXPECT_EQ(registered_bytes(), before) << "the worker no longer maps it";
+  EXPECT_EQ(client.ReleaseIdleMemory(), 0u) << "nothing left idle";
+
+  std::vector<float> again(kCount, 2.5f);
+  ASSERT_TRUE(client.AllReduce("again", absl::MakeSpan(again), ReduceOp::kSum).ok());
+  EXPECT_EQ(again.front(), 2.5f);
+  EXPECT_EQ(again.back(), 2.5f);
 }
 
 // Below the shared-memory threshold a plain span is staged in the client's staging arena

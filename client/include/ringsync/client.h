@@ -185,6 +185,14 @@ class Client {
   }
   absl::StatusOr<RegisteredBuffer> AllocateBytes(size_t size_bytes);
 
+  // Collectives of plain memory stage their tensors in shared memory that the SDK keeps
+  // between calls, as much as it has had in use at once (so that every step finds its
+  // regions again). After a one-off large collective (loading weights, a checkpoint's
+  // broadcast) this hands that memory back: every region no collective is using now is
+  // dropped, and its bytes returned. The next collective of such a size makes its region
+  // again. Like a caching allocator's empty_cache; never needed for correctness.
+  size_t ReleaseIdleMemory();
+
   // Collectives. Each takes a `name` (a label such as "grad/fc1", non-empty, the same on
   // every rank) that errors quote. On OK the result is in the caller's buffer; on any
   // error the buffer is as it was. The *Async forms return at once with a handle

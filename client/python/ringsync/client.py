@@ -137,6 +137,13 @@ class Client:
     def barrier_async(self, name="barrier", timeout=None):
         return self._impl.barrier_async(name, timeout)
 
+    def release_idle_memory(self):
+        """Hands back the shared memory kept between collectives to stage plain tensors
+        (as much as was in use at once, so that each step finds it again) that no
+        collective is using now; returns its bytes. For after a one-off large collective,
+        like torch.cuda.empty_cache(); the next collective of such a size stages anew."""
+        return self._impl.release_idle_memory()
+
     def close(self):
         """Detaches from the worker (collectives still in flight are cancelled). Later
         calls raise ValueError."""

@@ -55,6 +55,8 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("timeout") = std::nullopt)
       .def("allocate_bytes", &PyClient::AllocateBytes, py::arg("size_bytes"),
            "A zeroed uint8 numpy array in memory registered with the worker.")
+      .def("release_idle_memory", &PyClient::ReleaseIdleMemory,
+           "Drops the staging memory no collective is using now; returns its bytes.")
       .def("close", &PyClient::Close);
 
   m.def("_connect", &PyClient::Connect, py::arg("worker"), py::arg("timeout"), py::arg("name"),

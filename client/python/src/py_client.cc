@@ -139,6 +139,12 @@ std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,
   return Start([&](Client& c) { return c.BarrierAsync(name, options); }, py::none(), py::none());
 }
 
+size_t PyClient::ReleaseIdleMemory() {
+  std::shared_ptr<Client> client = Get();
+  py::gil_scoped_release nogil;
+  return client->ReleaseIdleMemory();
+}
+
 py::object PyClient::AllocateBytes(int64_t size_bytes) {
   if (size_bytes <= 0) {
     ThrowStatus(absl::InvalidArgumentError(

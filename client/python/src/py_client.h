@@ -61,6 +61,8 @@ class PyClient {
   // which lives as long as the array (and every view of it) does. Raises as Allocate
   // fails (e.g. a TCP worker: FAILED_PRECONDITION as ringsync.Error).
   pybind11::object AllocateBytes(int64_t size_bytes);
+  // Client::ReleaseIdleMemory (without the GIL: dropping a buffer tells the worker).
+  size_t ReleaseIdleMemory();
 
   // Detaches from the worker; later calls raise ValueError. Idempotent.
   void Close();

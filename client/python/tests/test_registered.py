@@ -57,3 +57,23 @@ def test_a_failure_before_any_data_moved_says_the_array_is_untouched(clients):
 def test_a_size_of_nothing_is_refused(clients):
     with pytest.raises(ringsync.InvalidArgument):
         clients[0].allocate(0)
+
+
+def test_idle_staging_memory_is_handed_back_on_request(clients):
+    count = 1 << 20  # 4 MiB of float32: a plain array staged in a buffer of its own
+
+    def step(client):
+        values = numpy.full(count, client.rank + 1, numpy.float32)
+        client.allreduce_(values, "one-off")
+        kept = sum(end - start for start, end in registered_mappings())
+        released = client.release_idle_memory()
+        assert released >= values.nbytes
+        assert client.release_idle_memory() == 0, "nothing left idle"
+        again = numpy.full(count, 1, numpy.float32)
+        client.allreduce_(again, "after")
+        return values, again, kept
+
+    total = sum(range(1, WORLD_SIZE + 1))
+    for values, again, kept in run_ranks(clients, step):
+        assert kept >= values.nbytes, "the staging buffer was kept, mapped"
+        assert (values == total).all() and (again == WORLD_SIZE).all()
