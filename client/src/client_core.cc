@@ -569,6 +569,10 @@ bool ClientCore::SendThroughChannel(const std::shared_ptr<PendingCollective>& pe
   const uint64_t id = next_call_id_++;
   {
     absl::MutexLock lock(&mu_);
+    // Checked under the lock that FailChannelCalls takes, after the worker's going (or the
+    // channel's breaking) was noted: a call registered later would never be answered, nor
+    // failed. Start checked detached_ too, but before staging the tensor, which takes time.
+    if (detached_.has_value() || !channel_usable_.load()) return false;
     channel_calls_.emplace(id, pending);
   }
   const absl::Status sent =
