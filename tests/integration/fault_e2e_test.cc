@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -259,6 +261,36 @@ TEST(Faults, AWorkerKilledWithSigkillFailsEveryOtherRankWithinTheDeadline) {
     // Named like every rank's error, though the worker that would have named it is gone.
     EXPECT_THAT(std::string(statuses[2].message()), HasSubstr("rank 2 (generation "));
     EXPECT_THAT(std::string(statuses[2].message()), HasSubstr("collective 'step'"));
+  }
+}
+
+// The worker dies while the SDK is still copying a call's tensor into shared memory (a
+// fresh file of 256 MiB: the longest copy in): the call must still fail, promptly, and
+// not wait for an answer through the call channel that no worker will write.
+TEST(Faults, ACallWhoseTensorIsBeingStagedWhenTheWorkerDiesFailsAndDoesNotWait) {
+  auto cluster = StartCluster(1, kWorkerFlags);
+  ASSERT_NE(cluster, nullptr);
+  std::vector<float> tensor(size_t{64} << 20, 1.0f);
+  for (const int delay_ms : {0, 10, 30, 60}) {
+    SCOPED_TRACE(absl::StrCat("killed after ", delay_ms, " ms"));
+    ClientOptions options;
+    options.stage_in_registered_memory = false;  // a file, made for this call
+    auto clients = ConnectAll(*cluster, -1, options);
+    ASSERT_NE(clients[0], nullptr);
+    std::optional<CollectiveHandle> handle;
+    absl::Status status;
+    {
+      std::jthread killer([&] {
+        absl::SleepFor(absl::Milliseconds(delay_ms));
+        cluster->worker(0).Signal(SIGKILL);
+      });
+      handle = clients[0]->AllReduceAsync("staged", absl::MakeSpan(tensor), ReduceOp::kSum);
+      status = handle->Wait(absl::Seconds(30));
+    }
+    EXPECT_FALSE(absl::IsDeadlineExceeded(status)) << "no answer will come: " << status;
+    clients.clear();  // a call left waiting ends here, cancelled with its Client
+    handle.reset();
+    ASSERT_TRUE(cluster->RestartWorker(0).ok());
   }
 }
 
