@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "core/sync/steady_deadline.h"
 #include "tests/chaos/outcome_log.h"
+#include "tests/integration/metric_page.h"
 #include "tools/cluster/local_cluster.h"
 
 namespace ringsync::chaos {
@@ -92,9 +93,7 @@ class ChaosJob {
 // ringsync-<pid>-...): none may be left once they exited.
 std::vector<std::string> SharedMemoryFilesOf(const std::vector<pid_t>& pids);
 
-// The value of metrics text `page`'s series of `family` whose labels contain `labels`,
-// summed; NotFound when none.
-absl::StatusOr<double> SumMetric(absl::string_view page, absl::string_view family,
-                                 absl::string_view labels = "");
+// SumMetric (tests/integration/metric_page.h), as the chaos specs call it.
+using ::ringsync::testing::SumMetric;
 
 }  // namespace ringsync::chaos

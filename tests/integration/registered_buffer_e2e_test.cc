@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -15,6 +14,7 @@
 #include "ringsync/registered_buffer.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/http_get.h"
+#include "tests/integration/metric_page.h"
 
 namespace ringsync {
 namespace {
@@ -25,6 +25,7 @@ using testing::ExpectAllOk;
 using testing::HttpGet;
 using testing::OnEveryRank;
 using testing::StartCluster;
+using testing::SumMetric;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -114,13 +115,6 @@ TEST(StagedSpanEndToEnd, EqualsAFileStagedSpanBitForBit) {
   EXPECT_EQ(results[0][kRanks], RandomInput(DType::kFloat32, kCount, 2)) << "the root's bytes";
 }
 
-// A gauge's value on a worker's /metrics page; -1 when the page has no such line.
-double GaugeValue(const std::string& page, const std::string& name) {
-  const std::string prefix = "\n" + name + " ";
-  const size_t at = page.find(prefix);
-  return at == std::string::npos ? -1 : std::strtod(page.c_str() + at + prefix.size(), nullptr);
-}
-
 // The SDK keeps the memory a plain span was staged in for the next collective of its
 // size; after a one-off large collective the trainer hands it back, and the worker, which
 // mapped it too, shows it gone.
@@ -133,9 +127,10 @@ TEST(StagedSpanEndToEnd, TheTrainerHandsItsIdleStagingMemoryBackAndTheWorkerLets
   ASSERT_NE(clients[0], nullptr);
   Client& client = *clients[0];
   auto registered_bytes = [&] {
-    return GaugeValue(
-        HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
-        "ringsync_registered_bytes");
+    return SumMetric(
+               HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
+               "ringsync_registered_bytes")
+        .value_or(-1);
   };
   const double before = registered_bytes();
   ASSERT_GE(before, 0) << "no ringsync_registered_bytes on the worker's /metrics";
