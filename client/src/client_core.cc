@@ -562,7 +562,7 @@ void ClientCore::Conclude(PendingCollective& pending, const grpc::Status& status
 }
 
 bool ClientCore::SendThroughChannel(const std::shared_ptr<PendingCollective>& pending) {
-  if (call_channel_ == nullptr || !channel_usable_.load() ||
+  if (call_channel_ == nullptr ||
       !call_channel_->Fits(pending->request()->ByteSizeLong(), pending->answer_data_bytes())) {
     return false;
   }

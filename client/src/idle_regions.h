@@ -16,8 +16,9 @@
 // finds its region again in the next step only if that many stay idle between steps.
 // Beyond the minimums, idle memory never exceeds what the client already held in use at
 // its peak (as a framework's caching allocator keeps its peak): the bound only stops
-// regions of sizes no longer used from piling up. Beyond it the longest idle are handed back to the caller to drop
-// (outside any lock: dropping one may unmap, remove a file or tell the worker).
+// regions of sizes no longer used from piling up. Beyond it the longest idle are handed
+// back to the caller to drop (outside any lock: dropping one may unmap, remove a file or
+// tell the worker).
 //
 // `Region` is movable and has `size_t size() const` (SharedMemoryRegion), or is a
 // pointer to such a type (std::shared_ptr<RegisteredMemory>).

@@ -55,8 +55,7 @@ void StagingBuffers::Release(std::shared_ptr<RegisteredMemory> buffer) {
 
 size_t StagingBuffers::DropIdle() {
   // Both vectors, and the buffers in them, go at the end of the statement.
-  return IdleRegions<std::shared_ptr<RegisteredMemory>>::BytesOf(TakeDropped()) +
-         IdleRegions<std::shared_ptr<RegisteredMemory>>::BytesOf(idle_.TakeAll());
+  return Idle::BytesOf(TakeDropped()) + Idle::BytesOf(idle_.TakeAll());
 }
 
 void StagingBuffers::Retire(std::shared_ptr<RegisteredMemory> buffer) {

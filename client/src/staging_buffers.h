@@ -66,8 +66,10 @@ class StagingBuffers {
   // Takes the buffers waiting to be dropped, for the caller to drop outside the lock.
   std::vector<std::shared_ptr<RegisteredMemory>> TakeDropped();
 
+  using Idle = IdleRegions<std::shared_ptr<RegisteredMemory>>;
+
   RegisterMemory register_memory_;
-  IdleRegions<std::shared_ptr<RegisteredMemory>> idle_{kMinIdleBuffers, kMinIdleBytes};
+  Idle idle_{kMinIdleBuffers, kMinIdleBytes};
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<RegisteredMemory>> to_drop_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> off_ ABSL_GUARDED_BY(mu_);  // why staging is off

@@ -511,7 +511,9 @@ int WorkerServing::StartHttpEndpoint() {
 int WorkerServing::JoinCoordinator() {
   RingManager& ring = parts_.ring;
   const CollectiveExecutor& executor = parts_.executor;
-  const std::string http_address = http_ == nullptr ? "" : AdvertisedAddress(http_->address(), parts_.config.advertise_host);
+  const std::string http_address =
+      http_ == nullptr ? ""
+                       : AdvertisedAddress(http_->address(), parts_.config.advertise_host);
   const CoordinatorSessionOptions options{
       .coordinator_target = parts_.config.coordinator,
       .worker_id = parts_.config.worker_id,
