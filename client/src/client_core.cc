@@ -572,7 +572,7 @@ bool ClientCore::SendThroughChannel(const std::shared_ptr<PendingCollective>& pe
     // Checked under the lock that FailChannelCalls takes, after the worker's going (or the
     // channel's breaking) was noted: a call registered later would never be answered, nor
     // failed. Start checked detached_ too, but before staging the tensor, which takes time.
-    if (detached_.has_value() || !channel_usable_.load()) return false;
+    if (detached_.has_value() || !channel_usable_) return false;
     channel_calls_.emplace(id, pending);
   }
   const absl::Status sent =
@@ -622,7 +622,10 @@ void ClientCore::OpenCallChannel() {
       *memory, capacity, [this](const v1::CallAnswer& answer) { OnChannelAnswer(answer); },
       [this](const absl::Status& why) {
         // Not what a worker writes: no answer through it can be trusted any more.
-        channel_usable_ = false;
+        {
+          absl::MutexLock lock(&mu_);
+          channel_usable_ = false;
+        }
         FailChannelCalls(grpc::Status(grpc::StatusCode::DATA_LOSS,
                                       absl::StrCat("the call channel to the worker broke: ",
                                                    why.message())));
@@ -637,6 +640,7 @@ void ClientCore::OpenCallChannel() {
   // A worker that does not know the channel (older) or refuses it: RPCs, as before.
   if (!stub_->OpenCallChannel(&context, request, &response).ok()) return;
   call_channel_ = std::move(channel);
+  absl::MutexLock lock(&mu_);
   channel_usable_ = true;
 }
 

@@ -5,7 +5,6 @@
 // Thread-safety: every method may be called concurrently; see ringsync/client.h.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -149,7 +148,6 @@ class ClientCore {
   // Set once in Connect (before any collective) when the worker took it; reset first in
   // the destructor. channel_usable_ goes false if it broke.
   std::unique_ptr<CallChannel> call_channel_;
-  std::atomic<bool> channel_usable_{false};
   grpc::ClientContext attach_context_;
   std::thread attach_thread_;
 
@@ -158,6 +156,7 @@ class ClientCore {
   // The worker's secret for this attachment (its first event), sent with every request.
   std::string attach_token_ ABSL_GUARDED_BY(mu_);
   bool has_info_ ABSL_GUARDED_BY(mu_) = false;
+  bool channel_usable_ ABSL_GUARDED_BY(mu_) = false;
   // The ring membership this client's collectives are issued for (worker.proto,
   // CollectiveRequest.membership): the worker's on attach, then the one named by the
   // newest membership-changed failure returned to the caller. Not simply the newest

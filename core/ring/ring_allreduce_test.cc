@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "core/reduce/cpu_reducer.h"
@@ -118,9 +119,19 @@ TEST_P(RingAllReduceSweep, MatchesTheNaiveReferenceBitwiseOnEveryRankForManyCoun
   }
 }
 
-std::vector<SweepCase> AllSweepCases() {
+// The two sweeps below share one name for their cases, e.g. "N7_float32_sum".
+std::string SweepCaseName(const ::testing::TestParamInfo<SweepCase>& info) {
+  return absl::StrCat("N", info.param.world_size, "_", DTypeName(info.param.dtype), "_",
+                      ReduceOpName(info.param.op));
+}
+
+// Rings on which every dtype meets every op (odd and even, a chunk per rank or not).
+constexpr int kEveryDTypeAndOpRings[] = {3, 4, 5};
+
+// Every dtype with every op: each type's combine and finalize in the ring's order.
+std::vector<SweepCase> EveryDTypeAndOpCases() {
   std::vector<SweepCase> cases;
-  for (int n = 1; n <= 16; ++n) {
+  for (int n : kEveryDTypeAndOpRings) {
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllReduceOps) cases.push_back({n, dtype, op});
     }
@@ -128,12 +139,25 @@ std::vector<SweepCase> AllSweepCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllRingsDTypesOps, RingAllReduceSweep, ::testing::ValuesIn(AllSweepCases()),
-                         [](const ::testing::TestParamInfo<SweepCase>& info) {
-                           return absl::StrCat("N", info.param.world_size, "_",
-                                               DTypeName(info.param.dtype), "_",
-                                               ReduceOpName(info.param.op));
-                         });
+// Every other ring size up to 16, for each element width (1, 2, 4 and 8 bytes) summed
+// and averaged (AVG divides once the ring is done): the schedule, the partition and the
+// pipeline's segments depend on N, the count and the element's size, not on which type
+// of that size it is — the sweep above covers the types.
+std::vector<SweepCase> EveryRingSizeCases() {
+  std::vector<SweepCase> cases;
+  for (int n = 1; n <= 16; ++n) {
+    if (absl::c_linear_search(kEveryDTypeAndOpRings, n)) continue;
+    for (DType dtype : {DType::kInt8, DType::kFloat16, DType::kFloat32, DType::kFloat64}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) cases.push_back({n, dtype, op});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, RingAllReduceSweep,
+                         ::testing::ValuesIn(EveryDTypeAndOpCases()), SweepCaseName);
+INSTANTIATE_TEST_SUITE_P(EveryRingSize, RingAllReduceSweep,
+                         ::testing::ValuesIn(EveryRingSizeCases()), SweepCaseName);
 
 // Reference that follows the ring's exact order of combination: chunk c starts as rank
 // c's contribution and passes through ranks c+1, c+2, ..., each combining its own data
