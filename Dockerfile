@@ -20,8 +20,9 @@
 # reuses it (and the runtime stage's package layer) and recompiles only the programs. A
 # stage of its own so that it can be kept by name (`--target deps`; deploy/container-engine.sh
 # prune does) while older builds are removed. No ccache cache mount: RUN --mount needs
-# BuildKit, which docker-compose 1.29 and Debian's Docker do not use by default. (It
-# installs the whole developer set, benchmark peers included: it never ships.)
+# BuildKit, which docker-compose 1.29 and Debian's Docker do not use by default (podman's
+# --volume does it instead: deploy/container-engine.sh build). (It installs the whole
+# developer set, benchmark peers included: it never ships.)
 FROM debian:bookworm AS deps
 COPY deploy/install-deps.sh /src/deploy/install-deps.sh
 RUN bash /src/deploy/install-deps.sh && rm -rf /var/lib/apt/lists/*
@@ -38,6 +39,10 @@ COPY . .
 ARG BUILD_TYPE=RelWithDebInfo
 ARG CMAKE_FLAGS=""
 ARG RINGSYNC_TARGETS="ringsyncd ringsync-train-example ringsyncctl ringsync-bench"
+# CMake compiles through ccache (installed with the deps): empty here, but a build that
+# mounts a cache at /root/.cache/ccache (`podman build --volume`; deploy/README.md) reuses
+# it, with paths taken relative to /src as the Makefile takes them to the checkout.
+ENV CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=1
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE}" ${CMAKE_FLAGS} \
  && known=$(cmake --build build --target help | sed -n 's/^\([^:]*\): .*/\1/p') \
  && targets="" \

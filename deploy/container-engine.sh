@@ -11,6 +11,7 @@
 #   deploy/container-engine.sh status   # what runs, by PID; images and compose leftovers
 #   deploy/container-engine.sh stop     # stops both processes `start` started, by PID
 #   deploy/container-engine.sh prune    # drops earlier builds' layers, keeps the build cache
+#   deploy/container-engine.sh build    # builds ringsync:dev through this machine's ccache
 #
 # What `setup` changes on the machine (nothing else):
 #   * apt packages: podman runc debootstrap (with their recommends: netavark, aardvark-dns
@@ -286,6 +287,26 @@ cmd_prune() {
 # ------------------------------------------------------------------------------ health ticker
 # Runs each running container's health check at its configured interval (default 30 s,
 # as Docker's). Stops when its parent `start` asks it (SIGTERM) — it holds no state.
+# The image `docker-compose build` makes, built by podman itself so that the compile can
+# mount this machine's ccache directory (the Docker API, and so docker-compose 1.29, has no
+# build-time mounts): after any change to the sources the build stage compiles everything
+# again, ~7.5 minutes on 2 cores without the cache and ~35 s with it. The layers it leaves
+# are the ones a `docker-compose build` right after finds cached (same Dockerfile, context
+# and build network as deploy/docker-compose.yml's). Without ccache it builds as that does.
+cmd_build() {
+  need_root build
+  local root cache="" image="${RINGSYNC_IMAGE:-ringsync:dev}"
+  root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+  local mount=()
+  if command -v ccache >/dev/null; then
+    cache=$(ccache --get-config cache_dir)
+    mkdir -p "$cache"
+    mount=(--volume "$cache:/root/.cache/ccache")
+  fi
+  say "build: $image from $root${cache:+, compiling through ccache in $cache}"
+  podman build --format docker --pull=never --network=host "${mount[@]}" -t "$image" "$root"
+}
+
 cmd_health_ticker() {
   trap 'exit 0' TERM INT
   set +e   # a failed podman call must not end the ticker
@@ -319,6 +340,7 @@ case "${1:-}" in
   stop) cmd_stop ;;
   status) cmd_status ;;
   prune) cmd_prune ;;
+  build) cmd_build ;;
   env) cmd_env ;;
   health-ticker) RUN_DIR="$2"; cmd_health_ticker ;;
   *) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
