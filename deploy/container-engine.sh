@@ -284,9 +284,6 @@ cmd_prune() {
   say "prune: kept $(podman images -q | sort -u | wc -l) named images (the dependency stage as localhost/ringsync-deps:cache); storage ${before} MB -> ${after} MB"
 }
 
-# ------------------------------------------------------------------------------ health ticker
-# Runs each running container's health check at its configured interval (default 30 s,
-# as Docker's). Stops when its parent `start` asks it (SIGTERM) — it holds no state.
 # The image `docker-compose build` makes, built by podman itself so that the compile can
 # mount this machine's ccache directory (the Docker API, and so docker-compose 1.29, has no
 # build-time mounts): after any change to the sources the build stage compiles everything
@@ -307,6 +304,9 @@ cmd_build() {
   podman build --format docker --pull=never --network=host "${mount[@]}" -t "$image" "$root"
 }
 
+# ------------------------------------------------------------------------------ health ticker
+# Runs each running container's health check at its configured interval (default 30 s,
+# as Docker's). Stops when its parent `start` asks it (SIGTERM) — it holds no state.
 cmd_health_ticker() {
   trap 'exit 0' TERM INT
   set +e   # a failed podman call must not end the ticker
