@@ -57,6 +57,7 @@ CONF=/etc/containers/containers.conf.d/50-ringsync.conf
 BASE_IMAGE=localhost/debian:bookworm
 BASE_ALIAS=docker.io/library/debian:bookworm
 PACKAGES=(podman runc debootstrap)
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)   # the checkout: the build context
 
 say() { echo "container-engine: $*"; }
 die() { echo "container-engine: $*" >&2; exit 1; }
@@ -252,25 +253,30 @@ cmd_status() {
 # Right after a build podman is still deleting that build's containers and layers: du
 # then meets files that vanish under it and exits 1 (with set -e and pipefail that ended
 # the prune, silently, after every 17-minute build). Its total is still right.
+# podman building the root Dockerfile with `$@` as deploy/docker-compose.yml builds it (the
+# Docker image format, no pulls, the host's network): the same settings, so that the
+# layers of one build are the cache of the next, whichever of the two made them.
+podman_build() {
+  podman build --format docker --pull=never --network=host "$@" "$ROOT"
+}
+
 storage_mb() {
   { du -sm /var/lib/containers/storage 2>/dev/null || true; } | cut -f1
 }
 
 cmd_prune() {
   need_root prune
-  local root before after
-  root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+  local before after
   before=$(storage_mb)
   # Retried: right after a build, podman may still hold that build's storage lock or last
   # container (a prune after a 17-minute build once failed here and passed when run again).
   local attempt out=""
   for attempt in 1 2 3; do
-    if out=$(podman build -q --target deps --format docker --pull=never --network=host \
-               -t localhost/ringsync-deps:cache "$root" 2>&1); then
+    if out=$(podman_build -q --target deps -t localhost/ringsync-deps:cache 2>&1); then
       break
     fi
     [[ $attempt == 3 ]] &&
-      die "prune: could not name the dependency stage (podman build --target deps $root): ${out##*$'\n'}"
+      die "prune: could not name the dependency stage (podman build --target deps $ROOT): ${out##*$'\n'}"
     say "prune: naming the dependency stage failed (${out##*$'\n'}); again in 5 s"
     sleep 5
   done
@@ -288,20 +294,18 @@ cmd_prune() {
 # mount this machine's ccache directory (the Docker API, and so docker-compose 1.29, has no
 # build-time mounts): after any change to the sources the build stage compiles everything
 # again, ~7.5 minutes on 2 cores without the cache and ~35 s with it. The layers it leaves
-# are the ones a `docker-compose build` right after finds cached (same Dockerfile, context
-# and build network as deploy/docker-compose.yml's). Without ccache it builds as that does.
+# are the ones a `docker-compose build` right after finds cached (podman_build). Without
+# ccache it builds as that does.
 cmd_build() {
   need_root build
-  local root cache="" image="${RINGSYNC_IMAGE:-ringsync:dev}"
-  root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
-  local mount=()
+  local cache="" image="${RINGSYNC_IMAGE:-ringsync:dev}" mount=()
   if command -v ccache >/dev/null; then
     cache=$(ccache --get-config cache_dir)
     mkdir -p "$cache"
     mount=(--volume "$cache:/root/.cache/ccache")
   fi
-  say "build: $image from $root${cache:+, compiling through ccache in $cache}"
-  podman build --format docker --pull=never --network=host "${mount[@]}" -t "$image" "$root"
+  say "build: $image from $ROOT${cache:+, compiling through ccache in $cache}"
+  podman_build "${mount[@]}" -t "$image"
 }
 
 # ------------------------------------------------------------------------------ health ticker
