@@ -50,14 +50,70 @@ dist.all_gather_object(objects, {"rank": rank})  # pickles through allgather
 assert objects == [{"rank": r} for r in range(n)]
 dist.barrier()
 
-# What ringsync has not got says so.
-for call, name in [(lambda: dist.reduce(torch.ones(1), dst=0), "reduce"),
-                   (lambda: dist.all_to_all_single(torch.ones(n), torch.ones(n)), "alltoall")]:
+# The ops composed from those collectives (torch's Gloo backend has them too).
+root = 1
+t = torch.full((4,), float(rank + 1))
+dist.reduce(t, dst=root)
+want = sum(range(1, n + 1)) if rank == root else rank + 1  # the others' tensors unchanged
+assert torch.equal(t, torch.full((4,), float(want))), t
+m = torch.tensor([rank + 1], dtype=torch.int64)
+dist.reduce(m, dst=0, op=dist.ReduceOp.MAX)
+assert m.item() == (n if rank == 0 else rank + 1), m
+
+# Gathered into tensors of any layout (a transposed view here).
+gathered = [torch.empty(3, 2).t() for _ in range(n)] if rank == root else None
+dist.gather(torch.full((2, 3), float(rank)), gathered, dst=root)
+if rank == root:
+    assert all(torch.equal(g, torch.full((2, 3), float(r))) for r, g in enumerate(gathered))
+mine = torch.empty(3, dtype=torch.int32)
+pieces = [torch.arange(3, dtype=torch.int32) + 10 * r for r in range(n)] if rank == root else None
+dist.scatter(mine, pieces, src=root)
+assert torch.equal(mine, torch.arange(3, dtype=torch.int32) + 10 * rank), mine
+objects = [None] * n if rank == 0 else None
+dist.gather_object({"rank": rank}, objects, dst=0)  # pickles through gather
+assert rank != 0 or objects == [{"rank": r} for r in range(n)], objects
+received = [None]
+dist.scatter_object_list(received, [{"to": r} for r in range(n)] if rank == 0 else None, src=0)
+assert received == [{"to": rank}], received
+
+# reduce_scatter: rank r gets the sum over ranks of their r-th input.
+out = torch.empty(2)
+dist.reduce_scatter(out, [torch.full((2,), float(rank * n + r)) for r in range(n)])
+assert torch.equal(out, torch.full((2,), float(sum(q * n + rank for q in range(n))))), out
+flat_in = torch.arange(3 * n, dtype=torch.float64) * (rank + 1)
+kept = flat_in.clone()
+out = torch.empty(3, dtype=torch.float64)
+work = dist._reduce_scatter_base(out, flat_in, async_op=True)
+expected = torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float64) * (n * (n + 1) // 2)
+assert torch.equal(work.get_future().wait()[0], expected), out
+assert torch.equal(flat_in, kept), "reduce_scatter changed its input"
+
+# The coalesced forms: one collective for the whole list.
+tensors = [torch.full((3,), float(rank)), torch.full((2, 2), float(2 * rank))]
+dist.all_reduce_coalesced(tensors)
+assert torch.equal(tensors[0], torch.full((3,), float(sum(range(n)))))
+assert torch.equal(tensors[1], torch.full((2, 2), float(2 * sum(range(n)))))
+outputs = [[torch.empty(2), torch.empty(1)] for _ in range(n)]
+dist.all_gather_coalesced(outputs, [torch.full((2,), float(rank)), torch.full((1,), -float(rank))])
+for r, (a, b) in enumerate(outputs):
+    assert torch.equal(a, torch.full((2,), float(r))) and torch.equal(b, torch.full((1,), -float(r)))
+
+# What ringsync has not got (point to point) says so, and bad arguments say what is wrong
+# before anything is sent (every rank makes the same bad call).
+for call, message in [
+        (lambda: dist.all_to_all_single(torch.ones(n), torch.ones(n)),
+         "the ringsync backend has no alltoall"),
+        (lambda: dist.send(torch.ones(1), dst=(rank + 1) % n), "the ringsync backend has no send"),
+        (lambda: dist.reduce_scatter(torch.empty(2), [torch.ones(3)] * n),
+         "each of the input tensors must hold 2 elements of Float (one holds 3 of Float)"),
+        (lambda: dist.all_reduce_coalesced([torch.ones(1), torch.ones(1, dtype=torch.float64)]),
+         "dtype")]:
     try:
         call()
-        raise AssertionError(f"{name} did not raise")
+        raise AssertionError(f"{message} did not raise")
     except RuntimeError as e:
-        assert f"the ringsync backend has no {name}" in str(e), e
+        assert message in str(e), e
+dist.barrier()
 
 # An unmodified DDP loop: each rank its own data, identical models after every step.
 torch.manual_seed(rank)  # different starts: DDP's broadcast from rank 0 must fix that

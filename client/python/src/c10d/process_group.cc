@@ -1,6 +1,7 @@
 #include "client/python/src/c10d/process_group.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/python/src/c10d/collective_work.h"
@@ -40,7 +41,7 @@ struct Reduction {
   double pre_scale = 1.0;
 };
 
-Reduction ReductionOf(const c10d::ReduceOp& reduce_op) {
+Reduction ReductionOf(const c10d::ReduceOp& reduce_op, const char* op) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(reduce_op)) {
     case c10d::ReduceOp::SUM: return {ReduceOp::kSum};
     case c10d::ReduceOp::AVG: return {ReduceOp::kAvg};
@@ -52,19 +53,57 @@ Reduction ReductionOf(const c10d::ReduceOp& reduce_op) {
       const auto* supplement =
           dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(reduce_op.supplement_.get());
       TORCH_CHECK(supplement != nullptr && supplement->tensor_factors.empty(),
-                  "ringsync allreduce: PREMUL_SUM takes a scalar factor only");
+                  "ringsync ", op, ": PREMUL_SUM takes a scalar factor only");
       return {ReduceOp::kSum, supplement->double_factor};
     }
     default:
-      TORCH_CHECK(false, "ringsync allreduce: the bitwise ops (BAND, BOR, BXOR) are not "
+      TORCH_CHECK(false, "ringsync ", op, ": the bitwise ops (BAND, BOR, BXOR) are not "
                   "ringsync ops; it has SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM");
   }
 }
 
 [[noreturn]] c10::intrusive_ptr<c10d::Work> Unsupported(const char* op) {
   TORCH_CHECK(false, "the ringsync backend has no ", op,
-              " (it has allreduce, broadcast, allgather and barrier); for ", op,
-              " create a second group with dist.new_group(backend=\"gloo\")");
+              " (it has no point-to-point transfers; it has allreduce, broadcast, allgather, "
+              "reduce, gather, scatter, reduce_scatter, their coalesced forms and barrier); for ",
+              op, " create a second group with dist.new_group(backend=\"gloo\")");
+}
+
+// Checks that `t` is a CPU tensor of `like`'s dtype and element count (it is copied to or
+// from, so it may have any layout).
+void CheckLike(const at::Tensor& t, const at::Tensor& like, const char* op, const char* what) {
+  TORCH_CHECK(t.device().is_cpu(), "ringsync ", op, ": one of the ", what, " is on ",
+              t.device().str(), "; the ringsync backend works on host memory");
+  TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "ringsync ",
+              op, ": each of the ", what, " must hold ", like.numel(), " elements of ",
+              like.scalar_type(), " (one holds ", t.numel(), " of ", t.scalar_type(), ")");
+}
+
+// Checks that `tensors` holds `count` tensors, each as CheckLike says.
+void CheckList(const std::vector<at::Tensor>& tensors, int count, const at::Tensor& like,
+               const char* op, const char* what) {
+  TORCH_CHECK(static_cast<int>(tensors.size()) == count, "ringsync ", op, ": expected ", count,
+              " ", what, ", got ", tensors.size());
+  for (const at::Tensor& t : tensors) CheckLike(t, like, op, what);
+}
+
+int RootOf(int64_t root, int size, const char* op) {
+  TORCH_CHECK(root >= 0 && root < size, "ringsync ", op, ": root rank ", root,
+              " is not in 0..", size - 1);
+  return static_cast<int>(root);
+}
+
+// The tensors' elements end to end in one new contiguous tensor.
+at::Tensor Concatenated(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies `flat`'s elements from `offset` on into `target` (which may have any layout).
+void CopySlice(const at::Tensor& flat, int64_t offset, at::Tensor target) {
+  target.copy_(flat.narrow(0, offset, target.numel()).view(target.sizes()));
 }
 
 }  // namespace
@@ -115,7 +154,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   at::Tensor& t = OnlyTensor(tensors, "allreduce");
   const DType dtype = DTypeOf(t, "allreduce");
-  const Reduction reduction = ReductionOf(opts.reduceOp);
+  const Reduction reduction = ReductionOf(opts.reduceOp, "allreduce");
   AllReduceOptions options;
   options.pre_scale = reduction.pre_scale;
   options.timeout = TimeoutOf(opts.timeout);
@@ -140,12 +179,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather(
     const c10d::AllgatherOptions& opts) {
   at::Tensor& input = OnlyTensor(inputs, "allgather");
   const DType dtype = DTypeOf(input, "allgather");
-  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
-              "ringsync allgather: expected one list of ", getSize(), " output tensors");
-  for (const at::Tensor& out : outputs[0]) {
-    TORCH_CHECK(out.numel() == input.numel() && out.scalar_type() == input.scalar_type(),
-                "ringsync allgather: every output tensor must have the input's size and dtype");
-  }
+  TORCH_CHECK(outputs.size() == 1, "ringsync allgather: expected one list of output tensors");
+  CheckList(outputs[0], getSize(), input, "allgather", "output tensors");
   // The SDK gathers into one contiguous buffer; the outputs may live anywhere.
   at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
   CollectiveOptions options;
@@ -155,10 +190,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather(
                                                     flat.numel(), options);
   std::vector<at::Tensor> targets = outputs[0];
   auto scatter_back = [flat, targets, n = input.numel()] {
-    for (size_t i = 0; i < targets.size(); ++i) {
-      at::Tensor target = targets[i];
-      target.copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(target.sizes()));
-    }
+    for (size_t i = 0; i < targets.size(); ++i) CopySlice(flat, static_cast<int64_t>(i) * n, targets[i]);
   };
   return Track(c10d::OpType::ALLGATHER, "allgather", targets, {input, flat}, std::move(handle),
                std::move(scatter_back));
@@ -184,14 +216,181 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::Barrier
                client_->BarrierAsync("torch.barrier", options));
 }
 
+// The ops below are composed from the daemon's collectives, so they move more bytes than
+// a dedicated algorithm would: reduce and reduce_scatter all-reduce everything (twice a
+// ring reduce's bytes), gather all-gathers (every rank receives what only the root
+// keeps), scatter broadcasts the whole list. Each is one collective, so every rank's
+// result and failure are those of that collective.
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::ReduceOptions& opts) {
+  at::Tensor& t = OnlyTensor(tensors, "reduce");
+  const DType dtype = DTypeOf(t, "reduce");
+  const int root = RootOf(opts.rootRank, getSize(), "reduce");
+  const Reduction reduction = ReductionOf(opts.reduceOp, "reduce");
+  AllReduceOptions options;
+  options.pre_scale = reduction.pre_scale;
+  options.timeout = TimeoutOf(opts.timeout);
+  // The other ranks reduce a copy: their tensor stays as it was.
+  at::Tensor target = getRank() == root ? t : t.clone();
+  CollectiveHandle handle = client_->AllReduceAsync("torch.reduce", target.data_ptr(),
+                                                    target.numel(), dtype, reduction.op, options);
+  return Track(c10d::OpType::REDUCE, "reduce", tensors, {target}, std::move(handle));
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  at::Tensor& input = OnlyTensor(inputs, "gather");
+  const DType dtype = DTypeOf(input, "gather");
+  const int root = RootOf(opts.rootRank, getSize(), "gather");
+  std::vector<at::Tensor> targets;
+  if (getRank() == root) {
+    TORCH_CHECK(outputs.size() == 1, "ringsync gather: the root expects one list of outputs");
+    CheckList(outputs[0], getSize(), input, "gather", "output tensors");
+    targets = outputs[0];
+  } else {
+    TORCH_CHECK(outputs.empty(), "ringsync gather: only the root (rank ", root,
+                ") passes output tensors");
+  }
+  at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(opts.timeout);
+  CollectiveHandle handle = client_->AllGatherAsync("torch.gather", input.data_ptr(), input.numel(),
+                                                    dtype, flat.data_ptr(), flat.numel(), options);
+  auto scatter_back = [flat, targets, n = input.numel()] {
+    for (size_t i = 0; i < targets.size(); ++i) CopySlice(flat, static_cast<int64_t>(i) * n, targets[i]);
+  };
+  return Track(c10d::OpType::GATHER, "gather", targets, {input, flat}, std::move(handle),
+               std::move(scatter_back));
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  at::Tensor& output = OnlyTensor(outputs, "scatter");
+  const DType dtype = DTypeOf(output, "scatter");
+  const int root = RootOf(opts.rootRank, getSize(), "scatter");
+  at::Tensor flat;
+  if (getRank() == root) {
+    TORCH_CHECK(inputs.size() == 1, "ringsync scatter: the root expects one list of inputs");
+    CheckList(inputs[0], getSize(), output, "scatter", "input tensors");
+    flat = Concatenated(inputs[0]);
+  } else {
+    TORCH_CHECK(inputs.empty(), "ringsync scatter: only the root (rank ", root,
+                ") passes input tensors");
+    flat = at::empty({getSize() * output.numel()}, output.options());
+  }
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(opts.timeout);
+  CollectiveHandle handle = client_->BroadcastAsync("torch.scatter", flat.data_ptr(), flat.numel(),
+                                                    dtype, root, options);
+  auto take_mine = [flat, output, offset = getRank() * output.numel()] {
+    CopySlice(flat, offset, output);
+  };
+  return Track(c10d::OpType::SCATTER, "scatter", outputs, {flat}, std::move(handle),
+               std::move(take_mine));
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  at::Tensor& output = OnlyTensor(outputs, "reduce_scatter");
+  DTypeOf(output, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1, "ringsync reduce_scatter: expected one list of inputs");
+  CheckList(inputs[0], getSize(), output, "reduce_scatter", "input tensors");
+  return ReduceScatterOf(Concatenated(inputs[0]), output, opts, c10d::OpType::REDUCE_SCATTER);
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const DType dtype = DTypeOf(output, "reduce_scatter");
+  TORCH_CHECK(DTypeOf(input, "reduce_scatter") == dtype &&
+                  input.numel() == getSize() * output.numel(),
+              "ringsync reduce_scatter: the input must hold world_size x the output, same dtype");
+  return ReduceScatterOf(input.reshape({-1}).clone(), output, opts,
+                         c10d::OpType::_REDUCE_SCATTER_BASE);
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
+    at::Tensor flat, at::Tensor output, const c10d::ReduceScatterOptions& opts,
+    c10d::OpType type) {
+  const Reduction reduction = ReductionOf(opts.reduceOp, "reduce_scatter");
+  AllReduceOptions options;
+  options.pre_scale = reduction.pre_scale;
+  options.timeout = TimeoutOf(opts.timeout);
+  CollectiveHandle handle =
+      client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(), flat.numel(),
+                              DTypeOf(output, "reduce_scatter"), reduction.op, options);
+  auto take_mine = [flat, output, offset = getRank() * output.numel()] {
+    CopySlice(flat, offset, output);
+  };
+  return Track(type, "reduce_scatter", {output}, {flat}, std::move(handle), std::move(take_mine));
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "ringsync allreduce_coalesced: no tensors");
+  const DType dtype = DTypeOf(tensors[0], "allreduce_coalesced");
+  std::vector<GroupTensor> members;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TORCH_CHECK(DTypeOf(tensors[i], "allreduce_coalesced") == dtype,
+                "ringsync allreduce_coalesced: every tensor must have the first's dtype (",
+                tensors[0].scalar_type(), "); tensor ", i, " is ", tensors[i].scalar_type());
+    members.push_back({absl::StrCat("torch.allreduce_coalesced[", i, "]"),
+                       tensors[i].data_ptr(), static_cast<size_t>(tensors[i].numel()), dtype});
+  }
+  const Reduction reduction = ReductionOf(opts.reduceOp, "allreduce_coalesced");
+  AllReduceOptions options;
+  options.pre_scale = reduction.pre_scale;
+  options.timeout = TimeoutOf(opts.timeout);
+  // One collective for all of them (the SDK's group: packed, reduced, copied back).
+  CollectiveHandle handle = client_->AllReduceGroupAsync(members, reduction.op, options);
+  return Track(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, {},
+               std::move(handle));
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(!inputs.empty(), "ringsync allgather_coalesced: no input tensors");
+  const DType dtype = DTypeOf(inputs[0], "allgather_coalesced");
+  for (const at::Tensor& input : inputs) {
+    TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == inputs[0].scalar_type(),
+                "ringsync allgather_coalesced: every input must be a CPU tensor of the first's "
+                "dtype (", inputs[0].scalar_type(), ")");
+  }
+  TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(), "ringsync allgather_coalesced: "
+              "expected ", getSize(), " lists of outputs (one per rank), got ", outputs.size());
+  std::vector<at::Tensor> targets;
+  for (const std::vector<at::Tensor>& of_rank : outputs) {
+    TORCH_CHECK(of_rank.size() == inputs.size(), "ringsync allgather_coalesced: each rank's "
+                "list of outputs must match the ", inputs.size(), " inputs");
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      CheckLike(of_rank[j], inputs[j], "allgather_coalesced", "output tensors");
+    }
+    targets.insert(targets.end(), of_rank.begin(), of_rank.end());
+  }
+  // Every rank's inputs end to end, gathered as one block per rank.
+  at::Tensor flat_in = Concatenated(inputs);
+  at::Tensor flat = at::empty({getSize() * flat_in.numel()}, flat_in.options());
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(opts.timeout);
+  CollectiveHandle handle = client_->AllGatherAsync("torch.allgather_coalesced", flat_in.data_ptr(),
+                                                    flat_in.numel(), dtype, flat.data_ptr(),
+                                                    flat.numel(), options);
+  auto scatter_back = [flat, targets] {
+    int64_t offset = 0;
+    for (const at::Tensor& target : targets) {
+      CopySlice(flat, offset, target);
+      offset += target.numel();
+    }
+  };
+  return Track(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", targets, {flat_in, flat},
+               std::move(handle), std::move(scatter_back));
+}
+
 // clang-format off
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(std::vector<at::Tensor>&, const c10d::AllreduceCoalescedOptions&) { Unsupported("allreduce_coalesced"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) { Unsupported("reduce"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const c10d::AllgatherOptions&) { Unsupported("allgather_coalesced"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const c10d::GatherOptions&) { Unsupported("gather"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&, const c10d::ScatterOptions&) { Unsupported("scatter"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&, const c10d::ReduceScatterOptions&) { Unsupported("reduce_scatter"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(at::Tensor&, at::Tensor&, const c10d::ReduceScatterOptions&) { Unsupported("reduce_scatter"); }
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&, std::vector<int64_t>&, const c10d::AllToAllOptions&) { Unsupported("alltoall"); }
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&, const c10d::AllToAllOptions&) { Unsupported("alltoall"); }
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::send(std::vector<at::Tensor>&, int, int) { Unsupported("send"); }

@@ -3,10 +3,15 @@
 // process's ringsync worker (ringsync/torch/backend.py registers it).
 //
 // It has what the daemon has: allreduce (SUM, AVG, MIN, MAX, PRODUCT, and PREMUL_SUM with
-// a scalar factor), broadcast, allgather (and _allgather_base), barrier; one CPU tensor
-// per call, contiguous, of a dtype ringsync reduces. Every other op raises a RuntimeError
-// that names it. Each op returns at once with a CollectiveWork whose Work and Future
-// complete when the ring has finished (DDP's buckets and comm hooks rely on the future).
+// a scalar factor), broadcast, allgather (and _allgather_base), barrier; and what one of
+// those makes: reduce, gather, scatter, reduce_scatter (and _reduce_scatter_base),
+// allreduce_coalesced (the SDK's tensor group), allgather_coalesced — each one
+// collective, moving more bytes than a dedicated algorithm would (process_group.cc says
+// how many). Tensors the SDK reads or writes are CPU tensors, contiguous, of a dtype
+// ringsync reduces; lists copied to or from may have any layout. Point-to-point ops
+// (send, recv, alltoall) raise a RuntimeError that names them. Each op returns at once
+// with a CollectiveWork whose Work and Future complete when the ring has finished (DDP's
+// buckets and comm hooks rely on the future).
 //
 // Ranks: torch's rank and world size must be the ring's (the worker's rank follows the
 // sorted worker ids); a mismatch fails creation with both numbers.
@@ -56,25 +61,28 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // Ops the daemon has not got: each raises a RuntimeError naming itself.
+  // Composed from the collectives above.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
-      std::vector<at::Tensor>&, const c10d::AllreduceCoalescedOptions&) override;
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&,
-                                        const c10d::ReduceOptions&) override;
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
-                                                     std::vector<at::Tensor>&,
-                                                     const c10d::AllgatherOptions&) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>&,
-                                        std::vector<at::Tensor>&,
-                                        const c10d::GatherOptions&) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>&,
-                                         std::vector<std::vector<at::Tensor>>&,
-                                         const c10d::ScatterOptions&) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>&,
-                                                std::vector<std::vector<at::Tensor>>&,
-                                                const c10d::ReduceScatterOptions&) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor&, at::Tensor&,
-                                                      const c10d::ReduceScatterOptions&) override;
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+
+  // Point-to-point ops, which the daemon has not got: each raises a RuntimeError naming
+  // itself.
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
                                                std::vector<int64_t>&,
                                                const c10d::AllToAllOptions&) override;
@@ -90,6 +98,11 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                        std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep_alive, CollectiveHandle handle,
                                        std::function<void()> on_success = {});
+  // All-reduces `flat` (rank r's inputs for every rank, end to end) and copies block r
+  // into `output`.
+  c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, at::Tensor output,
+                                                 const c10d::ReduceScatterOptions& opts,
+                                                 c10d::OpType type);
   // An op's own timeout, else the group's.
   absl::Duration TimeoutOf(std::chrono::milliseconds op_timeout) const;
 
