@@ -45,9 +45,11 @@ for bucket in optimizer._buckets:
 x, y = torch.randn(8, 10) + rank, torch.randint(0, 4, (8,))
 
 
-def averaged_step():
+def averaged_step(model=model, optimizer=optimizer, backward=None):
+    """One step whose gradients must come out as the average of every rank's own (what
+    `backward` left in .grad, default one backward over x)."""
     optimizer.zero_grad()
-    F.cross_entropy(model(x), y).backward()
+    (backward or (lambda: F.cross_entropy(model(x), y).backward()))()
     local = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
     everyone = rs.allgather(local.clone())          # every rank's own gradient
     optimizer.synchronize()
@@ -90,5 +92,40 @@ assert all(torch.equal(everyone[r], everyone[0]) for r in range(n)), "optimizer 
 flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 everyone = rs.allgather(flat.clone()).view(n, -1)
 assert all(torch.equal(everyone[r], everyone[0]) for r in range(n)), "parameters differ"
+
+# Gradient accumulation: two backwards per step, their summed gradients all-reduced once.
+try:
+    rst.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), backward_passes_per_step=0)
+    raise AssertionError("backward_passes_per_step=0 was accepted")
+except ValueError as e:
+    assert "backward_passes_per_step must be an int >= 1" in str(e), e
+torch.manual_seed(0)
+model2 = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+accumulating = rst.DistributedOptimizer(torch.optim.SGD(model2.parameters(), lr=0.1),
+                                        model2.named_parameters(), bucket_bytes=256,
+                                        backward_passes_per_step=2)
+
+
+def two_backwards():
+    F.cross_entropy(model2(x[:4]), y[:4]).backward()
+    assert accumulating._next_to_start == 0, "a bucket started before the step's last backward"
+    F.cross_entropy(model2(x[4:]), y[4:]).backward()
+
+
+for step in range(2):
+    averaged_step(model2, accumulating, two_backwards)
+# A step after fewer backwards all-reduces what accumulated; more than two are refused.
+averaged_step(model2, accumulating)
+accumulating.zero_grad()
+for _ in range(2):
+    F.cross_entropy(model2(x), y).backward()
+try:
+    F.cross_entropy(model2(x), y).backward()
+    raise AssertionError("a third backward in a step of two was accepted")
+except RuntimeError as e:
+    assert "more backwards reached a parameter before step() than backward_passes_per_step=2" \
+        in str(e), e
+accumulating.synchronize()
+averaged_step(model2, accumulating, two_backwards)
 rst.shutdown()
 print(f"rank {rank}: OK")

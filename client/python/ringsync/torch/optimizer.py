@@ -13,8 +13,12 @@ step contribute zeros (their .grad stays None).
 
 The returned object is an instance of a subclass of the optimizer's own class over the
 same parameter groups and state (learning-rate schedulers and checkpoints work as before).
-One backward per step(); call synchronize() yourself to read the averaged gradients
-before step() (e.g. to clip them), then step() does not reduce them again.
+Gradient accumulation: with backward_passes_per_step=k (Horovod's name) a parameter's
+gradient joins its bucket after the k-th backward of a step, so the k backwards'
+accumulated gradients are all-reduced once; a step() after fewer backwards all-reduces
+what has accumulated. More backwards than k before step() raise. Call synchronize()
+yourself to read the averaged gradients before step() (e.g. to clip them), then step()
+does not reduce them again.
 
 The buckets lie in one buffer registered with the worker (Client.allocate), which it
 reduces in place: a bucket's all-reduce copies nothing between the training process and
@@ -103,9 +107,15 @@ class _Bucket:
 class _DistributedOptimizer:
     """The methods mixed into the optimizer's class (see DistributedOptimizer)."""
 
-    def _init_distributed(self, named_parameters, op, bucket_bytes, registered_buckets):
+    def _init_distributed(self, named_parameters, op, bucket_bytes, registered_buckets,
+                          backward_passes_per_step):
+        if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
+            raise ValueError("DistributedOptimizer: backward_passes_per_step must be an int >= 1, "
+                             f"not {backward_passes_per_step!r}")
         self._rs = session.client()
         self._op = op
+        self._passes_per_step = backward_passes_per_step
+        self._passes = {}  # parameter -> backwards that reached it since the last step
         named = list(named_parameters) if named_parameters is not None else []
         names = {p: n for n, p in named}
         params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
@@ -132,8 +142,11 @@ class _DistributedOptimizer:
             bucket = self._bucket_of[p]
             if p in bucket.ready:
                 raise RuntimeError(
-                    "DistributedOptimizer: a second backward reached a parameter before "
-                    "step(); accumulating gradients over several backwards is not supported")
+                    "DistributedOptimizer: more backwards reached a parameter before step() "
+                    f"than backward_passes_per_step={self._passes_per_step}")
+            self._passes[p] = self._passes.get(p, 0) + 1
+            if self._passes[p] < self._passes_per_step:
+                return  # p.grad accumulates; its all-reduce waits for the step's last pass
             with torch.no_grad():
                 bucket.slot(p).copy_(p.grad)
             bucket.ready.add(p)
@@ -146,7 +159,11 @@ class _DistributedOptimizer:
             if not (all_of_them or bucket.complete()):
                 return
             for p in bucket.params:
-                if p not in bucket.ready:  # no gradient this step: contributes zeros
+                if p in bucket.ready:
+                    continue
+                if self._passes.get(p) and p.grad is not None:  # step() before the last pass
+                    bucket.slot(p).copy_(p.grad)
+                else:  # no gradient this step: contributes zeros
                     bucket.slot(p).zero_()
             bucket.handle = self._rs.allreduce_async(bucket.flat, f"grad/bucket{bucket.index}",
                                                      op=self._op)
@@ -169,6 +186,7 @@ class _DistributedOptimizer:
                             p.grad.copy_(bucket.slot(p))
                 bucket.handle = None
                 bucket.ready.clear()
+        self._passes.clear()
         self._next_to_start = 0
         if failure is not None:
             raise failure
@@ -185,16 +203,18 @@ class _DistributedOptimizer:
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, op=ringsync.AVG,
-                         bucket_bytes=DEFAULT_BUCKET_BYTES, registered_buckets=True):
+                         bucket_bytes=DEFAULT_BUCKET_BYTES, registered_buckets=True,
+                         backward_passes_per_step=1):
     """Wraps `optimizer` so that step() applies gradients all-reduced (`op`, default AVG)
     over every rank, in buckets of at most `bucket_bytes` registered with the worker
-    (`registered_buckets`; see the module's text). Needs ringsync.torch.init(worker)
-    first."""
+    (`registered_buckets`), once per `backward_passes_per_step` backwards (see the
+    module's text). Needs ringsync.torch.init(worker) first."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedOptimizer.__dict__.items()
                 if k not in ("__dict__", "__weakref__")})
     wrapped = cls.__new__(cls)
     optimizer.__class__.__init__(wrapped, optimizer.param_groups)
     wrapped.load_state_dict(optimizer.state_dict())
-    wrapped._init_distributed(named_parameters, op, bucket_bytes, registered_buckets)
+    wrapped._init_distributed(named_parameters, op, bucket_bytes, registered_buckets,
+                              backward_passes_per_step)
     return wrapped
