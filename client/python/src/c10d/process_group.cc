@@ -1,7 +1,10 @@
 #include "client/python/src/c10d/process_group.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
+
+#include <pybind11/pybind11.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/python/src/c10d/collective_work.h"
@@ -131,8 +134,15 @@ RingsyncProcessGroup::RingsyncProcessGroup(int rank, int size, std::unique_ptr<C
 }
 
 RingsyncProcessGroup::~RingsyncProcessGroup() {
-  // Cancels what is still in flight, so that completions_ (destroyed next) drains at once.
+  // The executor's thread needs the GIL to finish its jobs (a future's Python callbacks;
+  // dropping the last reference to a tensor that has a Python object), so a caller that
+  // holds it (Python dropping the group, e.g. in destroy_process_group) lets go of it
+  // while that thread drains: holding it while joining deadlocked.
+  std::optional<pybind11::gil_scoped_release> without_gil;
+  if (Py_IsInitialized() && PyGILState_Check()) without_gil.emplace();
+  // Cancels what is still in flight, so that the executor drains at once.
   client_.reset();
+  completions_.Stop();
 }
 
 absl::Duration RingsyncProcessGroup::TimeoutOf(std::chrono::milliseconds op_timeout) const {

@@ -6,12 +6,14 @@ namespace ringsync::python {
 
 SerialExecutor::SerialExecutor() : thread_([this] { Run(); }) {}
 
-SerialExecutor::~SerialExecutor() {
+SerialExecutor::~SerialExecutor() { Stop(); }
+
+void SerialExecutor::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void SerialExecutor::Post(std::function<void()> job) {

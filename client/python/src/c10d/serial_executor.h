@@ -6,8 +6,8 @@
 // collectives in the order they were issued, so one thread waiting on them in that order
 // completes each as soon as it finishes.
 //
-// Thread-safety: Post() may be called from any thread. The destructor runs what was
-// posted, then joins.
+// Thread-safety: Post() may be called from any thread before Stop(). Stop (and the
+// destructor) runs what was posted, then joins.
 #pragma once
 
 #include <deque>
@@ -27,6 +27,9 @@ class SerialExecutor {
   SerialExecutor& operator=(const SerialExecutor&) = delete;
 
   void Post(std::function<void()> job);
+  // Runs what was posted, then joins the thread. Idempotent; the caller must not hold
+  // anything a job needs (the process group lets go of the GIL first).
+  void Stop();
 
  private:
   void Run();
