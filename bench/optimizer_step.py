@@ -4,6 +4,8 @@ network-namespace hosts: the time from backward to averaged gradients, side by s
   registered  ringsync.torch.DistributedOptimizer, buckets registered with the worker
               (reduced in place);
   plain       the same with plain tensors as buckets (the SDK copies them in and out);
+  fp16        registered, with compression=Compression.fp16 (buckets of float16: half
+              the bytes; not in the default --sides);
   gloo        torch.distributed Gloo doing what the optimizer does, with the same buckets
               (each bucket's all_reduce started as it fills, waited, copied back, averaged);
   ddp         DistributedDataParallel on the "ringsync" backend (its own 25 MiB buckets);
@@ -137,7 +139,8 @@ def ringsync_rank(args):
     params = make_parameters(torch, args.shapes)
     optimizer = rst.DistributedOptimizer(
         torch.optim.SGD(params, lr=0.0), [(str(i), p) for i, p in enumerate(params)],
-        bucket_bytes=args.bucket_bytes, registered_buckets=args.side == "registered")
+        bucket_bytes=args.bucket_bytes, registered_buckets=args.side in ("registered", "fp16"),
+        compression=rst.Compression.fp16 if args.side == "fp16" else rst.Compression.none)
     times, wrong = StepTimes(args.warmup_steps), 0
     for step in range(args.warmup_steps + args.steps):
         times.starting(step)

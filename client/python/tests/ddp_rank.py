@@ -8,6 +8,7 @@ import hashlib
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 import ringsync.torch  # noqa: F401  registers the backend
 
@@ -115,21 +116,30 @@ for call, message in [
         assert message in str(e), e
 dist.barrier()
 
-# An unmodified DDP loop: each rank its own data, identical models after every step.
-torch.manual_seed(rank)  # different starts: DDP's broadcast from rank 0 must fix that
-model = torch.nn.parallel.DistributedDataParallel(
-    torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3)),
-    bucket_cap_mb=0.001)  # several buckets
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x, y = torch.randn(64, 20), torch.randint(0, 3, (64,))
-for step in range(5):
-    opt.zero_grad()
-    F.cross_entropy(model(x), y).backward()
-    opt.step()
-flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-digest = torch.tensor(list(hashlib.sha256(flat.numpy().tobytes()).digest()), dtype=torch.uint8)
-digests = [torch.empty_like(digest) for _ in range(n)]
-dist.all_gather(digests, digest)
-assert all(torch.equal(d, digests[0]) for d in digests), "ranks diverged"
+# DDP loops, unmodified: each rank its own data, identical models after every step; also
+# with torch's float16 compression hook (its all-reduce of float16 buckets and the
+# future's then()).
+def train_identically(comm_hook=None):
+    torch.manual_seed(rank)  # different starts: DDP's broadcast from rank 0 must fix that
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3)),
+        bucket_cap_mb=0.001)  # several buckets
+    if comm_hook is not None:
+        model.register_comm_hook(None, comm_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(64, 20), torch.randint(0, 3, (64,))
+    for step in range(5):
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    digest = torch.tensor(list(hashlib.sha256(flat.numpy().tobytes()).digest()), dtype=torch.uint8)
+    digests = [torch.empty_like(digest) for _ in range(n)]
+    dist.all_gather(digests, digest)
+    assert all(torch.equal(d, digests[0]) for d in digests), "ranks diverged"
+
+
+train_identically()
+train_identically(default_hooks.fp16_compress_hook)
 dist.destroy_process_group()
 print(f"rank {rank}: OK")

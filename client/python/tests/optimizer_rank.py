@@ -127,5 +127,32 @@ except RuntimeError as e:
         in str(e), e
 accumulating.synchronize()
 averaged_step(model2, accumulating, two_backwards)
+
+# Compression: buckets of float16, half the bytes; .grad comes back in float32, the
+# average of every rank's gradient as float16 (rounded, and summed in float16).
+try:
+    rst.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), compression="fp16")
+    raise AssertionError("a compression that is not one of Compression's was accepted")
+except ValueError as e:
+    assert "compression must be Compression.none, .fp16 or .bf16, not 'fp16'" in str(e), e
+torch.manual_seed(0)
+model3 = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+compressed = rst.DistributedOptimizer(torch.optim.SGD(model3.parameters(), lr=0.1),
+                                      model3.named_parameters(), bucket_bytes=256,
+                                      compression=rst.Compression.fp16)
+assert all(bucket.flat.dtype == torch.float16 for bucket in compressed._buckets)
+assert sum(b.flat.numel() * 2 for b in compressed._buckets) == \
+    sum(p.numel() * 2 for p in model3.parameters()), "float16 buckets hold 2 bytes a gradient"
+for step in range(2):
+    compressed.zero_grad()
+    F.cross_entropy(model3(x), y).backward()
+    local = torch.cat([p.grad.reshape(-1) for p in model3.parameters()]).half()
+    everyone = rs.allgather(local.clone())
+    compressed.step()  # synchronizes, then steps
+grads = torch.cat([p.grad.reshape(-1) for p in model3.parameters()])
+assert grads.dtype == torch.float32
+want = everyone.view(n, -1).float().sum(0) / n
+assert torch.allclose(grads, want, rtol=1e-2, atol=1e-3), (grads - want).abs().max()
+assert torch.equal(grads, grads.half().float()), "the gradients did not travel as float16"
 rst.shutdown()
 print(f"rank {rank}: OK")

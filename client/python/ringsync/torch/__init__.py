@@ -13,16 +13,18 @@
 
       rs = ringsync.torch.init("unix:/run/ringsync/w0.sock")
       broadcast_parameters(model.state_dict(), root=0)
-      optimizer = DistributedOptimizer(optimizer, model.named_parameters())
+      optimizer = DistributedOptimizer(optimizer, model.named_parameters(),
+                                       compression=Compression.fp16)   # optional
       broadcast_optimizer_state(optimizer, root=0)
 """
 
 from ringsync.torch.backend import register_backend
 from ringsync.torch.broadcast import broadcast_optimizer_state, broadcast_parameters
+from ringsync.torch.compression import Compression
 from ringsync.torch.optimizer import DistributedOptimizer
 from ringsync.torch.session import client, init, shutdown
 
 register_backend()
 
-__all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
-           "init", "client", "shutdown", "register_backend"]
+__all__ = ["Compression", "DistributedOptimizer", "broadcast_parameters",
+           "broadcast_optimizer_state", "init", "client", "shutdown", "register_backend"]

@@ -13,6 +13,10 @@ step contribute zeros (their .grad stays None).
 
 The returned object is an instance of a subclass of the optimizer's own class over the
 same parameter groups and state (learning-rate schedulers and checkpoints work as before).
+Compression (Horovod's): with compression=Compression.fp16 (or .bf16) float32 and
+float64 gradients travel as float16 (bfloat16) — buckets of that type, half the bytes —
+and are written back into .grad in their own type (compression.py).
+
 Gradient accumulation: with backward_passes_per_step=k (Horovod's name) a parameter's
 gradient joins its bucket after the k-th backward of a step, so the k backwards'
 accumulated gradients are all-reduced once; a step() after fewer backwards all-reduces
@@ -35,6 +39,7 @@ import torch
 
 import ringsync
 from ringsync.torch import session
+from ringsync.torch.compression import Compression
 
 # DDP's bucket_cap_mb. Smaller buckets start during backward sooner, but each all-reduce
 # has its cost: a ResNet-50 step (bench/optimizer_step.py, N=4 on 2 cores) took 336-367 ms
@@ -59,11 +64,13 @@ def bucket_groups(params, bucket_bytes):
     return groups
 
 
-def _bucket_tensors(client, groups, registered):
-    """One flat, zeroed tensor per group of parameters: slices of one registered buffer,
-    or plain tensors where none can be had."""
+def _bucket_tensors(client, groups, registered, compression):
+    """One flat, zeroed tensor per group of parameters, of the type its gradients travel
+    in: slices of one registered buffer, or plain tensors where none can be had."""
     counts = [sum(p.numel() for p in params) for params in groups]
-    sizes = [count * params[0].element_size() for count, params in zip(counts, groups)]
+    dtypes = [compression.wire_dtype(params[0].dtype) for params in groups]
+    sizes = [count * torch.empty((), dtype=dtype).element_size()
+             for count, dtype in zip(counts, dtypes)]
     offsets, total = [], 0
     for size in sizes:
         offsets.append(total)
@@ -76,9 +83,9 @@ def _bucket_tensors(client, groups, registered):
                 "DistributedOptimizer: gradient buckets are plain tensors (copied in and out "
                 "of the worker): %s", e)
         else:
-            return [memory[offset:offset + size].view(params[0].dtype)
-                    for offset, size, params in zip(offsets, sizes, groups)]
-    return [torch.zeros(count, dtype=params[0].dtype) for count, params in zip(counts, groups)]
+            return [memory[offset:offset + size].view(dtype)
+                    for offset, size, dtype in zip(offsets, sizes, dtypes)]
+    return [torch.zeros(count, dtype=dtype) for count, dtype in zip(counts, dtypes)]
 
 
 class _Bucket:
@@ -108,10 +115,13 @@ class _DistributedOptimizer:
     """The methods mixed into the optimizer's class (see DistributedOptimizer)."""
 
     def _init_distributed(self, named_parameters, op, bucket_bytes, registered_buckets,
-                          backward_passes_per_step):
+                          backward_passes_per_step, compression):
         if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
             raise ValueError("DistributedOptimizer: backward_passes_per_step must be an int >= 1, "
                              f"not {backward_passes_per_step!r}")
+        if compression not in (Compression.none, Compression.fp16, Compression.bf16):
+            raise ValueError("DistributedOptimizer: compression must be Compression.none, "
+                             f".fp16 or .bf16, not {compression!r}")
         self._rs = session.client()
         self._op = op
         self._passes_per_step = backward_passes_per_step
@@ -123,7 +133,7 @@ class _DistributedOptimizer:
             raise ValueError("DistributedOptimizer: named_parameters must name every "
                              "parameter the optimizer updates")
         groups = bucket_groups(params, bucket_bytes)
-        flats = _bucket_tensors(self._rs, groups, registered_buckets)
+        flats = _bucket_tensors(self._rs, groups, registered_buckets, compression)
         self._buckets = [_Bucket(i, group, flat)
                          for i, (group, flat) in enumerate(zip(groups, flats))]
         self._bucket_of = {p: bucket for bucket in self._buckets for p in bucket.params}
@@ -204,11 +214,12 @@ class _DistributedOptimizer:
 
 def DistributedOptimizer(optimizer, named_parameters=None, op=ringsync.AVG,
                          bucket_bytes=DEFAULT_BUCKET_BYTES, registered_buckets=True,
-                         backward_passes_per_step=1):
+                         backward_passes_per_step=1, compression=Compression.none):
     """Wraps `optimizer` so that step() applies gradients all-reduced (`op`, default AVG)
     over every rank, in buckets of at most `bucket_bytes` registered with the worker
-    (`registered_buckets`), once per `backward_passes_per_step` backwards (see the
-    module's text). Needs ringsync.torch.init(worker) first."""
+    (`registered_buckets`), once per `backward_passes_per_step` backwards, travelling as
+    `compression` says (ringsync.torch.Compression; see the module's text). Needs
+    ringsync.torch.init(worker) first."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedOptimizer.__dict__.items()
                 if k not in ("__dict__", "__weakref__")})
@@ -216,5 +227,5 @@ def DistributedOptimizer(optimizer, named_parameters=None, op=ringsync.AVG,
     optimizer.__class__.__init__(wrapped, optimizer.param_groups)
     wrapped.load_state_dict(optimizer.state_dict())
     wrapped._init_distributed(named_parameters, op, bucket_bytes, registered_buckets,
-                              backward_passes_per_step)
+                              backward_passes_per_step, compression)
     return wrapped
