@@ -1,5 +1,6 @@
 #include "client/python/src/c10d/process_group.h"
 
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -104,9 +105,16 @@ at::Tensor Concatenated(const std::vector<at::Tensor>& tensors) {
   return at::cat(flat);
 }
 
-// Copies `flat`'s elements from `offset` on into `target` (which may have any layout).
-void CopySlice(const at::Tensor& flat, int64_t offset, at::Tensor target) {
-  target.copy_(flat.narrow(0, offset, target.numel()).view(target.sizes()));
+// An op's finishing step: copies `flat`'s elements from `offset` on into `targets`, one
+// after another (each may have any layout).
+std::function<void()> CopyOut(at::Tensor flat, int64_t offset, std::vector<at::Tensor> targets) {
+  return [flat = std::move(flat), offset, targets = std::move(targets)] {
+    int64_t at = offset;
+    for (at::Tensor target : targets) {
+      target.copy_(flat.narrow(0, at, target.numel()).view(target.sizes()));
+      at += target.numel();
+    }
+  };
 }
 
 }  // namespace
@@ -198,12 +206,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather(
   CollectiveHandle handle = client_->AllGatherAsync("torch.allgather", input.data_ptr(),
                                                     input.numel(), dtype, flat.data_ptr(),
                                                     flat.numel(), options);
-  std::vector<at::Tensor> targets = outputs[0];
-  auto scatter_back = [flat, targets, n = input.numel()] {
-    for (size_t i = 0; i < targets.size(); ++i) CopySlice(flat, static_cast<int64_t>(i) * n, targets[i]);
-  };
-  return Track(c10d::OpType::ALLGATHER, "allgather", targets, {input, flat}, std::move(handle),
-               std::move(scatter_back));
+  return Track(c10d::OpType::ALLGATHER, "allgather", outputs[0], {input, flat}, std::move(handle),
+               CopyOut(flat, 0, outputs[0]));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_allgather_base(
@@ -268,11 +272,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
   options.timeout = TimeoutOf(opts.timeout);
   CollectiveHandle handle = client_->AllGatherAsync("torch.gather", input.data_ptr(), input.numel(),
                                                     dtype, flat.data_ptr(), flat.numel(), options);
-  auto scatter_back = [flat, targets, n = input.numel()] {
-    for (size_t i = 0; i < targets.size(); ++i) CopySlice(flat, static_cast<int64_t>(i) * n, targets[i]);
-  };
   return Track(c10d::OpType::GATHER, "gather", targets, {input, flat}, std::move(handle),
-               std::move(scatter_back));
+               CopyOut(flat, 0, targets));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
@@ -295,21 +296,19 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
   options.timeout = TimeoutOf(opts.timeout);
   CollectiveHandle handle = client_->BroadcastAsync("torch.scatter", flat.data_ptr(), flat.numel(),
                                                     dtype, root, options);
-  auto take_mine = [flat, output, offset = getRank() * output.numel()] {
-    CopySlice(flat, offset, output);
-  };
   return Track(c10d::OpType::SCATTER, "scatter", outputs, {flat}, std::move(handle),
-               std::move(take_mine));
+               CopyOut(flat, getRank() * output.numel(), {output}));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   at::Tensor& output = OnlyTensor(outputs, "reduce_scatter");
-  DTypeOf(output, "reduce_scatter");
+  const DType dtype = DTypeOf(output, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "ringsync reduce_scatter: expected one list of inputs");
   CheckList(inputs[0], getSize(), output, "reduce_scatter", "input tensors");
-  return ReduceScatterOf(Concatenated(inputs[0]), output, opts, c10d::OpType::REDUCE_SCATTER);
+  return ReduceScatterOf(Concatenated(inputs[0]), output, dtype, opts,
+                         c10d::OpType::REDUCE_SCATTER);
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
@@ -318,24 +317,21 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
   TORCH_CHECK(DTypeOf(input, "reduce_scatter") == dtype &&
                   input.numel() == getSize() * output.numel(),
               "ringsync reduce_scatter: the input must hold world_size x the output, same dtype");
-  return ReduceScatterOf(input.reshape({-1}).clone(), output, opts,
+  return ReduceScatterOf(input.reshape({-1}).clone(), output, dtype, opts,
                          c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
-    at::Tensor flat, at::Tensor output, const c10d::ReduceScatterOptions& opts,
+    at::Tensor flat, at::Tensor output, DType dtype, const c10d::ReduceScatterOptions& opts,
     c10d::OpType type) {
   const Reduction reduction = ReductionOf(opts.reduceOp, "reduce_scatter");
   AllReduceOptions options;
   options.pre_scale = reduction.pre_scale;
   options.timeout = TimeoutOf(opts.timeout);
-  CollectiveHandle handle =
-      client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(), flat.numel(),
-                              DTypeOf(output, "reduce_scatter"), reduction.op, options);
-  auto take_mine = [flat, output, offset = getRank() * output.numel()] {
-    CopySlice(flat, offset, output);
-  };
-  return Track(type, "reduce_scatter", {output}, {flat}, std::move(handle), std::move(take_mine));
+  CollectiveHandle handle = client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(),
+                                                    flat.numel(), dtype, reduction.op, options);
+  return Track(type, "reduce_scatter", {output}, {flat}, std::move(handle),
+               CopyOut(flat, getRank() * output.numel(), {output}));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(
@@ -389,15 +385,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
   CollectiveHandle handle = client_->AllGatherAsync("torch.allgather_coalesced", flat_in.data_ptr(),
                                                     flat_in.numel(), dtype, flat.data_ptr(),
                                                     flat.numel(), options);
-  auto scatter_back = [flat, targets] {
-    int64_t offset = 0;
-    for (const at::Tensor& target : targets) {
-      CopySlice(flat, offset, target);
-      offset += target.numel();
-    }
-  };
   return Track(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", targets, {flat_in, flat},
-               std::move(handle), std::move(scatter_back));
+               std::move(handle), CopyOut(flat, 0, targets));
 }
 
 // clang-format off

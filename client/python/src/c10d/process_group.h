@@ -100,7 +100,7 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                        std::function<void()> on_success = {});
   // All-reduces `flat` (rank r's inputs for every rank, end to end) and copies block r
   // into `output`.
-  c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, at::Tensor output,
+  c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, at::Tensor output, DType dtype,
                                                  const c10d::ReduceScatterOptions& opts,
                                                  c10d::OpType type);
   // An op's own timeout, else the group's.
