@@ -199,15 +199,21 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather(
   const DType dtype = DTypeOf(input, "allgather");
   TORCH_CHECK(outputs.size() == 1, "ringsync allgather: expected one list of output tensors");
   CheckList(outputs[0], getSize(), input, "allgather", "output tensors");
-  // The SDK gathers into one contiguous buffer; the outputs may live anywhere.
+  return AllGatherInto(c10d::OpType::ALLGATHER, "allgather", input, dtype, outputs[0],
+                       opts.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::AllGatherInto(
+    c10d::OpType type, const char* what, at::Tensor input, DType dtype,
+    std::vector<at::Tensor> targets, std::chrono::milliseconds timeout) {
+  // The SDK gathers into one contiguous buffer; the targets may live anywhere.
   at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
   CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
-  CollectiveHandle handle = client_->AllGatherAsync("torch.allgather", input.data_ptr(),
-                                                    input.numel(), dtype, flat.data_ptr(),
-                                                    flat.numel(), options);
-  return Track(c10d::OpType::ALLGATHER, "allgather", outputs[0], {input, flat}, std::move(handle),
-               CopyOut(flat, 0, outputs[0]));
+  options.timeout = TimeoutOf(timeout);
+  CollectiveHandle handle =
+      client_->AllGatherAsync(absl::StrCat("torch.", what), input.data_ptr(), input.numel(), dtype,
+                              flat.data_ptr(), flat.numel(), options);
+  return Track(type, what, targets, {input, flat}, std::move(handle), CopyOut(flat, 0, targets));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_allgather_base(
@@ -267,13 +273,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
     TORCH_CHECK(outputs.empty(), "ringsync gather: only the root (rank ", root,
                 ") passes output tensors");
   }
-  at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
-  CollectiveHandle handle = client_->AllGatherAsync("torch.gather", input.data_ptr(), input.numel(),
-                                                    dtype, flat.data_ptr(), flat.numel(), options);
-  return Track(c10d::OpType::GATHER, "gather", targets, {input, flat}, std::move(handle),
-               CopyOut(flat, 0, targets));
+  return AllGatherInto(c10d::OpType::GATHER, "gather", input, dtype, targets, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
@@ -378,15 +378,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
     targets.insert(targets.end(), of_rank.begin(), of_rank.end());
   }
   // Every rank's inputs end to end, gathered as one block per rank.
-  at::Tensor flat_in = Concatenated(inputs);
-  at::Tensor flat = at::empty({getSize() * flat_in.numel()}, flat_in.options());
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
-  CollectiveHandle handle = client_->AllGatherAsync("torch.allgather_coalesced", flat_in.data_ptr(),
-                                                    flat_in.numel(), dtype, flat.data_ptr(),
-                                                    flat.numel(), options);
-  return Track(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", targets, {flat_in, flat},
-               std::move(handle), CopyOut(flat, 0, targets));
+  return AllGatherInto(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
+                       Concatenated(inputs), dtype, targets, opts.timeout);
 }
 
 // clang-format off

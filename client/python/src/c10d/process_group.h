@@ -98,6 +98,13 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                        std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep_alive, CollectiveHandle handle,
                                        std::function<void()> on_success = {});
+  // All-gathers `input` (contiguous, of `dtype`) into a new buffer of world_size blocks
+  // and, once that succeeded, copies the buffer into `targets` one after another (none on
+  // a rank that keeps nothing).
+  c10::intrusive_ptr<c10d::Work> AllGatherInto(c10d::OpType type, const char* what,
+                                               at::Tensor input, DType dtype,
+                                               std::vector<at::Tensor> targets,
+                                               std::chrono::milliseconds timeout);
   // All-reduces `flat` (rank r's inputs for every rank, end to end) and copies block r
   // into `output`.
   c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, at::Tensor output, DType dtype,
