@@ -89,6 +89,15 @@ expected = torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float64) * (n * (n +
 assert torch.equal(work.get_future().wait()[0], expected), out
 assert torch.equal(flat_in, kept), "reduce_scatter changed its input"
 
+# Their scratch buffers are reused from call to call: each call's result is its own.
+for i in range(3):
+    out = torch.empty(2)
+    dist.reduce_scatter(out, [torch.full((2,), float(i * rank + r)) for r in range(n)])
+    assert torch.equal(out, torch.full((2,), float(sum(i * q + rank for q in range(n))))), (i, out)
+    gathered = [torch.empty(3) for _ in range(n)] if rank == 0 else None
+    dist.gather(torch.full((3,), float(10 * i + rank)), gathered, dst=0)
+    assert rank != 0 or [g[0].item() for g in gathered] == [10 * i + r for r in range(n)], i
+
 # The coalesced forms: one collective for the whole list.
 tensors = [torch.full((3,), float(rank)), torch.full((2, 2), float(2 * rank))]
 dist.all_reduce_coalesced(tensors)

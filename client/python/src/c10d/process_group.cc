@@ -97,14 +97,6 @@ int RootOf(int64_t root, int size, const char* op) {
   return static_cast<int>(root);
 }
 
-// The tensors' elements end to end in one new contiguous tensor.
-at::Tensor Concatenated(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
 // An op's finishing step: copies `flat`'s elements from `offset` on into `targets`, one
 // after another (each may have any layout).
 std::function<void()> CopyOut(at::Tensor flat, int64_t offset, std::vector<at::Tensor> targets) {
@@ -160,12 +152,55 @@ absl::Duration RingsyncProcessGroup::TimeoutOf(std::chrono::milliseconds op_time
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::Track(
     c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
-    std::vector<at::Tensor> keep_alive, CollectiveHandle handle, std::function<void()> on_success) {
+    std::vector<at::Tensor> keep_alive, CollectiveHandle handle, std::function<void()> on_success,
+    std::vector<at::Tensor> scratch) {
+  keep_alive.insert(keep_alive.end(), scratch.begin(), scratch.end());
   auto work = c10::make_intrusive<CollectiveWork>(getRank(), type, what, std::move(outputs),
                                                   std::move(keep_alive), std::move(handle),
                                                   std::move(on_success));
-  completions_.Post([work] { work->Complete(); });
+  completions_.Post([this, work, scratch = std::move(scratch)] {
+    work->Complete();
+    for (const at::Tensor& t : scratch) scratch_.Give(t);
+  });
   return work;
+}
+
+at::Tensor RingsyncProcessGroup::ScratchPool::Take(int64_t numel,
+                                                   const at::TensorOptions& options) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+      if (it->numel() == numel && it->scalar_type() == options.dtype().toScalarType()) {
+        at::Tensor found = std::move(*it);
+        idle_.erase(it);
+        return found;
+      }
+    }
+  }
+  return at::empty({numel}, options);
+}
+
+void RingsyncProcessGroup::ScratchPool::Give(at::Tensor tensor) {
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(std::move(tensor));
+  int64_t bytes = 0;
+  for (const at::Tensor& t : idle_) bytes += t.nbytes();
+  while (bytes > kMaxIdleBytes) {
+    bytes -= idle_.front().nbytes();
+    idle_.erase(idle_.begin());
+  }
+}
+
+at::Tensor RingsyncProcessGroup::ConcatenatedScratch(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  int64_t numel = 0;
+  for (const at::Tensor& t : tensors) {
+    flat.push_back(t.reshape({-1}));
+    numel += t.numel();
+  }
+  at::Tensor out = scratch_.Take(numel, tensors.front().options());
+  at::cat_out(out, flat);
+  return out;
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce(
@@ -207,13 +242,13 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::AllGatherInto(
     c10d::OpType type, const char* what, at::Tensor input, DType dtype,
     std::vector<at::Tensor> targets, std::chrono::milliseconds timeout) {
   // The SDK gathers into one contiguous buffer; the targets may live anywhere.
-  at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
+  at::Tensor flat = scratch_.Take(getSize() * input.numel(), input.options());
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   CollectiveHandle handle =
       client_->AllGatherAsync(absl::StrCat("torch.", what), input.data_ptr(), input.numel(), dtype,
                               flat.data_ptr(), flat.numel(), options);
-  return Track(type, what, targets, {input, flat}, std::move(handle), CopyOut(flat, 0, targets));
+  return Track(type, what, targets, {input}, std::move(handle), CopyOut(flat, 0, targets), {flat});
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_allgather_base(
@@ -252,10 +287,15 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tens
   options.pre_scale = reduction.pre_scale;
   options.timeout = TimeoutOf(opts.timeout);
   // The other ranks reduce a copy: their tensor stays as it was.
-  at::Tensor target = getRank() == root ? t : t.clone();
-  CollectiveHandle handle = client_->AllReduceAsync("torch.reduce", target.data_ptr(),
-                                                    target.numel(), dtype, reduction.op, options);
-  return Track(c10d::OpType::REDUCE, "reduce", tensors, {target}, std::move(handle));
+  if (getRank() == root) {
+    return Track(c10d::OpType::REDUCE, "reduce", tensors, {},
+                 client_->AllReduceAsync("torch.reduce", t.data_ptr(), t.numel(), dtype,
+                                         reduction.op, options));
+  }
+  at::Tensor copy = ConcatenatedScratch({t});
+  CollectiveHandle handle = client_->AllReduceAsync("torch.reduce", copy.data_ptr(), copy.numel(),
+                                                    dtype, reduction.op, options);
+  return Track(c10d::OpType::REDUCE, "reduce", tensors, {}, std::move(handle), {}, {copy});
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
@@ -286,18 +326,18 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
   if (getRank() == root) {
     TORCH_CHECK(inputs.size() == 1, "ringsync scatter: the root expects one list of inputs");
     CheckList(inputs[0], getSize(), output, "scatter", "input tensors");
-    flat = Concatenated(inputs[0]);
+    flat = ConcatenatedScratch(inputs[0]);
   } else {
     TORCH_CHECK(inputs.empty(), "ringsync scatter: only the root (rank ", root,
                 ") passes input tensors");
-    flat = at::empty({getSize() * output.numel()}, output.options());
+    flat = scratch_.Take(getSize() * output.numel(), output.options());
   }
   CollectiveOptions options;
   options.timeout = TimeoutOf(opts.timeout);
   CollectiveHandle handle = client_->BroadcastAsync("torch.scatter", flat.data_ptr(), flat.numel(),
                                                     dtype, root, options);
-  return Track(c10d::OpType::SCATTER, "scatter", outputs, {flat}, std::move(handle),
-               CopyOut(flat, getRank() * output.numel(), {output}));
+  return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle),
+               CopyOut(flat, getRank() * output.numel(), {output}), {flat});
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(
@@ -307,7 +347,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(
   const DType dtype = DTypeOf(output, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "ringsync reduce_scatter: expected one list of inputs");
   CheckList(inputs[0], getSize(), output, "reduce_scatter", "input tensors");
-  return ReduceScatterOf(Concatenated(inputs[0]), output, dtype, opts,
+  return ReduceScatterOf(ConcatenatedScratch(inputs[0]), output, dtype, opts,
                          c10d::OpType::REDUCE_SCATTER);
 }
 
@@ -317,7 +357,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
   TORCH_CHECK(DTypeOf(input, "reduce_scatter") == dtype &&
                   input.numel() == getSize() * output.numel(),
               "ringsync reduce_scatter: the input must hold world_size x the output, same dtype");
-  return ReduceScatterOf(input.reshape({-1}).clone(), output, dtype, opts,
+  return ReduceScatterOf(ConcatenatedScratch({input}), output, dtype, opts,
                          c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
@@ -330,8 +370,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
   options.timeout = TimeoutOf(opts.timeout);
   CollectiveHandle handle = client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(),
                                                     flat.numel(), dtype, reduction.op, options);
-  return Track(type, "reduce_scatter", {output}, {flat}, std::move(handle),
-               CopyOut(flat, getRank() * output.numel(), {output}));
+  return Track(type, "reduce_scatter", {output}, {}, std::move(handle),
+               CopyOut(flat, getRank() * output.numel(), {output}), {flat});
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(
@@ -379,7 +419,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
   }
   // Every rank's inputs end to end, gathered as one block per rank.
   return AllGatherInto(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
-                       Concatenated(inputs), dtype, targets, opts.timeout);
+                       ConcatenatedScratch(inputs), dtype, targets, opts.timeout);
 }
 
 // clang-format off

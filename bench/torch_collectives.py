@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""torch.distributed's collectives on the "ringsync" backend beside the same calls on
+torch's Gloo, N ranks on this machine: all_reduce, broadcast and all_gather (ringsync
+collectives), and reduce, gather, scatter and reduce_scatter, which the ringsync backend
+composes from those (one all-reduce, all-gather or broadcast each: more bytes than a
+dedicated algorithm; torch 1.13's Gloo has no reduce_scatter). Each row: ITERS calls back
+to back after a barrier, the slowest rank's time per call, then one call on known inputs
+checked (#wrong counts the elements that differ); ratio = ringsync's time / Gloo's.
+
+  PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
+      /usr/bin/python3 bench/torch_collectives.py [--nranks 4] [--sizes 1M,16M] [--iters 7]
+
+--sizes: bytes of float32 each rank contributes (all_gather, gather, reduce_scatter's
+output) or holds (all_reduce, reduce, broadcast, scatter's output).
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+OPS = ("all_reduce", "reduce", "broadcast", "all_gather", "gather", "scatter",
+       "reduce_scatter")
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def prepare(torch, dist, op, n, rank, count):
+    """A call of `op` on tensors made once, and the check of its last result: (call,
+    wrong) where wrong() counts the elements that differ from what one call gives."""
+    x = torch.full((count,), float(rank + 1))
+    total = float(n * (n + 1) // 2)
+    mine = torch.full((count,), float(rank + 1))
+    every = torch.cat([torch.full((count,), float(r + 1)) for r in range(n)])
+    outs = [torch.empty(count) for _ in range(n)]
+    if op == "all_reduce":
+        return (lambda: dist.all_reduce(x)), (lambda: int((x != total).sum()))
+    if op == "reduce":  # only the root's result is defined (Gloo writes the others' too)
+        return (lambda: dist.reduce(x, dst=0)), \
+            (lambda: int((x != total).sum()) if rank == 0 else 0)
+    if op == "broadcast":
+        return (lambda: dist.broadcast(x, src=0)), (lambda: int((x != 1.0).sum()))
+    if op == "all_gather":
+        return (lambda: dist.all_gather(outs, mine)), \
+            (lambda: int((torch.cat(outs) != every).sum()))
+    if op == "gather":
+        return (lambda: dist.gather(mine, outs if rank == 0 else None, dst=0)), \
+            (lambda: int((torch.cat(outs) != every).sum()) if rank == 0 else 0)
+    if op == "scatter":
+        pieces = list(every.chunk(n)) if rank == 0 else None
+        return (lambda: dist.scatter(x, pieces, src=0)), (lambda: int((x != mine).sum()))
+    inputs = [mine] * n  # reduce_scatter: rank r's block r summed over ranks
+    return (lambda: dist.reduce_scatter(x, inputs)), (lambda: int((x != total).sum()))
+
+
+def rank_main(args):
+    import torch
+    import torch.distributed as dist
+    if args.backend == "ringsync":
+        import ringsync.torch  # noqa: F401  registers the backend
+    torch.set_num_threads(1)
+    dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{args.port}",
+                            rank=args.rank, world_size=args.nranks)
+    n, rank = args.nranks, args.rank
+    for size in args.sizes.split(","):
+        count = parse_size(size) // 4
+        for op in OPS:
+            if op == "reduce_scatter" and args.backend == "gloo":
+                continue
+            # A warm-up, then a timed batch after one barrier (time = batch / iters, the
+            # slowest rank's), then one call on fresh inputs, checked.
+            call, _ = prepare(torch, dist, op, n, rank, count)
+            for _ in range(args.warmup_iters):
+                call()
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(args.iters):
+                call()
+            seconds = torch.tensor([(time.perf_counter() - start) / args.iters],
+                                   dtype=torch.float64)
+            call, wrong = prepare(torch, dist, op, n, rank, count)
+            call()
+            errors = torch.tensor([wrong()], dtype=torch.int64)
+            dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+            dist.all_reduce(errors)
+            if rank == 0:
+                print(f"ROW {op} {count * 4} {float(seconds[0])} {int(errors[0])}", flush=True)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_backend(args, backend, targets):
+    """Runs every rank of `backend`; returns {(op, bytes): (seconds, wrong)}."""
+    port = free_port()
+    procs = []
+    for rank in range(args.nranks):
+        env = dict(os.environ)
+        if targets:
+            env["RINGSYNC_WORKER"] = targets[rank]
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, f"--backend={backend}", f"--rank={rank}",
+             f"--port={port}", f"--nranks={args.nranks}", f"--sizes={args.sizes}",
+             f"--iters={args.iters}", f"--warmup_iters={args.warmup_iters}"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=1800)[0] for p in procs]
+    for p, out in zip(procs, outputs):
+        if p.returncode != 0:
+            sys.exit(f"a {backend} rank failed:\n{out}")
+    rows = {}
+    for line in outputs[0].splitlines():
+        if line.startswith("ROW "):
+            _, op, size, seconds, wrong = line.split()
+            rows[(op, int(size))] = (float(seconds), int(wrong))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nranks", type=int, default=4)
+    p.add_argument("--sizes", default="1M,16M")
+    p.add_argument("--iters", type=int, default=7)
+    p.add_argument("--warmup_iters", type=int, default=2)
+    p.add_argument("--backend", help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.backend:
+        rank_main(args)
+        return
+
+    from ringsync.local_cluster import LocalCluster
+    with LocalCluster(world_size=args.nranks) as cluster:
+        ours = run_backend(args, "ringsync", cluster.targets)
+    gloo = run_backend(args, "gloo", None)
+    print(f"== torch.distributed, N={args.nranks} on this machine, float32 SUM; {args.iters} "
+          "calls back to back, the slowest rank's time per call; ratio = ringsync / gloo")
+    print(f"{'op':>15} {'size (B)':>10} {'ringsync':>12} {'gloo':>12} {'ratio':>7} {'#wrong':>7}")
+    for (op, size), (seconds, wrong) in ours.items():
+        theirs = gloo.get((op, size))
+        ratio = f"{seconds / theirs[0]:7.2f}" if theirs else "    n/a"
+        gloo_ms = f"{theirs[0] * 1e3:9.2f} ms" if theirs else "   (no op)  "
+        print(f"{op:>15} {size:>10} {seconds * 1e3:9.2f} ms {gloo_ms} {ratio} "
+              f"{wrong + (theirs[1] if theirs else 0):>7}")
+
+
+if __name__ == "__main__":
+    main()
