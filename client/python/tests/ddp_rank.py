@@ -89,6 +89,11 @@ expected = torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float64) * (n * (n +
 assert torch.equal(work.get_future().wait()[0], expected), out
 assert torch.equal(flat_in, kept), "reduce_scatter changed its input"
 
+# An input that requires grad is read for its values, as by torch's own backends.
+out = torch.empty(2)
+dist._reduce_scatter_base(out, torch.ones(2 * n, requires_grad=True))
+assert torch.equal(out, torch.full((2,), float(n))), out
+
 # Their scratch buffers are reused from call to call: each call's result is its own.
 for i in range(3):
     out = torch.empty(2)

@@ -101,6 +101,7 @@ int RootOf(int64_t root, int size, const char* op) {
 // after another (each may have any layout).
 std::function<void()> CopyOut(at::Tensor flat, int64_t offset, std::vector<at::Tensor> targets) {
   return [flat = std::move(flat), offset, targets = std::move(targets)] {
+    at::NoGradGuard no_grad;  // results written in place, as torch's own backends do
     int64_t at = offset;
     for (at::Tensor target : targets) {
       target.copy_(flat.narrow(0, at, target.numel()).view(target.sizes()));
@@ -177,7 +178,8 @@ at::Tensor RingsyncProcessGroup::ScratchPool::Take(int64_t numel,
       }
     }
   }
-  return at::empty({numel}, options);
+  // Never part of autograd's graph: the ops write into it in place.
+  return at::empty({numel}, options.requires_grad(false));
 }
 
 void RingsyncProcessGroup::ScratchPool::Give(at::Tensor tensor) {
@@ -199,6 +201,7 @@ at::Tensor RingsyncProcessGroup::ConcatenatedScratch(const std::vector<at::Tenso
     numel += t.numel();
   }
   at::Tensor out = scratch_.Take(numel, tensors.front().options());
+  at::NoGradGuard no_grad;  // a copy of the values, as the ops read them, not a graph node
   at::cat_out(out, flat);
   return out;
 }
