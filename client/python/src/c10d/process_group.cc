@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -40,18 +41,14 @@ at::Tensor& OnlyTensor(std::vector<at::Tensor>& tensors, const char* op) {
   return tensors[0];
 }
 
-struct Reduction {
-  ReduceOp op;
-  double pre_scale = 1.0;
-};
-
-Reduction ReductionOf(const c10d::ReduceOp& reduce_op, const char* op) {
+// torch's reduce op as ringsync's, with PREMUL_SUM's scalar factor as pre_scale.
+std::pair<ReduceOp, double> RingsyncOpOf(const c10d::ReduceOp& reduce_op, const char* op) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(reduce_op)) {
-    case c10d::ReduceOp::SUM: return {ReduceOp::kSum};
-    case c10d::ReduceOp::AVG: return {ReduceOp::kAvg};
-    case c10d::ReduceOp::PRODUCT: return {ReduceOp::kProd};
-    case c10d::ReduceOp::MIN: return {ReduceOp::kMin};
-    case c10d::ReduceOp::MAX: return {ReduceOp::kMax};
+    case c10d::ReduceOp::SUM: return {ReduceOp::kSum, 1.0};
+    case c10d::ReduceOp::AVG: return {ReduceOp::kAvg, 1.0};
+    case c10d::ReduceOp::PRODUCT: return {ReduceOp::kProd, 1.0};
+    case c10d::ReduceOp::MIN: return {ReduceOp::kMin, 1.0};
+    case c10d::ReduceOp::MAX: return {ReduceOp::kMax, 1.0};
     case c10d::ReduceOp::PREMUL_SUM: {
       // A scalar factor is ringsync's pre_scale; a tensor factor has no counterpart.
       const auto* supplement =
@@ -151,6 +148,20 @@ absl::Duration RingsyncProcessGroup::TimeoutOf(std::chrono::milliseconds op_time
   return absl::FromChrono(op_timeout);
 }
 
+CollectiveOptions RingsyncProcessGroup::OptionsOf(std::chrono::milliseconds op_timeout) const {
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(op_timeout);
+  return options;
+}
+
+RingsyncProcessGroup::Reduction RingsyncProcessGroup::ReductionOf(
+    const c10d::ReduceOp& reduce_op, std::chrono::milliseconds op_timeout, const char* op) const {
+  Reduction reduction;
+  std::tie(reduction.op, reduction.options.pre_scale) = RingsyncOpOf(reduce_op, op);
+  reduction.options.timeout = TimeoutOf(op_timeout);
+  return reduction;
+}
+
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::Track(
     c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
     std::vector<at::Tensor> keep_alive, CollectiveHandle handle, std::function<void()> on_success,
@@ -210,12 +221,9 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   at::Tensor& t = OnlyTensor(tensors, "allreduce");
   const DType dtype = DTypeOf(t, "allreduce");
-  const Reduction reduction = ReductionOf(opts.reduceOp, "allreduce");
-  AllReduceOptions options;
-  options.pre_scale = reduction.pre_scale;
-  options.timeout = TimeoutOf(opts.timeout);
+  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "allreduce");
   CollectiveHandle handle = client_->AllReduceAsync("torch.allreduce", t.data_ptr(), t.numel(),
-                                                    dtype, reduction.op, options);
+                                                    dtype, reduction.op, reduction.options);
   return Track(c10d::OpType::ALLREDUCE, "allreduce", tensors, {}, std::move(handle));
 }
 
@@ -223,10 +231,9 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   at::Tensor& t = OnlyTensor(tensors, "broadcast");
   const DType dtype = DTypeOf(t, "broadcast");
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
-  CollectiveHandle handle = client_->BroadcastAsync("torch.broadcast", t.data_ptr(), t.numel(),
-                                                    dtype, static_cast<int>(opts.rootRank), options);
+  CollectiveHandle handle =
+      client_->BroadcastAsync("torch.broadcast", t.data_ptr(), t.numel(), dtype,
+                              static_cast<int>(opts.rootRank), OptionsOf(opts.timeout));
   return Track(c10d::OpType::BROADCAST, "broadcast", tensors, {}, std::move(handle));
 }
 
@@ -243,15 +250,16 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather(
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::AllGatherInto(
     c10d::OpType type, const char* what, at::Tensor input, DType dtype,
-    std::vector<at::Tensor> targets, std::chrono::milliseconds timeout) {
+    std::vector<at::Tensor> targets, std::chrono::milliseconds timeout, bool input_is_scratch) {
   // The SDK gathers into one contiguous buffer; the targets may live anywhere.
   at::Tensor flat = scratch_.Take(getSize() * input.numel(), input.options());
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(timeout);
   CollectiveHandle handle =
       client_->AllGatherAsync(absl::StrCat("torch.", what), input.data_ptr(), input.numel(), dtype,
-                              flat.data_ptr(), flat.numel(), options);
-  return Track(type, what, targets, {input}, std::move(handle), CopyOut(flat, 0, targets), {flat});
+                              flat.data_ptr(), flat.numel(), OptionsOf(timeout));
+  std::vector<at::Tensor> scratch = {flat};
+  if (input_is_scratch) scratch.push_back(input);
+  return Track(type, what, targets, {input}, std::move(handle), CopyOut(flat, 0, targets),
+               std::move(scratch));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_allgather_base(
@@ -259,19 +267,15 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_allgather_base(
   const DType dtype = DTypeOf(input, "allgather");
   TORCH_CHECK(DTypeOf(output, "allgather") == dtype && output.numel() == getSize() * input.numel(),
               "ringsync allgather: the output must hold world_size x the input, same dtype");
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
   CollectiveHandle handle = client_->AllGatherAsync("torch.allgather", input.data_ptr(),
                                                     input.numel(), dtype, output.data_ptr(),
-                                                    output.numel(), options);
+                                                    output.numel(), OptionsOf(opts.timeout));
   return Track(c10d::OpType::_ALLGATHER_BASE, "allgather", {output}, {input}, std::move(handle));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::BarrierOptions& opts) {
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
   return Track(c10d::OpType::BARRIER, "barrier", {}, {},
-               client_->BarrierAsync("torch.barrier", options));
+               client_->BarrierAsync("torch.barrier", OptionsOf(opts.timeout)));
 }
 
 // The ops below are composed from the daemon's collectives, so they move more bytes than
@@ -285,19 +289,16 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tens
   at::Tensor& t = OnlyTensor(tensors, "reduce");
   const DType dtype = DTypeOf(t, "reduce");
   const int root = RootOf(opts.rootRank, getSize(), "reduce");
-  const Reduction reduction = ReductionOf(opts.reduceOp, "reduce");
-  AllReduceOptions options;
-  options.pre_scale = reduction.pre_scale;
-  options.timeout = TimeoutOf(opts.timeout);
+  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce");
   // The other ranks reduce a copy: their tensor stays as it was.
   if (getRank() == root) {
     return Track(c10d::OpType::REDUCE, "reduce", tensors, {},
                  client_->AllReduceAsync("torch.reduce", t.data_ptr(), t.numel(), dtype,
-                                         reduction.op, options));
+                                         reduction.op, reduction.options));
   }
   at::Tensor copy = ConcatenatedScratch({t});
   CollectiveHandle handle = client_->AllReduceAsync("torch.reduce", copy.data_ptr(), copy.numel(),
-                                                    dtype, reduction.op, options);
+                                                    dtype, reduction.op, reduction.options);
   return Track(c10d::OpType::REDUCE, "reduce", tensors, {}, std::move(handle), {}, {copy});
 }
 
@@ -335,10 +336,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
                 ") passes input tensors");
     flat = scratch_.Take(getSize() * output.numel(), output.options());
   }
-  CollectiveOptions options;
-  options.timeout = TimeoutOf(opts.timeout);
   CollectiveHandle handle = client_->BroadcastAsync("torch.scatter", flat.data_ptr(), flat.numel(),
-                                                    dtype, root, options);
+                                                    dtype, root, OptionsOf(opts.timeout));
   return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle),
                CopyOut(flat, getRank() * output.numel(), {output}), {flat});
 }
@@ -367,12 +366,10 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
     at::Tensor flat, at::Tensor output, DType dtype, const c10d::ReduceScatterOptions& opts,
     c10d::OpType type) {
-  const Reduction reduction = ReductionOf(opts.reduceOp, "reduce_scatter");
-  AllReduceOptions options;
-  options.pre_scale = reduction.pre_scale;
-  options.timeout = TimeoutOf(opts.timeout);
-  CollectiveHandle handle = client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(),
-                                                    flat.numel(), dtype, reduction.op, options);
+  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce_scatter");
+  CollectiveHandle handle =
+      client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(), flat.numel(), dtype,
+                              reduction.op, reduction.options);
   return Track(type, "reduce_scatter", {output}, {}, std::move(handle),
                CopyOut(flat, getRank() * output.numel(), {output}), {flat});
 }
@@ -389,12 +386,9 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(
     members.push_back({absl::StrCat("torch.allreduce_coalesced[", i, "]"),
                        tensors[i].data_ptr(), static_cast<size_t>(tensors[i].numel()), dtype});
   }
-  const Reduction reduction = ReductionOf(opts.reduceOp, "allreduce_coalesced");
-  AllReduceOptions options;
-  options.pre_scale = reduction.pre_scale;
-  options.timeout = TimeoutOf(opts.timeout);
+  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "allreduce_coalesced");
   // One collective for all of them (the SDK's group: packed, reduced, copied back).
-  CollectiveHandle handle = client_->AllReduceGroupAsync(members, reduction.op, options);
+  CollectiveHandle handle = client_->AllReduceGroupAsync(members, reduction.op, reduction.options);
   return Track(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, {},
                std::move(handle));
 }
@@ -422,7 +416,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
   }
   // Every rank's inputs end to end, gathered as one block per rank.
   return AllGatherInto(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
-                       ConcatenatedScratch(inputs), dtype, targets, opts.timeout);
+                       ConcatenatedScratch(inputs), dtype, targets, opts.timeout,
+                       /*input_is_scratch=*/true);
 }
 
 // clang-format off

@@ -102,13 +102,15 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                        std::vector<at::Tensor> keep_alive, CollectiveHandle handle,
                                        std::function<void()> on_success = {},
                                        std::vector<at::Tensor> scratch = {});
-  // All-gathers `input` (contiguous, of `dtype`) into a new buffer of world_size blocks
-  // and, once that succeeded, copies the buffer into `targets` one after another (none on
-  // a rank that keeps nothing).
+  // All-gathers `input` (contiguous, of `dtype`) into a scratch buffer of world_size
+  // blocks and, once that succeeded, copies the buffer into `targets` one after another
+  // (none on a rank that keeps nothing). `input_is_scratch`: `input` came from scratch_
+  // and goes back with the buffer.
   c10::intrusive_ptr<c10d::Work> AllGatherInto(c10d::OpType type, const char* what,
                                                at::Tensor input, DType dtype,
                                                std::vector<at::Tensor> targets,
-                                               std::chrono::milliseconds timeout);
+                                               std::chrono::milliseconds timeout,
+                                               bool input_is_scratch = false);
   // All-reduces `flat` (rank r's inputs for every rank, end to end) and copies block r
   // into `output`.
   c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, at::Tensor output, DType dtype,
@@ -116,6 +118,16 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                                  c10d::OpType type);
   // An op's own timeout, else the group's.
   absl::Duration TimeoutOf(std::chrono::milliseconds op_timeout) const;
+  // The SDK's options for an op with torch's timeout `op_timeout`.
+  CollectiveOptions OptionsOf(std::chrono::milliseconds op_timeout) const;
+  // An all-reduce's op and options for torch's reduce op and timeout; `op` names the torch
+  // op in errors.
+  struct Reduction {
+    ReduceOp op = ReduceOp::kSum;
+    AllReduceOptions options;
+  };
+  Reduction ReductionOf(const c10d::ReduceOp& reduce_op, std::chrono::milliseconds op_timeout,
+                        const char* op) const;
 
   // The composed ops' scratch buffers, kept between calls: a fresh tensor per call pays
   // for its pages each time (a 64 MiB one ~180 ms of page faults on a VM). Thread-safe.
