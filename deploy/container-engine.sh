@@ -244,6 +244,13 @@ cmd_status() {
   say "containers: $(podman ps -a -q | wc -l), networks besides podman's default: $(podman network ls -q | awk '$0 != "podman"' | wc -l), volumes: $(podman volume ls -q | wc -l)"
 }
 
+# podman building the root Dockerfile with `$@` as deploy/docker-compose.yml builds it (the
+# Docker image format, no pulls, the host's network): the same settings, so that the
+# layers of one build are the cache of the next, whichever of the two made them.
+podman_build() {
+  podman build --format docker --pull=never --network=host "$@" "$ROOT"
+}
+
 # ------------------------------------------------------------------------------ prune
 # Image builds leave the layers of every earlier build behind (unnamed images: the build
 # stage of each source change, about 1 GB). Keeps the base image, the named images and the
@@ -253,13 +260,6 @@ cmd_status() {
 # Right after a build podman is still deleting that build's containers and layers: du
 # then meets files that vanish under it and exits 1 (with set -e and pipefail that ended
 # the prune, silently, after every 17-minute build). Its total is still right.
-# podman building the root Dockerfile with `$@` as deploy/docker-compose.yml builds it (the
-# Docker image format, no pulls, the host's network): the same settings, so that the
-# layers of one build are the cache of the next, whichever of the two made them.
-podman_build() {
-  podman build --format docker --pull=never --network=host "$@" "$ROOT"
-}
-
 storage_mb() {
   { du -sm /var/lib/containers/storage 2>/dev/null || true; } | cut -f1
 }
