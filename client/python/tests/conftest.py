@@ -46,6 +46,16 @@ def registered_mappings():
     return found
 
 
+def refused(call, error, message):
+    """Asserts that call() raises `error` saying `message`."""
+    try:
+        call()
+    except error as e:
+        assert message in str(e), e
+    else:
+        raise AssertionError(f"not refused: {message}")
+
+
 def run_ranks(clients, fn, timeout=60):
     """Calls fn(client) for every rank at once, each on its own thread; returns the results
     in rank order and re-raises the first exception (by rank)."""

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import ringsync
 import ringsync.torch as rst
-from conftest import registered_mappings
+from conftest import refused, registered_mappings
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rank", type=int)
@@ -26,16 +26,6 @@ assert rs.rank == rank and rs.world_size == n
 def new_model(seed):
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-def refused(call, error, message):
-    """Asserts that call() raises `error` saying `message`."""
-    try:
-        call()
-    except error as e:
-        assert message in str(e), e
-    else:
-        raise AssertionError(f"not refused: {message}")
 
 
 model = new_model(rank)  # every rank starts elsewhere

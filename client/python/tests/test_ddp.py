@@ -39,16 +39,13 @@ def test_torch_rank_must_match_the_workers_rank(tmp_path):
 
 
 def test_destroying_the_group_with_a_collective_in_flight_returns(tmp_path):
-    import os
-    import subprocess
-    import sys
-
     # Rank 0 destroys its group while its all-reduce waits for rank 1 (which starts its
     # own a second later): the group cancels it, and the future's Python callback runs on
     # the group's completion thread, which needs the GIL the destroying thread held.
-    script = (
+    script = tmp_path / "destroy_rank.py"
+    script.write_text(
         "import sys, time, torch, torch.distributed as dist, datetime, ringsync.torch\n"
-        "rank = int(sys.argv[1])\n"
+        "rank = int(sys.argv[1].removeprefix('--rank='))\n"
         f"dist.init_process_group('ringsync', init_method='file://{tmp_path}/store', "
         "rank=rank, world_size=2, timeout=datetime.timedelta(seconds=10))\n"
         "if rank == 1:\n"
@@ -63,17 +60,7 @@ def test_destroying_the_group_with_a_collective_in_flight_returns(tmp_path):
         "dist.destroy_process_group()\n"
         "print(f'rank {rank} destroyed its group:', seen.wait() if rank == 1 else 'yes')\n")
     with LocalCluster(world_size=2) as cluster:
-        procs = [subprocess.Popen([sys.executable, "-c", script, str(r)],
-                                  env=dict(os.environ, RINGSYNC_WORKER=cluster.targets[r]),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in range(2)]
-        try:
-            outputs = [p.communicate(timeout=60)[0] for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    for r, (p, out) in enumerate(zip(procs, outputs)):
-        assert p.returncode == 0, out
-        assert f"rank {r} destroyed its group" in out, out
+        results = run_rank_processes(str(script), cluster.targets, timeout=60)
+    for rank, (code, output) in enumerate(results):
+        assert code == 0, output
+        assert f"rank {rank} destroyed its group" in output, output
