@@ -16,17 +16,12 @@ output) or holds (all_reduce, reduce, broadcast, scatter's output).
 import argparse
 import os
 import socket
-import subprocess
 import sys
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ("all_reduce", "reduce", "broadcast", "all_gather", "gather", "scatter",
        "reduce_scatter")
-
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
 def prepare(torch, dist, op, n, rank, count):
@@ -65,9 +60,10 @@ def rank_main(args):
     torch.set_num_threads(1)
     dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{args.port}",
                             rank=args.rank, world_size=args.nranks)
+    from gloo_allreduce import parse_bytes  # beside this file
     n, rank = args.nranks, args.rank
     for size in args.sizes.split(","):
-        count = parse_size(size) // 4
+        count = parse_bytes(size) // 4
         for op in OPS:
             if op == "reduce_scatter" and args.backend == "gloo":
                 continue
@@ -92,31 +88,23 @@ def rank_main(args):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
+def run_backend(args, backend, hosts):
+    """Runs every rank of `backend` on `hosts`; returns {(op, bytes): (seconds, wrong)}."""
+    with socket.socket() as s:  # torch's rendezvous on rank 0 (released just before use)
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_backend(args, backend, targets):
-    """Runs every rank of `backend`; returns {(op, bytes): (seconds, wrong)}."""
-    port = free_port()
-    procs = []
-    for rank in range(args.nranks):
-        env = dict(os.environ)
-        if targets:
-            env["RINGSYNC_WORKER"] = targets[rank]
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, f"--backend={backend}", f"--rank={rank}",
-             f"--port={port}", f"--nranks={args.nranks}", f"--sizes={args.sizes}",
-             f"--iters={args.iters}", f"--warmup_iters={args.warmup_iters}"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate(timeout=1800)[0] for p in procs]
-    for p, out in zip(procs, outputs):
-        if p.returncode != 0:
-            sys.exit(f"a {backend} rank failed:\n{out}")
+        port = s.getsockname()[1]
+    argv = [sys.executable, os.path.abspath(__file__), f"--backend={backend}", f"--port={port}",
+            f"--nranks={args.nranks}", f"--sizes={args.sizes}", f"--iters={args.iters}",
+            f"--warmup_iters={args.warmup_iters}"]
+    procs = [hosts.start(r, argv + [f"--rank={r}"], {"RINGSYNC_WORKER": hosts.worker(r),
+                                                     "GLOO_SOCKET_IFNAME": hosts.gloo_ifname})
+             for r in range(args.nranks)]
+    ended = [hosts.finish(p, 1800) for p in procs]
+    for rank, (rc, output) in enumerate(ended):
+        if rc != 0:
+            sys.exit(f"torch_collectives.py: {backend} rank {rank} failed:\n{output[-4000:]}")
     rows = {}
-    for line in outputs[0].splitlines():
+    for line in ended[0][1].splitlines():
         if line.startswith("ROW "):
             _, op, size, seconds, wrong = line.split()
             rows[(op, int(size))] = (float(seconds), int(wrong))
@@ -135,13 +123,14 @@ def main():
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.backend:
+        sys.path.insert(0, HERE)
         rank_main(args)
         return
 
-    from ringsync.local_cluster import LocalCluster
-    with LocalCluster(world_size=args.nranks) as cluster:
-        ours = run_backend(args, "ringsync", cluster.targets)
-    gloo = run_backend(args, "gloo", None)
+    import rank_hosts  # beside this file
+    with rank_hosts.LocalHosts(args.nranks) as hosts:
+        ours = run_backend(args, "ringsync", hosts)
+        gloo = run_backend(args, "gloo", hosts)
     print(f"== torch.distributed, N={args.nranks} on this machine, float32 SUM; {args.iters} "
           "calls back to back, the slowest rank's time per call; ratio = ringsync / gloo")
     print(f"{'op':>15} {'size (B)':>10} {'ringsync':>12} {'gloo':>12} {'ratio':>7} {'#wrong':>7}")
