@@ -1,20 +1,25 @@
-// ringsync-bench: all-reduce latency and bandwidth through the SDK, like nccl-tests'
-// all_reduce_perf. Start one process per rank, each with --worker naming its own worker:
+// ringsync-bench: collective latency and bandwidth through the SDK, like nccl-tests'
+// all_reduce_perf (broadcast_perf, all_gather_perf with --collective). Start one process
+// per rank, each with --worker naming its own worker:
 //
 //   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
 //   ... one per worker ...
 //
 // For each size: warm-up collectives, a Barrier, then a timed batch; a rank's time is
 // batch wall time / iterations, and the reported time is the MAX over ranks (all-reduced
-// through ringsync itself), as nccl-tests reports it. algbw = size / time and
-// busbw = algbw * 2(N-1)/N (the bytes each rank must move on a ring), in GB/s = 1e9 B/s.
+// through ringsync itself), as nccl-tests reports it. algbw = size / time and busbw =
+// algbw * the bytes each rank must move on a ring per byte of result, in GB/s = 1e9 B/s:
+// 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather, whose size is
+// its whole result (N blocks, one from each rank), as in nccl-tests.
 //
 // Checking: the timed batch reduces its own results again and again (values run off to
 // inf), so, as in nccl-tests, one more collective per size runs on fresh inputs and is
 // compared element by element with the exact expected value. Inputs are small integers
 // (see InputValue) so every op's result is exact in every dtype and independent of the
 // order in which the ring combines: float16 sums stay exact up to N = 1024, bfloat16 up
-// to N = 128. #wrong is summed over ranks; any #wrong > 0 makes the exit status 1.
+// to N = 128. A broadcast's root is rank 0; an all-gather's rank r sends its own input
+// (a separate buffer) as block r. #wrong is summed over ranks; any #wrong > 0 makes the exit
+// status 1.
 //
 // The SDK does not report CollectiveResponse.bytes_sent, so the per-rank ring traffic
 // printed at the end is the schedule's 2(N-1)/N * size, not a measurement.
@@ -47,6 +52,7 @@
 #include "daemon/process/help_filter.h"
 #include "ringsync/client.h"
 
+ABSL_FLAG(std::string, collective, "allreduce", "allreduce, broadcast (from rank 0) or allgather");
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
 ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
@@ -57,8 +63,8 @@ ABSL_FLAG(std::string, op, "sum", "sum avg min max prod");
 ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes, see --help)");
 ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing");
 ABSL_FLAG(bool, registered, false,
-          "all-reduce in a registered buffer (Client::Allocate: the worker reduces it in place, "
-          "no copy in or out) instead of plain memory");
+          "the result in a registered buffer (Client::Allocate: the worker reduces an "
+          "all-reduce or broadcast in place, no copy in or out) instead of plain memory");
 ABSL_FLAG(bool, stage_in_registered_memory, true,
           "plain memory: the SDK stages the tensor in registered memory (ClientOptions::"
           "stage_in_registered_memory); false: in a shared-memory file, as before");
@@ -203,7 +209,18 @@ int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
   return wrong;
 }
 
+enum class Collective { kAllReduce, kBroadcast, kAllGather };
+
+absl::StatusOr<Collective> ParseCollective(absl::string_view name) {
+  if (name == "allreduce") return Collective::kAllReduce;
+  if (name == "broadcast") return Collective::kBroadcast;
+  if (name == "allgather") return Collective::kAllGather;
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad --collective '", name, "': expected allreduce, broadcast or allgather"));
+}
+
 struct Config {
+  Collective collective;
   int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters;
   DType dtype;
   ReduceOp op;
@@ -217,10 +234,12 @@ absl::StatusOr<Config> ReadFlags() {
   absl::StatusOr<int64_t> max = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
   absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
   absl::StatusOr<ReduceOp> op = ParseReduceOp(absl::GetFlag(FLAGS_op));
-  for (const absl::Status& s : {min.status(), max.status(), dtype.status(), op.status()}) {
+  absl::StatusOr<Collective> collective = ParseCollective(absl::GetFlag(FLAGS_collective));
+  for (const absl::Status& s :
+       {min.status(), max.status(), dtype.status(), op.status(), collective.status()}) {
     if (!s.ok()) return s;
   }
-  c = {*min, *max, absl::GetFlag(FLAGS_step_factor), absl::GetFlag(FLAGS_iters),
+  c = {*collective, *min, *max, absl::GetFlag(FLAGS_step_factor), absl::GetFlag(FLAGS_iters),
        absl::GetFlag(FLAGS_warmup_iters), *dtype, *op, absl::GetFlag(FLAGS_check) != 0,
        std::nullopt};
   if (c.min_bytes > c.max_bytes) return absl::InvalidArgumentError("--min_bytes exceeds --max_bytes");
@@ -249,20 +268,101 @@ struct Row {
   int64_t collectives;  // of this size, by each rank: warm-ups, timed, the check
 };
 
-absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, std::byte* buffer, size_t count) {
-  const size_t bytes = count * DTypeSize(c.dtype);
-  const std::string name = absl::StrCat("bench/allreduce/", bytes);
+// The bytes each rank moves on a ring per byte of the result (see the top of the file).
+double BusFactor(Collective collective, int n) {
+  switch (collective) {
+    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kBroadcast: return 1.0;
+    case Collective::kAllGather: return static_cast<double>(n - 1) / n;
+  }
+  return 0;
+}
+
+const char* NameOf(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllGather: return "allgather";
+  }
+  return "?";
+}
+
+// One size's collective: its result is `count` elements in `result`; an all-gather's input
+// is this rank's count / N elements in `input`, its block of the result.
+class SizedCollective {
+ public:
+  SizedCollective(Client& client, const Config& c, std::byte* result, std::byte* input, size_t count)
+      : client_(client), c_(c), result_(result), input_(input), count_(count),
+        n_(client.world_size()), element_(DTypeSize(c.dtype)) {}
+
+  // This rank's input, fresh: the all-reduce's operands, the broadcast root's (and, so that
+  // a broadcast that did not arrive shows, the other ranks' own) values, the gathered block.
+  void FillInput() {
+    switch (c_.collective) {
+      case Collective::kAllReduce:
+        return Fill(result_, count_ * element_, Pattern(c_.dtype, c_.op, n_, client_.rank()));
+      case Collective::kBroadcast:
+        return Fill(result_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, client_.rank()));
+      case Collective::kAllGather:
+        return Fill(input_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, client_.rank()));
+    }
+  }
+
+  absl::Status Run(const std::string& name) {
+    switch (c_.collective) {
+      case Collective::kAllReduce: return client_.AllReduce(name, result_, count_, c_.dtype, c_.op);
+      case Collective::kBroadcast:
+        return client_.Broadcast(name, result_, count_, c_.dtype, /*root=*/0);
+      case Collective::kAllGather:
+        return client_.AllGather(name, input_, Block(), c_.dtype, result_, count_);
+    }
+    return absl::InternalError("unknown collective");
+  }
+
+  // Elements of the result that differ from what FillInput on every rank should give.
+  int64_t CountWrongResult() const {
+    switch (c_.collective) {
+      case Collective::kAllReduce:
+        return CountWrong(result_, count_, element_, Pattern(c_.dtype, c_.op, n_, -1));
+      case Collective::kBroadcast:
+        return CountWrong(result_, count_, element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
+      case Collective::kAllGather: {
+        int64_t wrong = 0;
+        for (int r = 0; r < n_; ++r) {
+          wrong += CountWrong(result_ + r * Block() * element_, Block(), element_,
+                              Pattern(c_.dtype, ReduceOp::kSum, n_, r));
+        }
+        return wrong;
+      }
+    }
+    return static_cast<int64_t>(count_);
+  }
+
+ private:
+  size_t Block() const { return count_ / static_cast<size_t>(n_); }
+
+  Client& client_;
+  const Config& c_;
+  std::byte* result_;
+  std::byte* input_;
+  size_t count_;
+  int n_;
+  size_t element_;
+};
+
+absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, SizedCollective collective,
+                                size_t bytes) {
+  const std::string name = absl::StrCat("bench/", NameOf(c.collective), "/", bytes);
   const auto [iters, warmups] =
       bench::IterationsFor(static_cast<int64_t>(bytes), c.iters, c.warmup_iters);
-  const std::vector<std::byte> input = Pattern(c.dtype, c.op, client.world_size(), client.rank());
-  Fill(buffer, bytes, input);
+  collective.FillInput();
   for (int64_t i = 0; i < warmups; ++i) {
-    if (absl::Status s = client.AllReduce(name, buffer, count, c.dtype, c.op); !s.ok()) return s;
+    if (absl::Status s = collective.Run(name); !s.ok()) return s;
   }
   if (absl::Status s = client.Barrier(name + "/start"); !s.ok()) return s;
   const absl::Time start = absl::Now();
   for (int64_t i = 0; i < iters; ++i) {
-    if (absl::Status s = client.AllReduce(name, buffer, count, c.dtype, c.op); !s.ok()) return s;
+    if (absl::Status s = collective.Run(name); !s.ok()) return s;
   }
   const double mine = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(iters);
   absl::StatusOr<double> slowest = AcrossRanks(client, name + "/time", mine, ReduceOp::kMax);
@@ -270,12 +370,9 @@ absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, std::byte* buff
 
   int64_t wrong = 0;
   if (c.check) {
-    Fill(buffer, bytes, input);
-    if (absl::Status s = client.AllReduce(name + "/check", buffer, count, c.dtype, c.op); !s.ok()) {
-      return s;
-    }
-    const std::vector<std::byte> expected = Pattern(c.dtype, c.op, client.world_size(), -1);
-    wrong = CountWrong(buffer, count, DTypeSize(c.dtype), expected);
+    collective.FillInput();
+    if (absl::Status s = collective.Run(name + "/check"); !s.ok()) return s;
+    wrong = collective.CountWrongResult();
   }
   absl::StatusOr<int64_t> total = AcrossRanks(client, name + "/wrong", wrong, ReduceOp::kSum);
   if (!total.ok()) return total.status();
@@ -328,33 +425,49 @@ int Run() {
     storage.resize((static_cast<size_t>(c.max_bytes) + 7) / 8 + 1);
     buffer = reinterpret_cast<std::byte*>(storage.data());
   }
+  // An all-gather's input: at most a rank's block of the largest result.
+  std::vector<uint64_t> input_storage;
+  if (c.collective == Collective::kAllGather) {
+    input_storage.resize((static_cast<size_t>(c.max_bytes) / n + 7) / 8 + 1);
+  }
+  std::byte* input = reinterpret_cast<std::byte*>(input_storage.data());
 
-  const double bus_factor = 2.0 * (n - 1) / n;
+  const double bus_factor = BusFactor(c.collective, n);
+  const bool reduces = c.collective == Collective::kAllReduce;
   if (print) {
-    std::printf("# ringsync-bench all-reduce: nranks %d, rank 0 worker %s, build %s\n", n,
-                absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
+    std::printf("# ringsync-bench %s: nranks %d, rank 0 worker %s, build %s\n", NameOf(c.collective),
+                n, absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
     std::printf("# minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %lld iters: %lld "
                 "(at most %lld MiB per batch) validation: %d\n",
                 (long long)c.min_bytes, (long long)c.max_bytes, (long long)c.step_factor,
                 (long long)c.warmup_iters, (long long)c.iters, (long long)(bench::kBytesPerBatch >> 20),
                 c.check ? 1 : 0);
     std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
-                "busbw = algbw * 2(N-1)/N = algbw * %.3f\n#\n", bus_factor);
+                "busbw = algbw * %s = algbw * %.3f\n#\n",
+                reduces ? "2(N-1)/N" : c.collective == Collective::kBroadcast ? "1" : "(N-1)/N",
+                bus_factor);
     bench::PrintColumnHeads();
   }
   int64_t total_wrong = 0, last_count = -1, largest = 0, collectives = 0;
   double busbw_sum = 0;
   int rows = 0;
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.step_factor) {
-    const int64_t count = std::max<int64_t>(1, bytes / static_cast<int64_t>(element));
-    if (count == last_count) continue;  // sizes below one element repeat
+    // An all-gather's result is N whole blocks.
+    const int64_t multiple = c.collective == Collective::kAllGather ? n : 1;
+    const int64_t count =
+        std::max<int64_t>(multiple, bytes / static_cast<int64_t>(element) / multiple * multiple);
+    if (count == last_count || count * static_cast<int64_t>(element) > c.max_bytes) {
+      continue;  // sizes below one element (block) repeat
+    }
     last_count = count;
-    absl::StatusOr<Row> row = MeasureSize(client, c, buffer, static_cast<size_t>(count));
+    const int64_t size = count * static_cast<int64_t>(element);
+    absl::StatusOr<Row> row =
+        MeasureSize(client, c, SizedCollective(client, c, buffer, input, static_cast<size_t>(count)),
+                    static_cast<size_t>(size));
     if (!row.ok()) {
       std::fprintf(stderr, "ringsync-bench rank %d: %s\n", client.rank(), row.status().ToString().c_str());
       return 1;
     }
-    const int64_t size = count * static_cast<int64_t>(element);
     const double algbw = static_cast<double>(size) / row->seconds / 1e9;
     total_wrong += row->wrong;
     collectives += row->collectives;
@@ -362,7 +475,8 @@ int Run() {
     ++rows;
     largest = size;
     if (print) {
-      bench::PrintRow(size, count, DTypeName(c.dtype), ReduceOpName(c.op), row->seconds, bus_factor,
+      bench::PrintRow(size, count, DTypeName(c.dtype), reduces ? ReduceOpName(c.op) : "none",
+                      row->seconds, bus_factor,
                       row->wrong);
     }
   }
@@ -380,7 +494,7 @@ int Run() {
   if (print) {
     std::printf("# Out of bounds values : %lld %s\n", (long long)total_wrong, total_wrong ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? busbw_sum / rows : 0.0);
-    std::printf("# Ring bytes sent per rank at %lld B: %.0f (2(N-1)/N * size from the schedule; "
+    std::printf("# Ring bytes sent per rank at %lld B: %.0f (busbw's factor * size, from the schedule; "
                 "the SDK does not report the worker's count)\n",
                 (long long)largest, bus_factor * static_cast<double>(largest));
     // What ran, for whoever divides a measure of the whole run (bench/worker_cpu.sh):
@@ -402,9 +516,9 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "all-reduce latency and bandwidth through ringsync, nccl-tests style; one process per "
-      "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--min_bytes=4 --max_bytes=256M "
-      "--dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
+      "collective latency and bandwidth through ringsync, nccl-tests style; one process per "
+      "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--collective=allreduce --min_bytes=4 "
+      "--max_bytes=256M --dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
       "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
   absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("bench/ringsync_bench.cc"));
   absl::ParseCommandLine(argc, argv);

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# ringsync-bench checks what it measures: on a local cluster of three workers (an odd N,
+# so an all-gather's blocks do not divide every size), each collective it times
+# (all-reduce, broadcast, all-gather), in plain and registered memory, across the sizes
+# that take each of the SDK's paths (inline, the staging arena, shared memory), gives an
+# exact result on every rank (#wrong 0 on every row, one row per size) and exits 0. A bad
+# --collective is refused.
+#
+#   tests/integration/ringsync_bench_test.sh BUILD/bin
+set -euo pipefail
+BIN=$1
+NRANKS=3
+SWEEP=(--min_bytes=4 --max_bytes=4M --step_factor=16 --iters=2 --warmup_iters=1)
+EXPECTED_ROWS=6  # 4 B, 64 B, 1 KiB, 16 KiB, 256 KiB, 4 MiB (an all-gather's rounded to 3 blocks)
+WORK=$(mktemp -d /tmp/ringsync-bench-test-XXXXXX)
+source "$(dirname "$0")/../../bench/local_cluster.sh"
+fail() { echo "FAIL: $*" >&2; cat "$WORK"/out.rank* >&2; exit 1; }
+
+start_local_cluster ""
+run_bench() {  # flags...: one ringsync-bench per rank; rank 0's output in $WORK/out
+  local status=0
+  for r in "${!TARGETS[@]}"; do
+    timeout 120 "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" "$@" >"$WORK/out.rank$r" 2>&1 &
+    BENCH_PIDS+=($!)
+  done
+  for p in "${BENCH_PIDS[@]}"; do wait "$p" || status=1; done
+  BENCH_PIDS=()
+  cp "$WORK/out.rank0" "$WORK/out"
+  return $status
+}
+
+for collective in allreduce broadcast allgather; do
+  for memory in "" --registered; do
+    what="$collective${memory:+ $memory}"
+    run_bench --collective="$collective" "${SWEEP[@]}" $memory || fail "$what: a rank exited non-zero"
+    rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$WORK/out" | wc -l)
+    wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$WORK/out" | wc -l)
+    [[ $rows == "$EXPECTED_ROWS" ]] || fail "$what: $rows rows, expected $EXPECTED_ROWS"
+    [[ $wrong_rows == 0 ]] || fail "$what: $wrong_rows sizes with wrong elements"
+    grep -q "^# Out of bounds values : 0 OK$" "$WORK/out" || fail "$what: no OK verdict"
+    grep -q "^# ringsync-bench $collective: nranks $NRANKS" "$WORK/out" || fail "$what: wrong heading"
+    echo "$what: $rows sizes, all exact"
+  done
+done
+
+if "$BIN/ringsync-bench" --worker="${TARGETS[0]}" --collective=alltoall >"$WORK/out.rank0" 2>&1; then
+  fail "--collective=alltoall was accepted"
+fi
+grep -q "bad --collective 'alltoall'" "$WORK/out.rank0" || fail "no reason given for --collective=alltoall"
+echo "bad --collective refused"
