@@ -13,13 +13,14 @@ in-place division (truncating for integers, as ringsync defines it), inside the 
 import argparse
 import os
 import resource
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+import rank_hosts  # beside this file
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
@@ -179,9 +180,7 @@ def spawn_gloo_ranks(rank_main, args, program):
     """Runs rank_main(rank, args, port) in args.nranks processes meeting at
     tcp://127.0.0.1:port over loopback; exits non-zero, naming `program`, if a rank fails."""
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # only ever 127.0.0.1, never the host's name
-    with socket.socket() as s:  # a free port for the rendezvous (released just before use)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = rank_hosts.free_port()
     ctx = mp.spawn(rank_main, args=(args, port), nprocs=args.nranks, join=False)
     try:
         while not ctx.join():

@@ -28,11 +28,11 @@ gradients are checked; #wrong counts the elements that differ.
 """
 import argparse
 import os
-import socket
 import statistics
 import sys
 import time
 
+import rank_hosts  # beside this file
 from cpu_idle import cpu_ticks, idle_since  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -219,9 +219,7 @@ def gloo_rank(args):
 def run_side(side, args, hosts):
     """Runs one side, a process per rank on its host; returns (median step seconds, #wrong,
     buckets, CPU idle share) as rank 0 reports them."""
-    with socket.socket() as s:  # torch's rendezvous on rank 0 (released just before use)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = rank_hosts.free_port()
     argv = [sys.executable, os.path.abspath(__file__), f"--shapes={os.path.abspath(args.shapes)}",
             f"--steps={args.steps}", f"--warmup_steps={args.warmup_steps}",
             f"--bucket_bytes={args.bucket_bytes}", f"--nranks={args.nranks}", f"--side={side}",
@@ -267,7 +265,6 @@ def main():
         rank_main.get(args.side, ringsync_rank)(args)
         return
 
-    import rank_hosts
     sides = args.sides.split(",")
     results = {side: [] for side in sides}
     idles = {side: [] for side in sides}

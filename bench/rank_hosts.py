@@ -5,10 +5,19 @@ start(rank, argv, env); finish() gives its exit status and output. `master` is w
 0 listens for torch's rendezvous, `gloo_ifname` the interface Gloo must use.
 """
 import os
+import socket
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now, for torch's rendezvous on rank 0 (released just
+    before use, so another process could take it first: a rare failed start, not a hang)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class _ClusterHosts:

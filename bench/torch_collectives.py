@@ -15,9 +15,10 @@ output) or holds (all_reduce, reduce, broadcast, scatter's output).
 """
 import argparse
 import os
-import socket
 import sys
 import time
+
+import rank_hosts  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ("all_reduce", "reduce", "broadcast", "all_gather", "gather", "scatter",
@@ -90,9 +91,7 @@ def rank_main(args):
 
 def run_backend(args, backend, hosts):
     """Runs every rank of `backend` on `hosts`; returns {(op, bytes): (seconds, wrong)}."""
-    with socket.socket() as s:  # torch's rendezvous on rank 0 (released just before use)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = rank_hosts.free_port()
     argv = [sys.executable, os.path.abspath(__file__), f"--backend={backend}", f"--port={port}",
             f"--nranks={args.nranks}", f"--sizes={args.sizes}", f"--iters={args.iters}",
             f"--warmup_iters={args.warmup_iters}"]
@@ -127,7 +126,6 @@ def main():
         rank_main(args)
         return
 
-    import rank_hosts  # beside this file
     with rank_hosts.LocalHosts(args.nranks) as hosts:
         ours = run_backend(args, "ringsync", hosts)
         gloo = run_backend(args, "gloo", hosts)
