@@ -241,6 +241,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   int world_size = 0;
   int rank = -1;
   bool takes_arriving_input = false;
+  bool gathers_in_registered = false;
   uint64_t max_inline_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -253,6 +254,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     world_size = info_.world_size();
     rank = info_.rank();
     takes_arriving_input = info_.takes_arriving_input();
+    gathers_in_registered = info_.gathers_in_registered();
     max_inline_bytes = info_.max_inline_bytes();
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
@@ -277,12 +279,13 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   pending->SetHooks(std::move(on_complete), nullptr);
   EncodeRequest(pending->call(), pending->request());
+  const bool staged_in_place = RunsInStaging(pending->call(), *bytes, gathers_in_registered);
   if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
       in.has_value() && target_.is_unix()) {
     pending->UseRegistered(in->id, in->offset);
   } else if (const bool arriving = takes_arriving_input && ArrivesWhileRunning(pending->call());
              std::shared_ptr<RegisteredMemory> staged =
-                 use_shared_memory ? Stage(pending->call(), *bytes, arriving) : nullptr) {
+                 use_shared_memory && staged_in_place ? Stage(*bytes, arriving) : nullptr) {
     if (arriving) {
       // The request goes first and the copy follows it, so the ring starts on the first
       // blocks while the rest are still being copied (daemon/shm/arrival_marks.h).
@@ -293,7 +296,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     }
     pending->UseStaging(std::move(staged), staging_);
   } else if (std::optional<StagingArena::Slice> slice =
-                 use_shared_memory ? std::nullopt : StageInArena(pending->call(), *bytes)) {
+                 use_shared_memory || !staged_in_place ? std::nullopt : StageInArena(*bytes)) {
     pending->UseArenaSlice(*std::move(slice));
   } else {
     pending->PrepareData(use_shared_memory ? shared_memory_ : nullptr);
@@ -321,27 +324,27 @@ bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call) {
   return call.spec.kind == CollectiveKind::kAllReduce && call.pieces.empty();
 }
 
-std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CollectiveCall& call,
-                                                    const CallBytes& bytes, bool arriving) {
-  const CollectiveKind kind = call.spec.kind;
-  // Only where the result has the input's size: the worker reduces these in place.
-  if (staging_ == nullptr || bytes.output == 0 || bytes.input != bytes.output ||
-      (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast)) {
-    return nullptr;
+bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& bytes,
+                               bool gathers_in_registered) {
+  if (bytes.output == 0) return false;
+  switch (call.spec.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast: return bytes.input == bytes.output;
+    case CollectiveKind::kAllGather: return gathers_in_registered;
+    case CollectiveKind::kBarrier: return false;
   }
+  return false;
+}
+
+std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CallBytes& bytes, bool arriving) {
+  if (staging_ == nullptr) return nullptr;
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer =
       staging_->Acquire(arriving ? ArrivalBufferBytes(bytes.output) : bytes.output);
   return buffer.ok() ? *std::move(buffer) : nullptr;  // a file then (staging_buffers.h)
 }
 
-std::optional<StagingArena::Slice> ClientCore::StageInArena(const CollectiveCall& call,
-                                                           const CallBytes& bytes) {
-  const CollectiveKind kind = call.spec.kind;
-  if (options_.staging_arena_bytes == 0 || !target_.is_unix() || bytes.output == 0 ||
-      bytes.input != bytes.output ||
-      (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast)) {
-    return std::nullopt;
-  }
+std::optional<StagingArena::Slice> ClientCore::StageInArena(const CallBytes& bytes) {
+  if (options_.staging_arena_bytes == 0 || !target_.is_unix()) return std::nullopt;
   std::shared_ptr<StagingArena> arena;
   {
     absl::MutexLock lock(&arena_mu_);

@@ -107,19 +107,22 @@ class ClientCore {
   // AllReduce or Broadcast with data).
   std::optional<RegisteredBufferRegistry::Location> InRegisteredBuffer(
       const CollectiveCall& call, const CallBytes& bytes) const;
-  // Registered memory to stage `call`'s tensor in, for an all-reduce or broadcast
-  // (staging_buffers.h), with room for arrival marks after it when `arriving`; null where
-  // it cannot be had (then a file carries it).
-  std::shared_ptr<RegisteredMemory> Stage(const CollectiveCall& call, const CallBytes& bytes,
-                                          bool arriving);
+  // Whether the worker can run `call` in place in registered memory the SDK stages it in:
+  // an all-reduce or broadcast of one buffer, and an all-gather (the range its whole
+  // result, the input copied into the first slot) where the worker `gathers_in_registered`.
+  static bool RunsInStaging(const CollectiveCall& call, const CallBytes& bytes,
+                            bool gathers_in_registered);
+  // Registered memory to stage a call that RunsInStaging in (staging_buffers.h), its
+  // result's size, with room for arrival marks after it when `arriving`; null where it
+  // cannot be had (then a file carries it).
+  std::shared_ptr<RegisteredMemory> Stage(const CallBytes& bytes, bool arriving);
   // Whether a staged `call` may be copied in while the worker already runs it (to a
   // worker that takes arriving input): an all-reduce of one buffer.
   static bool ArrivesWhileRunning(const CollectiveCall& call);
-  // A slice of the staging arena for a small all-reduce or broadcast (staging_arena.h),
+  // A slice of the staging arena for a small call that RunsInStaging (staging_arena.h),
   // registering the arena first when there is none yet; nullopt where it cannot be had
   // (then the tensor travels inline).
-  std::optional<StagingArena::Slice> StageInArena(const CollectiveCall& call,
-                                                  const CallBytes& bytes);
+  std::optional<StagingArena::Slice> StageInArena(const CallBytes& bytes);
   // Makes memory of `size_bytes` and registers it with the worker; where the worker has
   // as many as it takes, idle staging buffers make room first.
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> RegisterMemory(size_t size_bytes);

@@ -70,14 +70,24 @@ absl::Status CheckData(const v1::CollectiveRequest& request, CollectiveJob& job)
       return absl::OkStatus();
     }
     case v1::CollectiveRequest::kRegistered: {
-      // Reduced in place: the tensor is exactly the range, and only collectives whose
-      // result has the input's shape may use it.
-      if (spec.kind != CollectiveKind::kAllReduce && spec.kind != CollectiveKind::kBroadcast) {
+      // Run in place: the range is the result. An all-reduce's or a broadcast's is the
+      // tensor; an all-gather's holds every rank's slot, its input in the first, so a
+      // whole number of inputs (the ring checks it is the ring's size when it runs).
+      const uint64_t size = request.registered().size_bytes();
+      if (!traits.carries_data) {
         return Invalid("registered", absl::StrCat("a ", CollectiveKindName(spec.kind),
-                                                  " cannot run in a registered buffer "
-                                                  "(all-reduce and broadcast only)"));
+                                                  " carries no data"));
       }
-      if (request.registered().size_bytes() != bytes) {
+      if (traits.gathers) {
+        if (bytes == 0 ? size != 0 : size < bytes || size % bytes != 0) {
+          return Invalid("registered.size_bytes",
+                         absl::StrCat(size, " bytes for an all-gather of ", spec.count, " x ",
+                                      DTypeName(spec.dtype),
+                                      " (a whole number of inputs: one slot per rank)"));
+        }
+        return absl::OkStatus();
+      }
+      if (size != bytes) {
         return Invalid("registered.size_bytes",
                        absl::StrCat(request.registered().size_bytes(), " bytes for ", spec.count,
                                     " x ", DTypeName(spec.dtype)));

@@ -236,13 +236,42 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   request.mutable_registered()->set_buffer_id(id + 7);
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits).ok());
 
+  close(fd);
+}
+
+TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) {
+  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  RegisteredBuffers buffers(RegisteredBufferLimits{});
+  const uint64_t id = buffers.Register(getpid(), getuid(), fd, 64).value();
+  JobRequestLimits limits;
+  limits.registered = &buffers;
+
   v1::CollectiveRequest gather = Request(Floats(CollectiveKind::kAllGather, 4));
-  *gather.mutable_registered() = request.registered();
   gather.mutable_registered()->set_buffer_id(id);
-  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllGather, gather, limits)
+  gather.mutable_registered()->set_offset(16);
+  gather.mutable_registered()->set_size_bytes(48);  // three ranks' 16 bytes
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kAllGather, gather, limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)->data_bytes(), 0u) << "the worker holds no copy";
+  EXPECT_EQ((*job)->ResultBuffer(3).size(), 48u) << "the range is the whole result";
+
+  gather.mutable_registered()->set_size_bytes(40);
+  EXPECT_EQ(JobFromRequest(CollectiveKind::kAllGather, gather, limits).status().message(),
+            "invalid registered.size_bytes: 40 bytes for an all-gather of 4 x float32 (a whole "
+            "number of inputs: one slot per rank)");
+  gather.mutable_registered()->set_size_bytes(8);
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllGather, gather, limits).ok())
+      << "smaller than the input";
+
+  v1::CollectiveRequest barrier = Request(Floats(CollectiveKind::kBarrier, 0));
+  *barrier.mutable_registered() = gather.registered();
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kBarrier, barrier, limits)
                               .status()
                               .message()),
-              HasSubstr("all-reduce and broadcast only"));
+              HasSubstr("a barrier carries no data"));
   close(fd);
 }
 

@@ -15,9 +15,10 @@
 // and after a failure its contents are unspecified unless the status says untouched.
 //
 // Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
-// through shared memory (when the worker is on a unix socket): all-reduces and broadcasts
-// in memory registered with the worker, which reduces them in place there; the rest in a
-// file under /dev/shm. Smaller ones, and everything over TCP, travel inline in the
+// through shared memory (when the worker is on a unix socket): staged in memory registered
+// with the worker, which runs the collective in place there (an all-gather's staged range
+// is its whole result, the input copied into the first slot), or, where the worker cannot
+// take that memory, in a file under /dev/shm. Smaller ones, and everything over TCP, travel inline in the
 // request. A Client keeps its shared memory for the next collectives of a similar size (at
 // most 32 idle regions and 1 GiB of each kind: a step's gradient buckets in flight), so a
 // training loop pays for creating it once; it is released when the Client is destroyed,
@@ -84,13 +85,13 @@ struct ClientOptions {
   size_t shared_memory_threshold_bytes = size_t{1} << 20;
   // Where the shared-memory files go: the directory the worker accepts (its --shm_dir).
   std::string shared_memory_dir = "/dev/shm";
-  // An all-reduce or broadcast that goes through shared memory is staged in memory
+  // A collective that goes through shared memory is staged in memory
   // registered with the worker (as Allocate's), which the worker reduces in place: two
   // copies fewer than a file, same semantics for the caller's span. Falls back to a
   // file by itself where the worker cannot register this process's memory (e.g. another
   // pid namespace). False: always a file.
   bool stage_in_registered_memory = true;
-  // On a unix socket, an all-reduce or broadcast below shared_memory_threshold_bytes is
+  // On a unix socket, a collective with data below shared_memory_threshold_bytes is
   // staged in one registered buffer of this size, shared by such collectives in turn
   // (the worker reduces it in place: one copy in and one out, no memory allocated per
   // call) rather than carried inline; when the buffer is full, or the worker refuses it,

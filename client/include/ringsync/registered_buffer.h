@@ -8,7 +8,7 @@
 // An AllReduce or Broadcast whose span lies inside a registered buffer (the whole buffer
 // or any part of it) is reduced in place by the worker: no copy in, no copy out. Every
 // other span keeps the copy semantics of client.h (untouched on failure). AllGather
-// always copies.
+// always copies its result out (of memory the SDK stages it in, also registered).
 //
 // After a FAILED collective a registered buffer's contents are unspecified: each element
 // holds its input, a partial reduction or the result, and ranks may differ. The status
