@@ -20,7 +20,7 @@ CollectiveWork::CollectiveWork(int rank, c10d::OpType type, const char* what,
       on_success_(std::move(on_success)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
-void CollectiveWork::Complete() {
+void CollectiveWork::Complete(const std::function<void()>& release) {
   absl::Status status = handle_.Wait();
   std::exception_ptr error;
   if (status.ok() && on_success_) {
@@ -37,6 +37,7 @@ void CollectiveWork::Complete() {
         absl::StrCat("ringsync ", what_, " failed: ", status.message())));
   }
   keep_alive_.clear();
+  if (release) release();
   finish(error);
   if (error) {
     future_->setError(error);

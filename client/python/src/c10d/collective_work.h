@@ -28,7 +28,11 @@ class CollectiveWork final : public c10d::Work {
                  std::function<void()> on_success);
 
   // Blocks until the collective completes, then completes this Work and its future.
-  void Complete();
+  // `release` (may be empty) runs once the collective and its finishing step no longer
+  // touch their memory, before the Work completes: what it hands back (the process
+  // group's scratch buffers) is back before the thread waiting on this Work starts its
+  // next call, which would otherwise allocate (and page-fault) a buffer of its own.
+  void Complete(const std::function<void()>& release = nullptr);
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }

@@ -171,8 +171,9 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::Track(
                                                   std::move(keep_alive), std::move(handle),
                                                   std::move(on_success));
   completions_.Post([this, work, scratch = std::move(scratch)] {
-    work->Complete();
-    for (const at::Tensor& t : scratch) scratch_.Give(t);
+    work->Complete([&] {
+      for (const at::Tensor& t : scratch) scratch_.Give(t);
+    });
   });
   return work;
 }
