@@ -16,7 +16,9 @@
 # The same sizes run ROUNDS times, the peers interleaved (the order rotates each round, so
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
-# is faster). Every result is checked (#wrong) unless CHECK=0.
+# is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast or
+# allgather times that collective instead of the all-reduce (ringsync, Gloo C++ and MPI;
+# an all-gather's size is its whole result, nccl-tests' busbw factors).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -27,6 +29,7 @@
 #   BENCH_FLAGS=--registered bench/compare_with_gloo.sh   # ringsync-bench in a Client::Allocate buffer
 #   BENCH_FLAGS=--registered WORKER_FLAGS=--peer_transport=grpc bench/compare_with_gloo.sh
 #   CLUSTER_FLAGS=--security=tls bench/compare_with_gloo.sh   # mutual TLS, not the cluster token
+#   COLLECTIVE=allgather PEERS="ringsync gloo-cpp" MIN_BYTES=1M bench/compare_with_gloo.sh
 #
 # Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
 # column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch,
@@ -37,6 +40,7 @@ set -euo pipefail
 BUILD=${1:-${BUILD_DIR:-build}}
 NRANKS=${NRANKS:-4}
 ROUNDS=${ROUNDS:-3}
+COLLECTIVE=${COLLECTIVE:-allreduce}
 SIZES=(--min_bytes="${MIN_BYTES:-1M}" --max_bytes="${MAX_BYTES:-256M}"
        --step_factor="${STEP_FACTOR:-2}" --dtype="${DTYPE:-float32}" --op="${OP:-sum}"
        --iters="${ITERS:-20}" --warmup_iters="${WARMUP_ITERS:-5}" --check="${CHECK:-1}")
@@ -48,10 +52,19 @@ done
 DEFAULT_PEERS="ringsync"
 if [[ -x $BIN/gloo-peer-bench ]]; then DEFAULT_PEERS+=" gloo-cpp"
 else echo "no $BIN/gloo-peer-bench (install libgloo-dev and rebuild): no Gloo C++ column" >&2; fi
-/usr/bin/python3 -c "import torch" 2>/dev/null && DEFAULT_PEERS+=" torch-gloo"
+if [[ $COLLECTIVE == allreduce ]] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  DEFAULT_PEERS+=" torch-gloo"
+fi
 if [[ -x $BIN/mpi-peer-bench ]] && command -v mpirun >/dev/null; then DEFAULT_PEERS+=" mpi-tcp mpi-shm"
 else echo "no $BIN/mpi-peer-bench or mpirun (install libopenmpi-dev openmpi-bin and rebuild): no MPI columns" >&2; fi
 read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
+if [[ $COLLECTIVE != allreduce ]]; then
+  for peer in "${PEERS[@]}"; do
+    case $peer in
+      torch-gloo|grpc-ring*) echo "$peer times all-reduces only (COLLECTIVE=$COLLECTIVE)" >&2; exit 2 ;;
+    esac
+  done
+fi
 
 WORK=$(mktemp -d /tmp/ringsync-compare-XXXXXX)
 source "$HERE/local_cluster.sh"
@@ -64,7 +77,7 @@ FAILED=0
 run_ringsync() {  # $1: output file
   local status=0
   for r in "${!TARGETS[@]}"; do
-    "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" "${SIZES[@]}" ${BENCH_FLAGS:-} >"$1.rank$r" 2>&1 &
+    "$BIN/ringsync-bench" --worker="${TARGETS[$r]}" --collective="$COLLECTIVE" "${SIZES[@]}" ${BENCH_FLAGS:-} >"$1.rank$r" 2>&1 &
     BENCH_PIDS+=($!)
   done
   for p in "${BENCH_PIDS[@]}"; do wait "$p" || status=1; done
@@ -90,7 +103,7 @@ run_mpi() {  # $1: mpirun's transport options, $2: output file
   local status=0
   # In the background so that the EXIT trap can stop mpirun (it stops its ranks).
   # shellcheck disable=SC2086
-  "${MPIRUN[@]}" $1 "$BIN/mpi-peer-bench" "${SIZES[@]}" >"$2" 2>&1 &
+  "${MPIRUN[@]}" $1 "$BIN/mpi-peer-bench" --collective="$COLLECTIVE" "${SIZES[@]}" >"$2" 2>&1 &
   BENCH_PIDS+=($!)
   wait "$!" || status=1
   BENCH_PIDS=()
@@ -99,7 +112,7 @@ run_mpi() {  # $1: mpirun's transport options, $2: output file
 run_peer() {  # $1: peer, $2: output file
   case $1 in
     ringsync) run_ringsync "$2" ;;
-    gloo-cpp) "$BIN/gloo-peer-bench" --nranks="$NRANKS" "${SIZES[@]}" >"$2" 2>&1 ;;
+    gloo-cpp) "$BIN/gloo-peer-bench" --nranks="$NRANKS" --collective="$COLLECTIVE" "${SIZES[@]}" >"$2" 2>&1 ;;
     torch-gloo) /usr/bin/python3 "$HERE/gloo_allreduce.py" --nranks="$NRANKS" "${SIZES[@]}" >"$2" 2>&1 ;;
     grpc-ring) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
                  --segment_bytes="${SEGMENT_BYTES:-1M}" >"$2" 2>&1 ;;
@@ -135,7 +148,7 @@ RING_LINES=()
 if [[ -s $WORK/ringsync.0.out ]]; then
   LARGEST=$(awk '$1 !~ /^#/ && NF == 8 { s = $1 } END { print s }' "$WORK/ringsync.0.out")
   for log in "$LOG_DIR"/w*.log; do
-    RING_LINES+=("$(awk -v name="'bench/allreduce/$LARGEST'" -v w="$(basename "$log" .log)" -v size="$LARGEST" '
+    RING_LINES+=("$(awk -v name="'bench/$COLLECTIVE/$LARGEST'" -v w="$(basename "$log" .log)" -v size="$LARGEST" '
       function seconds(d,  f) {  # absl::FormatDuration: 0, 250us, 1.5ms, 2s
         f = d ~ /ms$/ ? 1e-3 : d ~ /us$/ ? 1e-6 : d ~ /ns$/ ? 1e-9 : 1; sub(/[a-z]+$/, "", d)
         return d * f }
@@ -160,11 +173,12 @@ for peer in "${PEERS[@]}"; do
   echo "== $peer, round 1 of $ROUNDS"; cat "$WORK/$peer.0.out" 2>/dev/null || true; echo
 done
 
-echo "== side by side: N=$NRANKS, ${DTYPE:-float32} ${OP:-sum}, median over $ROUNDS rounds of" \
+echo "== side by side: N=$NRANKS, $COLLECTIVE ${DTYPE:-float32}${OP:+ $OP}, median over $ROUNDS rounds of" \
      "(time = max over ranks); ratio = ringsync time / peer time (< 1: ringsync faster)"
-/usr/bin/python3 - "$WORK" "$ROUNDS" "$NRANKS" "${PEERS[@]}" <<'PY'
+/usr/bin/python3 - "$WORK" "$ROUNDS" "$NRANKS" "$COLLECTIVE" "${PEERS[@]}" <<'PY'
 import statistics, sys
-work, rounds, n, peers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+work, rounds, n, collective = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+peers = sys.argv[5:]
 times, busbw, wrong, sizes = {}, {}, {}, []
 for peer in peers:
     for r in range(rounds):
@@ -181,7 +195,7 @@ for peer in peers:
                 sizes.append(size)
             times.setdefault((peer, size), []).append(float(f[4]))
             wrong[(peer, size)] = wrong.get((peer, size), 0) + int(f[7])
-bus = 2.0 * (n - 1) / n
+bus = {"broadcast": 1.0, "allgather": (n - 1) / n}.get(collective, 2.0 * (n - 1) / n)
 def fmt_time(us):
     return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
 head = f"{'size (B)':>12}"
@@ -209,7 +223,7 @@ for size in sorted(sizes):
 PY
 echo "$RSS_LINE"
 if ((${#RING_LINES[@]})); then
-  echo "worker log, every all-reduce of the largest size (all rounds, warm-up included):"
+  echo "worker log, every $COLLECTIVE of the largest size (all rounds, warm-up included):"
   printf '%s\n' "${RING_LINES[@]}"
 fi
 grep -h "peak RSS" "$WORK"/*.0.out || true

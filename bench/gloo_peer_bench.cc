@@ -1,7 +1,7 @@
 // gloo-peer-bench: the Gloo C++ library's own all-reduce (gloo::allreduce over its TCP
-// transport), the peer ringsync-bench is compared with. Same sizes, inputs, iteration
-// policy and columns as bench/ringsync_bench.cc, so bench/compare_with_gloo.sh joins the
-// tables row by row.
+// transport), or with --collective its gloo::broadcast or gloo::allgather, the peer
+// ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
+// bench/ringsync_bench.cc, so bench/compare_with_gloo.sh joins the tables row by row.
 //
 //   gloo-peer-bench --nranks=4 --min_bytes=1M --max_bytes=256M
 //   gloo-peer-bench --nranks=4 --rank=R --hostname=H --store_dir=DIR ...   # one per host
@@ -32,8 +32,10 @@
 #include "absl/flags/parse.h"
 #include "absl/time/time.h"
 #include "bench/peer_sweep.h"
+#include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
+#include "gloo/broadcast.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/file_store.h"
@@ -67,11 +69,29 @@ class RankBench {
   int64_t Run() {
     const int n = context_->size;
     if (context_->rank == 0) {
-      std::printf("# gloo-peer-bench all-reduce: nranks %d, gloo::allreduce (ring), TCP, rank 0 on %s\n",
-                  n, c_.hostname.c_str());
+      std::printf("# gloo-peer-bench %s: nranks %d, gloo::%s, TCP, rank 0 on %s\n",
+                  c_.sweep.collective.c_str(), n,
+                  c_.sweep.collective == "allreduce" ? "allreduce (ring)" : c_.sweep.collective.c_str(),
+                  c_.hostname.c_str());
     }
     bench::PeerCollectives<T> peer;
     peer.all_reduce = [this](T* data, size_t count) { AllReduce(data, count, Reduction()); };
+    peer.broadcast = [this](T* data, size_t count) {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(data, count);
+      opts.setRoot(0);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(c_.timeout);
+      gloo::broadcast(opts);
+    };
+    peer.all_gather = [this](const T* input, size_t count, T* output) {
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(const_cast<T*>(input), count);
+      opts.setOutput(output, count * static_cast<size_t>(context_->size));
+      opts.setTag(next_tag_++);
+      opts.setTimeout(c_.timeout);
+      gloo::allgather(opts);
+    };
     peer.barrier = [this] { Barrier(); };
     peer.max_over_ranks = [this](double v) {
       AllReduce(&v, 1, static_cast<RawFunc>(&gloo::max<double>));

@@ -308,9 +308,10 @@ int main(int argc, char** argv) {
   const Config c{absl::GetFlag(FLAGS_nranks), *sweep,
                  bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes)), schedule == "ring"};
   if (c.nranks < 2 || c.nranks > 64 || c.sweep.min_bytes < c.nranks || c.segment <= 0 ||
-      (schedule != "free" && schedule != "ring")) {
+      (schedule != "free" && schedule != "ring") || c.sweep.collective != "allreduce") {
     std::fprintf(stderr, "grpc-ring-bench: bad flags (nranks 2..64, nranks <= min_bytes, "
-                         "segment_bytes > 0, schedule free or ring)\n");
+                         "segment_bytes > 0, schedule free or ring, collective allreduce: "
+                         "the ring moves an all-reduce's bytes)\n");
     return 2;
   }
   const int n = c.nranks;

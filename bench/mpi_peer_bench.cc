@@ -1,5 +1,5 @@
-// mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), the MPI peer
-// ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
+// mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
+// its MPI_Bcast or MPI_Allgather, the MPI peer ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
 // bench/ringsync_bench.cc and bench/gloo_peer_bench.cc (bench/peer_sweep.h), so
 // bench/compare_with_gloo.sh joins the tables row by row.
 //
@@ -61,12 +61,22 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
     MPI_Get_library_version(version, &length);
     std::string library(version, static_cast<size_t>(length));
     if (const size_t comma = library.find(','); comma != std::string::npos) library.resize(comma);
-    std::printf("# mpi-peer-bench all-reduce: nranks %d, MPI_Allreduce in place, %s (%s)\n", n,
-                Transport().c_str(), library.c_str());
+    const char* call = sweep.collective == "broadcast"   ? "MPI_Bcast"
+                       : sweep.collective == "allgather" ? "MPI_Allgather"
+                                                         : "MPI_Allreduce in place";
+    std::printf("# mpi-peer-bench %s: nranks %d, %s, %s (%s)\n", sweep.collective.c_str(), n,
+                call, Transport().c_str(), library.c_str());
   }
   const MPI_Op op = OpOf(sweep.op);
   bench::PeerCollectives<T> peer;
   peer.all_reduce = [op](T* data, size_t count) { AllReduce(data, count, op); };
+  peer.broadcast = [](T* data, size_t count) {
+    MPI_Bcast(data, static_cast<int>(count), TypeOf<T>(), 0, MPI_COMM_WORLD);
+  };
+  peer.all_gather = [](const T* input, size_t count, T* output) {
+    MPI_Allgather(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
+                  TypeOf<T>(), MPI_COMM_WORLD);
+  };
   peer.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
   peer.max_over_ranks = [](double v) {
     AllReduce(&v, 1, MPI_MAX);

@@ -5,14 +5,16 @@
 #include "absl/flags/flag.h"
 #include "bench/bench_table.h"
 
-ABSL_FLAG(std::string, min_bytes, "1M", "smallest all-reduce, e.g. 4, 64K, 1M");
-ABSL_FLAG(std::string, max_bytes, "256M", "largest all-reduce");
+ABSL_FLAG(std::string, collective, "allreduce",
+          "allreduce, broadcast (from rank 0) or allgather (a size is the whole result)");
+ABSL_FLAG(std::string, min_bytes, "1M", "smallest collective, e.g. 4, 64K, 1M");
+ABSL_FLAG(std::string, max_bytes, "256M", "largest collective");
 ABSL_FLAG(int64_t, step_factor, 2, "size multiplier between rows (>= 2)");
-ABSL_FLAG(int64_t, iters, 20, "timed all-reduces per size (fewer for large sizes, as ringsync-bench)");
-ABSL_FLAG(int64_t, warmup_iters, 5, "untimed all-reduces per size first");
+ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes, as ringsync-bench)");
+ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size first");
 ABSL_FLAG(std::string, dtype, "float32", "float32, float64, int32 or int64");
 ABSL_FLAG(std::string, op, "sum", "sum, min or max");
-ABSL_FLAG(int, check, 1, "1: check one all-reduce of known inputs per size");
+ABSL_FLAG(int, check, 1, "1: check one collective of known inputs per size");
 
 namespace ringsync::bench {
 
@@ -20,17 +22,20 @@ std::optional<PeerSweep> ReadPeerSweep(const char* program) {
   PeerSweep s{ParseSize(absl::GetFlag(FLAGS_min_bytes)), ParseSize(absl::GetFlag(FLAGS_max_bytes)),
               absl::GetFlag(FLAGS_step_factor),          absl::GetFlag(FLAGS_iters),
               absl::GetFlag(FLAGS_warmup_iters),         absl::GetFlag(FLAGS_dtype),
-              absl::GetFlag(FLAGS_op),                   absl::GetFlag(FLAGS_check) != 0};
+              absl::GetFlag(FLAGS_op),                   absl::GetFlag(FLAGS_check) != 0,
+              absl::GetFlag(FLAGS_collective)};
   const bool dtype_ok = s.dtype == "float32" || s.dtype == "float64" || s.dtype == "int32" ||
                         s.dtype == "int64";
   const bool op_ok = s.op == "sum" || s.op == "min" || s.op == "max";
+  const bool collective_ok =
+      s.collective == "allreduce" || s.collective == "broadcast" || s.collective == "allgather";
   if (s.min_bytes > 0 && s.max_bytes >= s.min_bytes && s.step_factor >= 2 && s.iters >= 1 &&
-      s.warmup_iters >= 0 && dtype_ok && op_ok) {
+      s.warmup_iters >= 0 && dtype_ok && op_ok && collective_ok) {
     return s;
   }
   std::fprintf(stderr, "%s: bad sweep flags (sizes like 1M with min <= max, step_factor >= 2, "
                        "iters >= 1, warmup_iters >= 0, dtype float32|float64|int32|int64, "
-                       "op sum|min|max)\n", program);
+                       "op sum|min|max, collective allreduce|broadcast|allgather)\n", program);
   return std::nullopt;
 }
 
@@ -42,6 +47,12 @@ std::vector<size_t> SweepCounts(const PeerSweep& sweep, size_t element_size) {
     if (size > sweep.max_bytes / sweep.step_factor) break;  // the next size would overflow
   }
   return counts;
+}
+
+double BusFactor(const std::string& collective, int nranks) {
+  if (collective == "broadcast") return 1.0;
+  if (collective == "allgather") return static_cast<double>(nranks - 1) / nranks;
+  return 2.0 * (nranks - 1) / nranks;
 }
 
 double PeakRssMiB() {

@@ -4,8 +4,8 @@
 // they expand to, ringsync-bench's inputs and exact expected results, and the timed,
 // checked sweep itself over a peer library's collectives.
 //
-// Flags (defined once in peer_sweep.cc for every binary that links it): --min_bytes,
-// --max_bytes, --step_factor, --iters, --warmup_iters, --dtype, --op, --check.
+// Flags (defined once in peer_sweep.cc for every binary that links it): --collective,
+// --min_bytes, --max_bytes, --step_factor, --iters, --warmup_iters, --dtype, --op, --check.
 #pragma once
 
 #include <algorithm>
@@ -26,12 +26,15 @@ struct PeerSweep {
   int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters;
   std::string dtype;  // float32, float64, int32 or int64
   std::string op;     // sum, min or max
-  bool check;         // check one all-reduce of known inputs per size
+  bool check;         // check one collective of known inputs per size
+  // allreduce, broadcast (from rank 0) or allgather (a size is its whole result, N
+  // blocks), as ringsync-bench --collective.
+  std::string collective = "allreduce";
 };
 
 // The sweep the flags ask for; nullopt (after printing why, prefixed by `program`, on
 // stderr) if a size is malformed, min > max, step_factor < 2, iters < 1, warmup_iters < 0,
-// or dtype / op is not one the peers implement.
+// or dtype / op / collective is not one the peers implement.
 std::optional<PeerSweep> ReadPeerSweep(const char* program);
 
 // The element counts of the sweep's rows for elements of `element_size` bytes:
@@ -49,6 +52,15 @@ inline int64_t InputValue(int rank, size_t i) {
 template <typename T>
 void FillInputs(T* data, size_t count, int rank) {
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(InputValue(rank, i));
+}
+
+// How many of data[0, count) differ from rank `rank`'s inputs (a broadcast's root's, an
+// all-gather's block of that rank).
+template <typename T>
+int64_t CountNotFrom(const T* data, size_t count, int rank) {
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += data[i] != static_cast<T>(InputValue(rank, i));
+  return wrong;
 }
 
 // How many of data[0, count) differ from the all-reduce (`op`) of `nranks` ranks' inputs.
@@ -75,55 +87,97 @@ int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& o
 double PeakRssMiB();
 
 // What a peer library lends the sweep: its all-reduce of `count` elements of T in place
-// with the sweep's op, a barrier, and one scalar's max and sum over all ranks (every rank
+// with the sweep's op, its broadcast of rank 0's `count` elements in place and its
+// all-gather of each rank's `count` elements into N x count (either may be empty: the
+// peer has none), a barrier, and one scalar's max and sum over all ranks (every rank
 // gets the result). Each is called by every rank in the same order.
 template <typename T>
 struct PeerCollectives {
   std::function<void(T* data, size_t count)> all_reduce;
+  std::function<void(T* data, size_t count)> broadcast;
+  std::function<void(const T* input, size_t count, T* output)> all_gather;
   std::function<void()> barrier;
   std::function<double(double)> max_over_ranks;
   std::function<int64_t(int64_t)> sum_over_ranks;
 };
 
-// One rank's sweep over `sweep`'s sizes with the peer's collectives: per size the warm-up,
+// The bytes each rank moves on a ring per byte of `collective`'s result (busbw / algbw),
+// as nccl-tests: 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather.
+double BusFactor(const std::string& collective, int nranks);
+
+// One rank's sweep over `sweep`'s sizes with the peer's collective: per size the warm-up,
 // a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
-// sweep.check, one all-reduce of known inputs whose wrong elements are summed over ranks.
-// Rank 0 prints how time and bandwidth are measured, the column heads, a row per size and
-// the verdict lines (`who` names the peer in the RSS line), after the bench's own first
-// '#' line.
-// Returns the wrong elements over all ranks and sizes (the same on every rank).
+// sweep.check, one collective of known inputs whose wrong elements are summed over ranks.
+// An all-gather's sizes are whole results, rounded down to N blocks. Rank 0 prints how
+// time and bandwidth are measured, the column heads, a row per size and the verdict lines
+// (`who` names the peer in the RSS line), after the bench's own first '#' line.
+// Returns the wrong elements over all ranks and sizes (the same on every rank); -1 if
+// the peer has not got the collective.
 template <typename T>
 int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollectives<T>& peer,
                  const char* who) {
   const bool print = rank == 0;
-  const std::vector<size_t> counts = SweepCounts(sweep, sizeof(T));
+  const bool reduces = sweep.collective == "allreduce";
+  const bool gathers = sweep.collective == "allgather";
+  const bool broadcasts = sweep.collective == "broadcast";
+  if ((gathers && !peer.all_gather) || (broadcasts && !peer.broadcast)) {
+    if (print) std::fprintf(stderr, "%s: no %s in this peer\n", who, sweep.collective.c_str());
+    return -1;
+  }
+  std::vector<size_t> counts;
+  for (size_t count : SweepCounts(sweep, sizeof(T))) {
+    if (gathers) count = std::max<size_t>(1, count / nranks) * nranks;
+    if (counts.empty() || counts.back() != count) counts.push_back(count);
+  }
   std::vector<T> buffer(counts.back());
-  const double bus = 2.0 * (nranks - 1) / nranks;
+  std::vector<T> input(gathers ? counts.back() / nranks : 0);
+  const auto run = [&](size_t count) {
+    if (gathers) return peer.all_gather(input.data(), count / nranks, buffer.data());
+    if (broadcasts) return peer.broadcast(buffer.data(), count);
+    peer.all_reduce(buffer.data(), count);
+  };
+  const auto fill = [&](size_t count) {
+    if (gathers) return FillInputs(input.data(), count / nranks, rank);
+    FillInputs(buffer.data(), count, rank);
+  };
+  const auto count_wrong = [&](size_t count) -> int64_t {
+    if (reduces) return CountWrong(buffer.data(), count, nranks, sweep.op);
+    if (broadcasts) return CountNotFrom(buffer.data(), count, 0);
+    int64_t wrong = 0;
+    const size_t block = count / nranks;
+    for (int r = 0; r < nranks; ++r) wrong += CountNotFrom(buffer.data() + r * block, block, r);
+    return wrong;
+  };
+  const double bus = BusFactor(sweep.collective, nranks);
   if (print) {
     std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
-                "busbw = algbw * 2(N-1)/N = algbw * %.3f\n#\n", bus);
+                "busbw = algbw * %s = algbw * %.3f\n#\n",
+                reduces ? "2(N-1)/N" : broadcasts ? "1" : "(N-1)/N", bus);
     PrintColumnHeads();
   }
   int64_t total_wrong = 0;
   for (size_t count : counts) {
     const int64_t bytes = static_cast<int64_t>(count * sizeof(T));
     const auto [iters, warmups] = IterationsFor(bytes, sweep.iters, sweep.warmup_iters);
-    FillInputs(buffer.data(), count, rank);
-    for (int64_t i = 0; i < warmups; ++i) peer.all_reduce(buffer.data(), count);
+    fill(count);
+    for (int64_t i = 0; i < warmups; ++i) run(count);
     peer.barrier();
     const auto start = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < iters; ++i) peer.all_reduce(buffer.data(), count);
+    for (int64_t i = 0; i < iters; ++i) run(count);
     const std::chrono::duration<double> batch = std::chrono::steady_clock::now() - start;
     const double seconds = peer.max_over_ranks(batch.count() / static_cast<double>(iters));
     int64_t wrong = 0;
     if (sweep.check) {
-      FillInputs(buffer.data(), count, rank);
-      peer.all_reduce(buffer.data(), count);
-      wrong = CountWrong(buffer.data(), count, nranks, sweep.op);
+      fill(count);
+      run(count);
+      wrong = count_wrong(count);
     }
     wrong = peer.sum_over_ranks(wrong);
     total_wrong += wrong;
-    if (print) PrintRow(bytes, static_cast<int64_t>(count), sweep.dtype, sweep.op, seconds, bus, wrong);
+    if (print) {
+      PrintRow(bytes, static_cast<int64_t>(count), sweep.dtype, reduces ? sweep.op : "none",
+               seconds, bus, wrong);
+    }
   }
   const double peak_mib = peer.max_over_ranks(PeakRssMiB());
   if (print) {

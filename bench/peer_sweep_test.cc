@@ -1,7 +1,10 @@
 // The peer benchmarks' shared sweep (bench/peer_sweep.h): the sizes a command line expands
-// to, and that #wrong counts exactly the elements that differ from the expected result.
+// to, that #wrong counts exactly the elements that differ from the expected result, and
+// that the sweep checks each collective's result.
 #include "bench/peer_sweep.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -66,6 +69,70 @@ TEST(CountWrong, MinAndMaxOverRanks) {
   EXPECT_EQ(CountWrong(all.data(), all.size(), 5, "min"), 15);
   for (size_t i = 0; i < all.size(); ++i) all[i] = -2;
   EXPECT_EQ(CountWrong(all.data(), all.size(), 5, "min"), 0);
+}
+
+
+TEST(CountNotFrom, ARanksOwnInputsMatchAndAnotherRanksDoNot) {
+  std::vector<float> root(100);
+  FillInputs(root.data(), root.size(), 0);
+  EXPECT_EQ(CountNotFrom(root.data(), root.size(), 0), 0);
+  EXPECT_GT(CountNotFrom(root.data(), root.size(), 1), 0);
+}
+
+TEST(BusFactor, IsWhatEachRankMovesPerByteOfResultAsNcclTests) {
+  EXPECT_DOUBLE_EQ(BusFactor("allreduce", 4), 1.5);
+  EXPECT_DOUBLE_EQ(BusFactor("broadcast", 4), 1.0);
+  EXPECT_DOUBLE_EQ(BusFactor("allgather", 4), 0.75);
+}
+
+// Rank 1 of a ring of `nranks` simulated in this process: its collectives write what the
+// other ranks would have contributed, or, with `broken`, leave the data as it is.
+template <typename T>
+PeerCollectives<T> SimulatedPeer(int nranks, bool broken) {
+  PeerCollectives<T> peer;
+  peer.all_reduce = [nranks, broken](T* data, size_t count) {
+    if (broken) return;
+    for (size_t i = 0; i < count; ++i) {
+      T sum = 0;
+      for (int r = 0; r < nranks; ++r) sum += static_cast<T>(InputValue(r, i));
+      data[i] = sum;
+    }
+  };
+  peer.broadcast = [broken](T* data, size_t count) {
+    if (!broken) FillInputs(data, count, 0);
+  };
+  peer.all_gather = [nranks, broken](const T* input, size_t count, T* output) {
+    for (int r = 0; r < nranks; ++r) {
+      if (r == 1 || broken) {
+        std::copy(input, input + count, output + r * count);
+      } else {
+        FillInputs(output + r * count, count, r);
+      }
+    }
+  };
+  peer.barrier = [] {};
+  peer.max_over_ranks = [](double v) { return v; };
+  peer.sum_over_ranks = [](int64_t v) { return v; };
+  return peer;
+}
+
+PeerSweep SmallSweep(const std::string& collective) {
+  return {4, 4096, 4, 2, 1, "float32", "sum", true, collective};
+}
+
+TEST(RunSweep, ChecksEachCollectivesResultAgainstTheRanksInputs) {
+  for (const std::string collective : {"allreduce", "broadcast", "allgather"}) {
+    EXPECT_EQ(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, false), "test"), 0)
+        << collective;
+    EXPECT_GT(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, true), "test"), 0)
+        << collective << ": a peer that leaves rank 1's own data is caught";
+  }
+}
+
+TEST(RunSweep, APeerWithoutTheCollectiveIsRefused) {
+  PeerCollectives<float> peer = SimulatedPeer<float>(2, false);
+  peer.broadcast = nullptr;
+  EXPECT_EQ(RunSweep(SmallSweep("broadcast"), 1, 2, peer, "test"), -1);
 }
 
 }  // namespace

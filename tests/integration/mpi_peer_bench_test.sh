@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # mpi-peer-bench (the OpenMPI peer of bench/compare_with_gloo.sh) checks what it measures:
 # at N=2 over both transports the compare script uses (TCP on lo, shared memory), every
-# size's all-reduce result is exact (#wrong 0 on every row, one row per size), the run
-# exits 0, and mpirun leaves no rank behind. Bad sweep flags are refused (exit non-zero).
+# size's result of each collective it times (MPI_Allreduce, MPI_Bcast, MPI_Allgather) is
+# exact (#wrong 0 on every row, one row per size), the run exits 0, and mpirun leaves no
+# rank behind. Bad sweep flags are refused (exit non-zero).
 #
 #   tests/integration/mpi_peer_bench_test.sh BUILD/bin/mpi-peer-bench [MPIRUN]
 set -euo pipefail
@@ -10,22 +11,25 @@ BENCH=$1
 MPIRUN=(timeout 60 "${2:-mpirun}" --allow-run-as-root --oversubscribe -np 2 --bind-to none
         --mca oob_tcp_if_include lo --mca pml ob1)
 SWEEP=(--min_bytes=4 --max_bytes=1M --step_factor=8 --iters=2 --warmup_iters=1)
-EXPECTED_ROWS=7  # 4 B, 32 B, 256 B, 2 KiB, 16 KiB, 128 KiB, 1 MiB
+EXPECTED_ROWS=7  # 4 B, 32 B, 256 B, 2 KiB, 16 KiB, 128 KiB, 1 MiB (an all-gather's: 2 blocks)
 OUT=$(mktemp /tmp/mpi-peer-bench-test-XXXXXX)
 trap 'rm -f "$OUT"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$OUT" >&2; exit 1; }
 
 for transport in "tcp,self --mca btl_tcp_if_include lo" "vader,self"; do
-  # shellcheck disable=SC2086
-  "${MPIRUN[@]}" --mca btl $transport "$BENCH" "${SWEEP[@]}" >"$OUT" 2>&1 \
-    || fail "btl $transport: mpirun exited $?"
-  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$OUT" | wc -l)
-  wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$OUT" | wc -l)
-  [[ $rows == "$EXPECTED_ROWS" ]] || fail "btl $transport: $rows rows, expected $EXPECTED_ROWS"
-  [[ $wrong_rows == 0 ]] || fail "btl $transport: $wrong_rows sizes with wrong elements"
-  grep -q "^# Out of bounds values : 0 OK$" "$OUT" || fail "btl $transport: no OK verdict"
-  if pgrep -f "^$BENCH( |$)" >/dev/null; then fail "btl $transport: a rank outlived mpirun"; fi
-  echo "btl $transport: $rows sizes, all exact"
+  for collective in allreduce broadcast allgather; do
+    what="btl $transport, $collective"
+    # shellcheck disable=SC2086
+    "${MPIRUN[@]}" --mca btl $transport "$BENCH" --collective="$collective" "${SWEEP[@]}" \
+      >"$OUT" 2>&1 || fail "$what: mpirun exited $?"
+    rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$OUT" | wc -l)
+    wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$OUT" | wc -l)
+    [[ $rows == "$EXPECTED_ROWS" ]] || fail "$what: $rows rows, expected $EXPECTED_ROWS"
+    [[ $wrong_rows == 0 ]] || fail "$what: $wrong_rows sizes with wrong elements"
+    grep -q "^# Out of bounds values : 0 OK$" "$OUT" || fail "$what: no OK verdict"
+    if pgrep -f "^$BENCH( |$)" >/dev/null; then fail "$what: a rank outlived mpirun"; fi
+    echo "$what: $rows sizes, all exact"
+  done
 done
 
 if "${MPIRUN[@]}" --mca btl self,vader "$BENCH" --step_factor=1 >"$OUT" 2>&1; then

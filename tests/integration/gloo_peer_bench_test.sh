@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# gloo-peer-bench (the Gloo C++ peer of bench/compare_with_gloo.sh) checks what it
+# measures: at N=3 each collective it times (gloo::allreduce, gloo::broadcast,
+# gloo::allgather) gives an exact result on every rank at every size (#wrong 0 on every
+# row, one row per size), and the run exits 0. Bad sweep flags are refused.
+#
+#   tests/integration/gloo_peer_bench_test.sh BUILD/bin/gloo-peer-bench
+set -euo pipefail
+BENCH=$1
+SWEEP=(--nranks=3 --min_bytes=4 --max_bytes=1M --step_factor=8 --iters=2 --warmup_iters=1
+       --timeout=60s)
+EXPECTED_ROWS=7  # 4 B, 32 B, 256 B, 2 KiB, 16 KiB, 128 KiB, 1 MiB (an all-gather's: 3 blocks)
+OUT=$(mktemp /tmp/gloo-peer-bench-test-XXXXXX)
+trap 'rm -f "$OUT"' EXIT
+fail() { echo "FAIL: $*" >&2; cat "$OUT" >&2; exit 1; }
+
+for collective in allreduce broadcast allgather; do
+  timeout 120 "$BENCH" --collective="$collective" "${SWEEP[@]}" >"$OUT" 2>&1 \
+    || fail "$collective: exited $?"
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$OUT" | wc -l)
+  wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$OUT" | wc -l)
+  [[ $rows == "$EXPECTED_ROWS" ]] || fail "$collective: $rows rows, expected $EXPECTED_ROWS"
+  [[ $wrong_rows == 0 ]] || fail "$collective: $wrong_rows sizes with wrong elements"
+  grep -q "^# Out of bounds values : 0 OK$" "$OUT" || fail "$collective: no OK verdict"
+  grep -q "^# gloo-peer-bench $collective: nranks 3" "$OUT" || fail "$collective: wrong heading"
+  echo "$collective: $rows sizes, all exact"
+done
+
+if "$BENCH" --collective=alltoall >"$OUT" 2>&1; then fail "--collective=alltoall was accepted"; fi
+echo "bad sweep flags refused"
