@@ -1,5 +1,6 @@
 // ringsync-bench: collective latency and bandwidth through the SDK, like nccl-tests'
-// all_reduce_perf (broadcast_perf, all_gather_perf with --collective). Start one process
+// all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf with --collective).
+// Start one process
 // per rank, each with --worker naming its own worker:
 //
 //   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
@@ -10,7 +11,9 @@
 // through ringsync itself), as nccl-tests reports it. algbw = size / time and busbw =
 // algbw * the bytes each rank must move on a ring per byte of result, in GB/s = 1e9 B/s:
 // 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather, whose size is
-// its whole result (N blocks, one from each rank), as in nccl-tests.
+// its whole result (N blocks, one from each rank), and for a reduce-scatter, whose size is
+// its whole input (N blocks, one for each rank), as in nccl-tests. (ringsync's
+// reduce-scatter moves S per rank, not the (N-1)/N x S busbw counts: see client.h.)
 //
 // Checking: the timed batch reduces its own results again and again (values run off to
 // inf), so, as in nccl-tests, one more collective per size runs on fresh inputs and is
@@ -18,7 +21,8 @@
 // (see InputValue) so every op's result is exact in every dtype and independent of the
 // order in which the ring combines: float16 sums stay exact up to N = 1024, bfloat16 up
 // to N = 128. A broadcast's root is rank 0; an all-gather's rank r sends its own input
-// (a separate buffer) as block r. #wrong is summed over ranks; any #wrong > 0 makes the exit
+// (a separate buffer) as block r; a reduce-scatter's rank r receives block r into a
+// separate buffer. #wrong is summed over ranks; any #wrong > 0 makes the exit
 // status 1.
 //
 // The SDK does not report CollectiveResponse.bytes_sent, so the per-rank ring traffic
@@ -52,7 +56,8 @@
 #include "daemon/process/help_filter.h"
 #include "ringsync/client.h"
 
-ABSL_FLAG(std::string, collective, "allreduce", "allreduce, broadcast (from rank 0) or allgather");
+ABSL_FLAG(std::string, collective, "allreduce",
+          "allreduce, broadcast (from rank 0), allgather or reducescatter");
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
 ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
@@ -209,14 +214,15 @@ int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
   return wrong;
 }
 
-enum class Collective { kAllReduce, kBroadcast, kAllGather };
+enum class Collective { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 
 absl::StatusOr<Collective> ParseCollective(absl::string_view name) {
   if (name == "allreduce") return Collective::kAllReduce;
   if (name == "broadcast") return Collective::kBroadcast;
   if (name == "allgather") return Collective::kAllGather;
-  return absl::InvalidArgumentError(
-      absl::StrCat("bad --collective '", name, "': expected allreduce, broadcast or allgather"));
+  if (name == "reducescatter") return Collective::kReduceScatter;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad --collective '", name, "': expected allreduce, broadcast, allgather or reducescatter"));
 }
 
 struct Config {
@@ -273,7 +279,8 @@ double BusFactor(Collective collective, int n) {
   switch (collective) {
     case Collective::kAllReduce: return 2.0 * (n - 1) / n;
     case Collective::kBroadcast: return 1.0;
-    case Collective::kAllGather: return static_cast<double>(n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: return static_cast<double>(n - 1) / n;
   }
   return 0;
 }
@@ -283,38 +290,45 @@ const char* NameOf(Collective collective) {
     case Collective::kAllReduce: return "allreduce";
     case Collective::kBroadcast: return "broadcast";
     case Collective::kAllGather: return "allgather";
+    case Collective::kReduceScatter: return "reducescatter";
   }
   return "?";
 }
 
-// One size's collective: its result is `count` elements in `result`; an all-gather's input
-// is this rank's count / N elements in `input`, its block of the result.
+// One size's collective over `count` elements in `whole` (the all-reduce's or broadcast's
+// data, the all-gather's result, the reduce-scatter's input) and, for the all-gather and
+// the reduce-scatter, count / N in `block` (the all-gather's input, the reduce-scatter's
+// result).
 class SizedCollective {
  public:
-  SizedCollective(Client& client, const Config& c, std::byte* result, std::byte* input, size_t count)
-      : client_(client), c_(c), result_(result), input_(input), count_(count),
+  SizedCollective(Client& client, const Config& c, std::byte* whole, std::byte* block, size_t count)
+      : client_(client), c_(c), whole_(whole), block_(block), count_(count),
         n_(client.world_size()), element_(DTypeSize(c.dtype)) {}
 
-  // This rank's input, fresh: the all-reduce's operands, the broadcast root's (and, so that
+  // This rank's input, fresh: the reduction's operands, the broadcast root's (and, so that
   // a broadcast that did not arrive shows, the other ranks' own) values, the gathered block.
   void FillInput() {
+    const int rank = client_.rank();
     switch (c_.collective) {
       case Collective::kAllReduce:
-        return Fill(result_, count_ * element_, Pattern(c_.dtype, c_.op, n_, client_.rank()));
+      case Collective::kReduceScatter:
+        return Fill(whole_, count_ * element_, Pattern(c_.dtype, c_.op, n_, rank));
       case Collective::kBroadcast:
-        return Fill(result_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, client_.rank()));
+        return Fill(whole_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
       case Collective::kAllGather:
-        return Fill(input_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, client_.rank()));
+        return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
     }
   }
 
   absl::Status Run(const std::string& name) {
     switch (c_.collective) {
-      case Collective::kAllReduce: return client_.AllReduce(name, result_, count_, c_.dtype, c_.op);
+      case Collective::kAllReduce: return client_.AllReduce(name, whole_, count_, c_.dtype, c_.op);
       case Collective::kBroadcast:
-        return client_.Broadcast(name, result_, count_, c_.dtype, /*root=*/0);
+        return client_.Broadcast(name, whole_, count_, c_.dtype, /*root=*/0);
       case Collective::kAllGather:
-        return client_.AllGather(name, input_, Block(), c_.dtype, result_, count_);
+        return client_.AllGather(name, block_, Block(), c_.dtype, whole_, count_);
+      case Collective::kReduceScatter:
+        return client_.ReduceScatter(name, whole_, count_, c_.dtype, block_, Block(), c_.op);
     }
     return absl::InternalError("unknown collective");
   }
@@ -323,16 +337,24 @@ class SizedCollective {
   int64_t CountWrongResult() const {
     switch (c_.collective) {
       case Collective::kAllReduce:
-        return CountWrong(result_, count_, element_, Pattern(c_.dtype, c_.op, n_, -1));
+        return CountWrong(whole_, count_, element_, Pattern(c_.dtype, c_.op, n_, -1));
       case Collective::kBroadcast:
-        return CountWrong(result_, count_, element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
+        return CountWrong(whole_, count_, element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
       case Collective::kAllGather: {
         int64_t wrong = 0;
         for (int r = 0; r < n_; ++r) {
-          wrong += CountWrong(result_ + r * Block() * element_, Block(), element_,
+          wrong += CountWrong(whole_ + r * Block() * element_, Block(), element_,
                               Pattern(c_.dtype, ReduceOp::kSum, n_, r));
         }
         return wrong;
+      }
+      case Collective::kReduceScatter: {
+        // This rank's block starts at element rank x Block() of the periodic pattern.
+        std::vector<std::byte> expected = Pattern(c_.dtype, c_.op, n_, -1);
+        const size_t shift = client_.rank() * Block() % kPeriod * element_;
+        std::rotate(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(shift),
+                    expected.end());
+        return CountWrong(block_, Block(), element_, expected);
       }
     }
     return static_cast<int64_t>(count_);
@@ -343,8 +365,8 @@ class SizedCollective {
 
   Client& client_;
   const Config& c_;
-  std::byte* result_;
-  std::byte* input_;
+  std::byte* whole_;
+  std::byte* block_;
   size_t count_;
   int n_;
   size_t element_;
@@ -425,15 +447,16 @@ int Run() {
     storage.resize((static_cast<size_t>(c.max_bytes) + 7) / 8 + 1);
     buffer = reinterpret_cast<std::byte*>(storage.data());
   }
-  // An all-gather's input: at most a rank's block of the largest result.
-  std::vector<uint64_t> input_storage;
-  if (c.collective == Collective::kAllGather) {
-    input_storage.resize((static_cast<size_t>(c.max_bytes) / n + 7) / 8 + 1);
-  }
-  std::byte* input = reinterpret_cast<std::byte*>(input_storage.data());
+  // An all-gather's input, a reduce-scatter's result: a rank's block of the largest size.
+  const bool blocks =
+      c.collective == Collective::kAllGather || c.collective == Collective::kReduceScatter;
+  std::vector<uint64_t> block_storage;
+  if (blocks) block_storage.resize((static_cast<size_t>(c.max_bytes) / n + 7) / 8 + 1);
+  std::byte* block = reinterpret_cast<std::byte*>(block_storage.data());
 
   const double bus_factor = BusFactor(c.collective, n);
-  const bool reduces = c.collective == Collective::kAllReduce;
+  const bool reduces =
+      c.collective == Collective::kAllReduce || c.collective == Collective::kReduceScatter;
   if (print) {
     std::printf("# ringsync-bench %s: nranks %d, rank 0 worker %s, build %s\n", NameOf(c.collective),
                 n, absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
@@ -444,7 +467,9 @@ int Run() {
                 c.check ? 1 : 0);
     std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
                 "busbw = algbw * %s = algbw * %.3f\n#\n",
-                reduces ? "2(N-1)/N" : c.collective == Collective::kBroadcast ? "1" : "(N-1)/N",
+                c.collective == Collective::kAllReduce   ? "2(N-1)/N"
+                : c.collective == Collective::kBroadcast ? "1"
+                                                         : "(N-1)/N",
                 bus_factor);
     bench::PrintColumnHeads();
   }
@@ -452,8 +477,8 @@ int Run() {
   double busbw_sum = 0;
   int rows = 0;
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.step_factor) {
-    // An all-gather's result is N whole blocks.
-    const int64_t multiple = c.collective == Collective::kAllGather ? n : 1;
+    // An all-gather's result and a reduce-scatter's input are N whole blocks.
+    const int64_t multiple = blocks ? n : 1;
     const int64_t count =
         std::max<int64_t>(multiple, bytes / static_cast<int64_t>(element) / multiple * multiple);
     if (count == last_count || count * static_cast<int64_t>(element) > c.max_bytes) {
@@ -462,7 +487,7 @@ int Run() {
     last_count = count;
     const int64_t size = count * static_cast<int64_t>(element);
     absl::StatusOr<Row> row =
-        MeasureSize(client, c, SizedCollective(client, c, buffer, input, static_cast<size_t>(count)),
+        MeasureSize(client, c, SizedCollective(client, c, buffer, block, static_cast<size_t>(count)),
                     static_cast<size_t>(size));
     if (!row.ok()) {
       std::fprintf(stderr, "ringsync-bench rank %d: %s\n", client.rank(), row.status().ToString().c_str());
@@ -517,7 +542,8 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "collective latency and bandwidth through ringsync, nccl-tests style; one process per "
-      "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--collective=allreduce --min_bytes=4 "
+      "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--collective=allreduce|broadcast|"
+      "allgather|reducescatter --min_bytes=4 "
       "--max_bytes=256M --dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
       "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
   absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("bench/ringsync_bench.cc"));

@@ -83,7 +83,7 @@ absl::Status MemberMismatch(const CollectiveSpec& mine, int my_rank, const Colle
 }  // namespace
 
 bool IsValid(CollectiveKind kind) {
-  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kBarrier;
+  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kReduceScatter;
 }
 
 CollectiveKindTraits TraitsOf(CollectiveKind kind) {
@@ -92,6 +92,7 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind) {
     case CollectiveKind::kBroadcast: return {.has_root = true};
     case CollectiveKind::kAllGather: return {.gathers = true};
     case CollectiveKind::kBarrier: return {.carries_data = false};
+    case CollectiveKind::kReduceScatter: return {.reduces = true, .scatters = true};
   }
   return {};
 }
@@ -99,7 +100,8 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind) {
 absl::Status ValidateSpec(const CollectiveSpec& spec) {
   if (!IsValid(spec.kind)) {
     return Invalid(absl::StrCat("kind ", static_cast<int>(spec.kind),
-                                " is unknown; expected allreduce, broadcast, allgather or barrier"));
+                                " is unknown; expected allreduce, broadcast, allgather, barrier or "
+                                "reducescatter"));
   }
   if (spec.name.empty()) {
     return Invalid(
@@ -135,7 +137,14 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
 }
 
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size) {
-  if (!TraitsOf(spec.kind).gathers) return spec.count;
+  const CollectiveKindTraits traits = TraitsOf(spec.kind);
+  if (traits.scatters) {
+    if (world_size <= 0 || spec.count % static_cast<uint64_t>(world_size) != 0) {
+      return std::nullopt;
+    }
+    return spec.count / static_cast<uint64_t>(world_size);
+  }
+  if (!traits.gathers) return spec.count;
   uint64_t elements = 0;
   if (world_size < 0 ||
       __builtin_mul_overflow(spec.count, static_cast<uint64_t>(world_size), &elements)) {
@@ -150,6 +159,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kBroadcast: return "broadcast";
     case CollectiveKind::kAllGather: return "allgather";
     case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kReduceScatter: return "reducescatter";
   }
   return "invalid-collective";
 }
@@ -160,6 +170,7 @@ std::string DescribeShape(const CollectiveSpec& spec) {
                                    DTypeName(spec.dtype));
   switch (spec.kind) {
     case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduceScatter:
       absl::StrAppend(&shape, " ", ReduceOpName(spec.op));
       if (spec.pre_scale != 1.0) absl::StrAppendFormat(&shape, " pre_scale=%g", spec.pre_scale);
       if (spec.post_scale != 1.0) absl::StrAppendFormat(&shape, " post_scale=%g", spec.post_scale);

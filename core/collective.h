@@ -24,6 +24,7 @@ enum class CollectiveKind : uint8_t {
   kBroadcast = 2,
   kAllGather = 3,
   kBarrier = 4,
+  kReduceScatter = 5,
 };
 
 bool IsValid(CollectiveKind kind);
@@ -36,6 +37,8 @@ struct CollectiveKindTraits {
   bool has_root = false;     // root applies (broadcast)
   bool carries_data = true;  // false: a barrier, whose count is 0
   bool gathers = false;      // the result holds world_size x count elements (all-gather)
+  bool scatters = false;     // the result holds count / world_size elements, the rank's
+                             // block of the input (reduce-scatter)
 };
 // REQUIRES: IsValid(kind).
 CollectiveKindTraits TraitsOf(CollectiveKind kind);
@@ -86,8 +89,9 @@ struct CollectiveSpec {
 // e.g. "name is empty; ...".
 absl::Status ValidateSpec(const CollectiveSpec& spec);
 
-// Elements of the result on each rank: count, or world_size x count for an all-gather;
-// nullopt when that overflows.
+// Elements of the result on each rank: count, world_size x count for an all-gather, or
+// count / world_size for a reduce-scatter; nullopt when that overflows, or when a
+// reduce-scatter's count is not a multiple of world_size (or world_size is not positive).
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size);
 
 // "allreduce 1024 x float32 sum" — the part two ranks compare; "barrier" for a barrier.

@@ -100,16 +100,25 @@ TEST(CollectiveKindTraits, SayWhatEachKindTakesAndReturns) {
   EXPECT_TRUE(TraitsOf(CollectiveKind::kAllGather).gathers);
   EXPECT_FALSE(TraitsOf(CollectiveKind::kBarrier).carries_data);
   EXPECT_FALSE(TraitsOf(CollectiveKind::kAllGather).reduces);
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kReduceScatter).reduces);
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kReduceScatter).scatters);
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kReduceScatter), "reducescatter");
   EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(0)));
+  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(6)));
 }
 
-TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherOnly) {
+TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForAReduceScatter) {
   CollectiveSpec spec = AllReduce();
   EXPECT_EQ(ResultElements(spec, 4), 1024u);
   spec.kind = CollectiveKind::kAllGather;
   EXPECT_EQ(ResultElements(spec, 4), 4096u);
   spec.count = std::numeric_limits<uint64_t>::max() / 2;
   EXPECT_EQ(ResultElements(spec, 4), std::nullopt) << "overflow";
+  spec = AllReduce();
+  spec.kind = CollectiveKind::kReduceScatter;
+  EXPECT_EQ(ResultElements(spec, 4), 256u);
+  EXPECT_EQ(ResultElements(spec, 3), std::nullopt) << "1024 is not 3 blocks";
+  EXPECT_EQ(ResultElements(spec, 0), std::nullopt) << "no ring";
 }
 
 TEST(DescribeShape, NamesWhatTwoRanksCompare) {
@@ -121,6 +130,9 @@ TEST(DescribeShape, NamesWhatTwoRanksCompare) {
   EXPECT_EQ(DescribeShape(spec), "broadcast 1024 x float32 from root 2");
   spec.kind = CollectiveKind::kBarrier;
   EXPECT_EQ(DescribeShape(spec), "barrier");
+  spec = AllReduce();
+  spec.kind = CollectiveKind::kReduceScatter;
+  EXPECT_EQ(DescribeShape(spec), "reducescatter 1024 x float32 avg");
 }
 
 TEST(CheckAgreement, QuotesBothRanks) {

@@ -112,6 +112,9 @@ void RequestSeeds(const fs::path& dir) {
   shared->set_size_bytes(4 << 20);
   Write(dir, "allgather-shared", seed(CollectiveKind::kAllGather, gather));
   Write(dir, "barrier", seed(CollectiveKind::kBarrier, request(CollectiveKind::kBarrier, 0)));
+  v1::CollectiveRequest scatter = request(CollectiveKind::kReduceScatter, 8);
+  scatter.set_inline_data(std::string(16, '\x3f'));
+  Write(dir, "reducescatter-inline", seed(CollectiveKind::kReduceScatter, scatter));
   v1::CollectiveRequest refused = request(CollectiveKind::kAllReduce, 4);
   refused.set_refused_by_client("count 4 but the tensor holds 3 elements");
   Write(dir, "refused-by-client", seed(CollectiveKind::kAllReduce, refused));

@@ -24,6 +24,15 @@ CollectiveCall MakeCall(CollectiveKind kind, absl::string_view name, DType dtype
   return call;
 }
 
+CollectiveCall MakeReduction(CollectiveKind kind, absl::string_view name, DType dtype,
+                             size_t count, ReduceOp op, const AllReduceOptions& options) {
+  CollectiveCall call = MakeCall(kind, name, dtype, count, options.timeout);
+  call.spec.op = op;
+  call.spec.pre_scale = options.pre_scale;
+  call.spec.post_scale = options.post_scale;
+  return call;
+}
+
 }  // namespace
 
 Client::Client(std::unique_ptr<internal::ClientCore> core) : core_(std::move(core)) {}
@@ -66,10 +75,7 @@ absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count,
 
 CollectiveHandle Client::AllReduceAsync(absl::string_view name, void* data, size_t count,
                                         DType dtype, ReduceOp op, const AllReduceOptions& options) {
-  CollectiveCall call = MakeCall(CollectiveKind::kAllReduce, name, dtype, count, options.timeout);
-  call.spec.op = op;
-  call.spec.pre_scale = options.pre_scale;
-  call.spec.post_scale = options.post_scale;
+  CollectiveCall call = MakeReduction(CollectiveKind::kAllReduce, name, dtype, count, op, options);
   call.input = data;
   call.output = data;
   call.output_count = count;
@@ -120,6 +126,25 @@ CollectiveHandle Client::AllGatherAsync(absl::string_view name, const void* inpu
                                         size_t output_count, const CollectiveOptions& options) {
   CollectiveCall call =
       MakeCall(CollectiveKind::kAllGather, name, dtype, input_count, options.timeout);
+  call.input = input;
+  call.output = output;
+  call.output_count = output_count;
+  return core_->Start(std::move(call));
+}
+
+absl::Status Client::ReduceScatter(absl::string_view name, const void* input, size_t input_count,
+                                   DType dtype, void* output, size_t output_count, ReduceOp op,
+                                   const AllReduceOptions& options) {
+  return ReduceScatterAsync(name, input, input_count, dtype, output, output_count, op, options)
+      .Wait();
+}
+
+CollectiveHandle Client::ReduceScatterAsync(absl::string_view name, const void* input,
+                                            size_t input_count, DType dtype, void* output,
+                                            size_t output_count, ReduceOp op,
+                                            const AllReduceOptions& options) {
+  CollectiveCall call =
+      MakeReduction(CollectiveKind::kReduceScatter, name, dtype, input_count, op, options);
   call.input = input;
   call.output = output;
   call.output_count = output_count;

@@ -265,7 +265,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   // (A collective without data names none either way: PrepareData.)
   const bool too_large_inline = max_inline_bytes > 0 && bytes->input > max_inline_bytes;
   const bool use_shared_memory =
-      target_.is_unix() && (bytes->output >= options_.shared_memory_threshold_bytes ||
+      target_.is_unix() && (bytes->buffer() >= options_.shared_memory_threshold_bytes ||
                             too_large_inline);
   if (too_large_inline && !use_shared_memory) {
     // The worker's gRPC would refuse it unread, and the other ranks would wait for it.
@@ -331,6 +331,7 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast: return bytes.input == bytes.output;
     case CollectiveKind::kAllGather: return gathers_in_registered;
+    case CollectiveKind::kReduceScatter: return true;  // its input is the range
     case CollectiveKind::kBarrier: return false;
   }
   return false;
@@ -339,7 +340,7 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
 std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CallBytes& bytes, bool arriving) {
   if (staging_ == nullptr) return nullptr;
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer =
-      staging_->Acquire(arriving ? ArrivalBufferBytes(bytes.output) : bytes.output);
+      staging_->Acquire(arriving ? ArrivalBufferBytes(bytes.output) : bytes.buffer());
   return buffer.ok() ? *std::move(buffer) : nullptr;  // a file then (staging_buffers.h)
 }
 
@@ -364,7 +365,7 @@ std::optional<StagingArena::Slice> ClientCore::StageInArena(const CallBytes& byt
     }
     arena = arena_;
   }
-  return arena->Take(bytes.output);
+  return arena->Take(bytes.buffer());
 }
 
 absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
@@ -515,6 +516,9 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
       break;
     case CollectiveKind::kBarrier:
       async->Barrier(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kReduceScatter:
+      async->ReduceScatter(context, request, response, std::move(done));
       break;
   }
 }

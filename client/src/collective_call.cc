@@ -29,7 +29,7 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
                                       absl::FormatDuration(kMaxRequestTimeout)));
   }
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
-  if ((traits.has_root || traits.gathers) && world_size <= 0) {
+  if ((traits.has_root || traits.gathers || traits.scatters) && world_size <= 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         DescribeCall(call), ": the worker reports no formed ring, so the ring's size is unknown"));
   }
@@ -44,6 +44,10 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
     return Invalid(call, absl::StrCat(spec.count, " elements overflow size_t bytes"));
   }
   const std::optional<uint64_t> expected_output = ResultElements(spec, world_size);
+  if (!expected_output.has_value() && traits.scatters) {
+    return Invalid(call, absl::StrCat("the input holds ", spec.count, " elements, which is not "
+                                      "one block for each of this ring's ", world_size, " ranks"));
+  }
   if (!expected_output.has_value()) {
     return Invalid(call, absl::StrCat(world_size, " x ", spec.count, " elements overflow"));
   }
@@ -51,9 +55,11 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
     return Invalid(
         call, absl::StrCat("the output holds ", call.output_count, " elements; it needs ",
                            *expected_output,
-                           traits.gathers ? absl::StrCat(" (world size ", world_size, " x ",
-                                                         spec.count, " per rank)")
-                                          : ""));
+                           traits.gathers    ? absl::StrCat(" (world size ", world_size, " x ",
+                                                            spec.count, " per rank)")
+                           : traits.scatters ? absl::StrCat(" (", spec.count, " / world size ",
+                                                            world_size, ")")
+                                             : ""));
   }
   if (__builtin_mul_overflow(call.output_count, element, &bytes.output)) {
     return Invalid(call, absl::StrCat(call.output_count, " elements overflow size_t bytes"));

@@ -39,6 +39,9 @@ struct CollectiveCall {
 struct CallBytes {
   size_t input = 0;
   size_t output = 0;
+  // The worker's buffer for the call: the larger of the two (an all-gather's result holds
+  // its input in the first slot, a reduce-scatter's input holds its result's block).
+  size_t buffer() const { return input > output ? input : output; }
 };
 
 // InvalidArgument (FailedPrecondition when the ring's size is unknown but needed) with a

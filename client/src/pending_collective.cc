@@ -34,15 +34,15 @@ void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
   // Nothing to carry (a barrier, a count of 0): the request names no data at all.
   if (bytes_.input == 0 && bytes_.output == 0) return;
   if (pool != nullptr) {
-    absl::StatusOr<SharedMemoryRegion> region = pool->Acquire(bytes_.output);
+    absl::StatusOr<SharedMemoryRegion> region = pool->Acquire(bytes_.buffer());
     if (region.ok()) {
       // AllGather: this rank's input at the start; the worker writes the gathered result
-      // over the first bytes_.output bytes of the (possibly larger, reused) region.
+      // over the first bytes_.buffer() bytes of the (possibly larger, reused) region.
       if (bytes_.input > 0) GatherInput(static_cast<char*>(region->data()));
       v1::SharedTensor* shared = request_.mutable_shared();
       shared->set_path(region->path());
       shared->set_offset(0);
-      shared->set_size_bytes(bytes_.output);
+      shared->set_size_bytes(bytes_.buffer());
       shared->set_reuse(true);
       region_ = *std::move(region);
       pool_ = std::move(pool);
@@ -87,7 +87,7 @@ void PendingCollective::NameRegistered(uint64_t id, uint64_t offset) {
   v1::RegisteredTensor* registered = request_.mutable_registered();
   registered->set_buffer_id(id);
   registered->set_offset(offset);
-  registered->set_size_bytes(bytes_.output);
+  registered->set_size_bytes(bytes_.buffer());
 }
 
 void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
@@ -212,7 +212,17 @@ const void* PendingCollective::ResultInSharedMemory() const {
 absl::Status PendingCollective::CopyResultOut() {
   if (registered_) return absl::OkStatus();  // the worker wrote the result in place
   const void* result = ResultInSharedMemory();
-  if (result == nullptr) {
+  if (result != nullptr) {
+    // A reduce-scatter's result is the block of the rank the worker ran it as.
+    const uint64_t offset = response_.result_offset();
+    if (offset > bytes_.buffer() || bytes_.buffer() - offset < bytes_.output) {
+      return absl::InternalError(absl::StrCat(
+          DescribeCall(call_), ": the worker placed the result at byte ", offset, " of a ",
+          bytes_.buffer(), "-byte buffer, past its end; the buffer was left untouched (is the "
+          "worker of another ringsync version?)"));
+    }
+    result = static_cast<const char*>(result) + offset;
+  } else {
     if (response_.inline_data().size() != bytes_.output) {
       // An AllGather result scales with the ring, which may have changed size since the
       // call started; anything else means the two sides disagree about the contract.

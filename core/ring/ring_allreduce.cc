@@ -31,13 +31,14 @@ namespace {
 // all-gather. Input still arriving is awaited where it is first read: the chunk sent at
 // step 0 segment by segment as it is posted, every other chunk as a segment is combined
 // into it; so every chunk has arrived before the all-gather overwrites it.
+// Only the first `steps` of the schedule's steps run (a reduce-scatter's).
 PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
                            const RingOptions& options, Reducer& reducer, const ReduceSpec& rspec,
                            RingExchange& exchange, absl::Span<std::byte> buffer,
-                           RingStats& stats) {
+                           RingStats& stats, int steps) {
   PipelinePlan plan;
   const int n = me.world_size;
-  for (int t = 0; t < AllReduceSteps(n); ++t) {
+  for (int t = 0; t < steps; ++t) {
     const RingStep step = AllReduceStep(me.rank, n, t);
     plan.steps.push_back({t, step.send_chunk, step.recv_chunk});
   }
@@ -82,11 +83,12 @@ PipelinePlan AllReducePlan(const RingMember& me, const CollectiveSpec& spec,
   return plan;
 }
 
-}  // namespace
-
-absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
-                           const CollectiveSpec& spec, absl::Span<std::byte> buffer,
-                           const RingOptions& given_options, RingStats* stats) {
+// The all-reduce's first `steps` steps (all of them, or a reduce-scatter's), once
+// `checked` (the caller's checks of its arguments) is OK; else the ring is told.
+absl::Status RunAllReduceSteps(const RingMember& me, Link& link, Reducer& reducer,
+                               const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                               const RingOptions& given_options, RingStats* stats, int steps,
+                               const absl::Status& checked) {
   // Input still arriving is awaited through a stopwatch (RingStats::input_wait).
   std::optional<TimedInputArrival> timed_arrival;
   RingOptions options = given_options;
@@ -95,9 +97,7 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
   }
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
   RingExchange exchange(me, link, spec, options);
-  if (absl::Status s = CheckAllReduceArguments(me, spec, buffer, rspec); !s.ok()) {
-    return exchange.Reject(s);
-  }
+  if (!checked.ok()) return exchange.Reject(checked);
   RingStats local;
   if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
     exchange.ExportStats(stats);
@@ -119,7 +119,7 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
     result = exchange.Annotate(result);
   } else if (result.ok()) {
     const PipelinePlan plan =
-        AllReducePlan(me, spec, options, reducer, rspec, exchange, buffer, local);
+        AllReducePlan(me, spec, options, reducer, rspec, exchange, buffer, local, steps);
     result = RunRingPipeline(plan, exchange, buffer, DTypeSize(spec.dtype));
   } else {
     result = exchange.Reject(result);
@@ -128,6 +128,39 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
   if (timed_arrival.has_value()) local.input_wait = timed_arrival->waited();
   if (stats != nullptr) *stats = local;
   return result;
+}
+
+}  // namespace
+
+absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
+                           const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                           const RingOptions& options, RingStats* stats) {
+  const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
+  return RunAllReduceSteps(me, link, reducer, spec, buffer, options, stats,
+                           AllReduceSteps(me.world_size),
+                           CheckAllReduceArguments(me, spec, buffer, rspec));
+}
+
+absl::Status RingReduceScatter(const RingMember& me, Link& link, Reducer& reducer,
+                               const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                               const RingOptions& options, RingStats* stats) {
+  const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
+  absl::Status checked = ValidateReduceSpec(rspec);
+  if (spec.kind != CollectiveKind::kReduceScatter) {
+    checked = absl::InvalidArgumentError(
+        absl::StrCat("RingReduceScatter cannot run a ", CollectiveKindName(spec.kind)));
+  } else if (checked.ok()) {
+    checked = CheckBufferSize(me, spec, buffer.size(), spec.count);
+  }
+  if (checked.ok() && me.world_size > 0 && spec.count % static_cast<uint64_t>(me.world_size) != 0) {
+    checked = absl::InvalidArgumentError(absl::StrCat(
+        "a reduce-scatter's input is one block per rank: ", spec.count,
+        " elements are not a multiple of this ring's ", me.world_size, " ranks"));
+  }
+  // The reduce-scatter's N-1 steps leave rank r holding chunk r+1; the all-gather's first
+  // step hands it on, so rank r ends with chunk r, combined in the all-reduce's order.
+  return RunAllReduceSteps(me, link, reducer, spec, buffer, options, stats,
+                           me.world_size > 1 ? me.world_size : 0, checked);
 }
 
 }  // namespace ringsync

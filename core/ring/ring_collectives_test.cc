@@ -1,4 +1,4 @@
-// Specification of all-gather, broadcast and barrier over the ring.
+// Specification of all-gather, broadcast, barrier and reduce-scatter over the ring.
 #include <memory>
 #include <vector>
 
@@ -9,6 +9,7 @@
 #include "core/link/memory_link.h"
 #include "core/ring/ring_allgather.h"
 #include "core/ring/ring_allreduce.h"
+#include "core/ring/partition.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
@@ -218,6 +219,104 @@ TEST(RingCollectives, ACancellationFromOutsideAbortsEveryRankWithItsReason) {
   for (const absl::Status& s : statuses) {
     EXPECT_FALSE(s.ok());
     EXPECT_THAT(std::string(s.message()), HasSubstr("training process of rank 1 disconnected")) << s;
+  }
+}
+
+// Reduce-scatter: rank r ends with block r of the ranks' inputs reduced, bitwise the
+// all-reduce's chunk r, having moved S bytes where an all-reduce moves 2(N-1)/N x S; an
+// input that is not one block per rank is refused on every rank.
+
+CollectiveSpec ReduceScatterSpec(DType dtype, ReduceOp op, size_t count) {
+  CollectiveSpec spec = Spec(CollectiveKind::kReduceScatter, dtype, count);
+  spec.op = op;
+  return spec;
+}
+
+// Every rank's buffer after one collective of `kind` over `inputs` on a ring of their
+// number, with each rank's stats.
+struct RingRun {
+  std::vector<absl::Status> statuses;
+  std::vector<Bytes> buffers;
+  std::vector<RingStats> stats;
+};
+RingRun RunRing(CollectiveKind kind, const CollectiveSpec& base, const std::vector<Bytes>& inputs) {
+  const int n = static_cast<int>(inputs.size());
+  RingRun run{{}, inputs, std::vector<RingStats>(static_cast<size_t>(n))};
+  MemoryRing ring(n);
+  CollectiveSpec spec = base;
+  spec.kind = kind;
+  run.statuses = SpawnRanks(n, [&](int r) {
+    CpuReducer reducer;
+    const RingMember me{r, n, 0};
+    auto buffer = absl::MakeSpan(run.buffers[r]);
+    return kind == CollectiveKind::kReduceScatter
+               ? RingReduceScatter(me, ring.link(r), reducer, spec, buffer, SmallSegments(),
+                                   &run.stats[r])
+               : RingAllReduce(me, ring.link(r), reducer, spec, buffer, SmallSegments(),
+                               &run.stats[r]);
+  });
+  return run;
+}
+
+TEST(RingReduceScatter, EachRankEndsWithItsBlockBitwiseTheAllReducesResult) {
+  for (int n = 1; n <= 5; ++n) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64, DType::kInt32}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+        for (size_t block : {size_t{0}, size_t{1}, size_t{7}, size_t{300}}) {
+          SCOPED_TRACE(absl::StrCat("n ", n, " ", DTypeName(dtype), " ", ReduceOpName(op),
+                                    " block ", block));
+          const size_t count = block * n;
+          std::vector<Bytes> inputs;
+          for (int r = 0; r < n; ++r) inputs.push_back(testing::RandomInput(dtype, count, r, 11));
+          const CollectiveSpec spec = ReduceScatterSpec(dtype, op, count);
+          const RingRun all = RunRing(CollectiveKind::kAllReduce, spec, inputs);
+          const RingRun scattered = RunRing(CollectiveKind::kReduceScatter, spec, inputs);
+          const size_t esize = DTypeSize(dtype);
+          for (int r = 0; r < n; ++r) {
+            ASSERT_TRUE(all.statuses[r].ok()) << all.statuses[r];
+            ASSERT_TRUE(scattered.statuses[r].ok()) << scattered.statuses[r];
+            const ElementRange mine = ChunkRange(count, n, r);
+            EXPECT_EQ(mine.offset, r * block);
+            const Bytes got(scattered.buffers[r].begin() + mine.offset * esize,
+                            scattered.buffers[r].begin() + mine.end() * esize);
+            const Bytes want(all.buffers[r].begin() + mine.offset * esize,
+                             all.buffers[r].begin() + mine.end() * esize);
+            EXPECT_TRUE(got == want) << "rank " << r << "'s block";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RingReduceScatter, EachRankMovesTheInputsBytesOnceWhereAnAllReduceMovesThemTwice) {
+  const int n = 4;
+  const size_t count = 4000;
+  std::vector<Bytes> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(testing::RandomInput(DType::kFloat32, count, r, 2));
+  const CollectiveSpec spec =
+      ReduceScatterSpec(DType::kFloat32, ReduceOp::kSum, count);
+  const RingRun all = RunRing(CollectiveKind::kAllReduce, spec, inputs);
+  const RingRun scattered = RunRing(CollectiveKind::kReduceScatter, spec, inputs);
+  for (int r = 0; r < n; ++r) {
+    // Payload bytes: N steps of one block (S/N), against 2(N-1) for the all-reduce.
+    EXPECT_EQ(scattered.stats[r].bytes_sent, count * sizeof(float)) << "rank " << r;
+    EXPECT_EQ(all.stats[r].bytes_sent, 2 * (n - 1) * count / n * sizeof(float)) << "rank " << r;
+  }
+}
+
+TEST(RingReduceScatter, AnInputThatIsNotOneBlockPerRankIsRefusedOnEveryRank) {
+  const int n = 3;
+  std::vector<Bytes> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(testing::RandomInput(DType::kFloat32, 10, r, 4));
+  const RingRun run = RunRing(CollectiveKind::kReduceScatter,
+                          ReduceScatterSpec(DType::kFloat32, ReduceOp::kSum, 10),
+                          inputs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(absl::IsInvalidArgument(run.statuses[r])) << run.statuses[r];
+    EXPECT_THAT(std::string(run.statuses[r].message()),
+                HasSubstr("10 elements are not a multiple of this ring's 3 ranks"));
+    EXPECT_TRUE(run.buffers[r] == inputs[r]) << "rank " << r << "'s input is untouched";
   }
 }
 

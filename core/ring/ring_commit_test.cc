@@ -79,6 +79,8 @@ CutRun RunCut(CollectiveKind kind, int faulty_rank, std::optional<uint64_t> cut,
         return RingAllReduce(me, link, reducer, spec, buffer, options);
       case CollectiveKind::kBroadcast: return RingBroadcast(me, link, spec, buffer, options);
       case CollectiveKind::kAllGather: return RingAllGather(me, link, spec, buffer, options);
+      case CollectiveKind::kReduceScatter:
+        return RingReduceScatter(me, link, reducer, spec, buffer, options);
     }
     return absl::InternalError("unknown kind");
   });
@@ -138,7 +140,8 @@ TEST_P(RingCommit, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed
 
 INSTANTIATE_TEST_SUITE_P(EveryKind, RingCommit,
                          ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
-                                           CollectiveKind::kAllGather, CollectiveKind::kBarrier),
+                                           CollectiveKind::kAllGather, CollectiveKind::kBarrier,
+                                           CollectiveKind::kReduceScatter),
                          [](const auto& info) { return std::string(CollectiveKindName(info.param)); });
 
 TEST(RingCommitOutcome, LosingTheLastCommitFrameLeavesItsReceiverInDoubtNamingTheRankItMissed) {

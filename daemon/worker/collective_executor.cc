@@ -437,6 +437,15 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       return RingBroadcast(me, link, job.spec, data, options, &job.stats);
     case CollectiveKind::kAllGather:
       return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+    case CollectiveKind::kReduceScatter: {
+      // The result is this rank's block; the rest of the buffer holds partial sums.
+      const size_t esize = IsValid(job.spec.dtype) ? DTypeSize(job.spec.dtype) : 0;
+      if (const std::optional<uint64_t> block = ResultElements(job.spec, me.world_size)) {
+        job.result_offset = static_cast<uint64_t>(me.rank) * *block * esize;
+        job.result_bytes = *block * esize;
+      }
+      return RingReduceScatter(me, link, reducer_, job.spec, data, options, &job.stats);
+    }
   }
   return absl::InvalidArgumentError("unknown collective kind");
 }

@@ -71,6 +71,11 @@ struct CollectiveJob {
   RingStats stats;
   absl::Duration elapsed;
 
+  // Where the result lies in bytes() once the collective ran: all of it, except a
+  // reduce-scatter's, the block of the rank it ran as (set by the executor).
+  uint64_t result_offset = 0;
+  std::optional<uint64_t> result_bytes;
+
   bool is_registered() const { return registered.mapping != nullptr; }
   // How the tensor reached this worker, for metrics: "registered", "file", "inline", or
   // "none" (no data).
@@ -81,6 +86,12 @@ struct CollectiveJob {
   }
   absl::Span<std::byte> bytes() {
     return is_registered() ? registered.bytes : absl::MakeSpan(inline_data);
+  }
+  // The result within an inline job's data (see result_offset).
+  absl::Span<const std::byte> Result() const {
+    const absl::Span<const std::byte> all = absl::MakeConstSpan(inline_data);
+    if (result_offset > all.size()) return {};
+    return all.subspan(result_offset, result_bytes.value_or(all.size() - result_offset));
   }
   // What the job holds or will hold while it waits and runs, for the queue's bounds
   // (a registered buffer is the client's memory: none).
@@ -105,11 +116,14 @@ struct CollectiveJob {
     std::vector<std::byte>().swap(inline_data);
     return stored;
   }
-  // Where the result goes on a ring of `world_size`: the data, an inline all-gather's
-  // grown to hold every rank's slot (its input stays first).
+  // What the ring works in on a ring of `world_size`: the data, an inline all-gather's
+  // grown to hold every rank's slot (its input stays first). (A reduce-scatter's is its
+  // input: the result is a block of it, result_offset.)
   absl::Span<std::byte> ResultBuffer(int world_size) {
     const std::optional<uint64_t> elements = ResultElements(spec, world_size);
-    if (!is_shared && !is_registered() && elements.has_value()) inline_data.resize(*elements * DTypeSize(spec.dtype));
+    if (TraitsOf(spec.kind).gathers && !is_shared && !is_registered() && elements.has_value()) {
+      inline_data.resize(*elements * DTypeSize(spec.dtype));
+    }
     return bytes();
   }
   void Finish(const absl::Status& result) {

@@ -109,8 +109,11 @@ v1::CallAnswer AnswerOf(const CollectiveJob& job) {
   response->set_bytes_sent(job.stats.bytes_sent);
   response->set_bytes_received(job.stats.bytes_received);
   response->set_seconds(absl::ToDoubleSeconds(job.elapsed));
+  const absl::Span<const std::byte> result = job.Result();
   if (!job.is_shared && !job.inline_data.empty()) {
-    response->set_inline_data(job.inline_data.data(), job.inline_data.size());
+    response->set_inline_data(result.data(), result.size());
+  } else {
+    response->set_result_offset(job.result_offset);
   }
   return answer;
 }
@@ -399,6 +402,12 @@ grpc::ServerUnaryReactor* WorkerService::Barrier(grpc::CallbackServerContext* co
                                                  const v1::CollectiveRequest* request,
                                                  v1::CollectiveResponse* response) {
   return RunCollective(CollectiveKind::kBarrier, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* WorkerService::ReduceScatter(grpc::CallbackServerContext* context,
+                                                       const v1::CollectiveRequest* request,
+                                                       v1::CollectiveResponse* response) {
+  return RunCollective(CollectiveKind::kReduceScatter, context, *request, response);
 }
 
 grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::AttachRequest* request,

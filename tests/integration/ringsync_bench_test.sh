@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ringsync-bench checks what it measures: on a local cluster of three workers (an odd N,
 # so an all-gather's blocks do not divide every size), each collective it times
-# (all-reduce, broadcast, all-gather), in plain and registered memory, across the sizes
+# (all-reduce, broadcast, all-gather, reduce-scatter), in plain and registered memory,
+# across the sizes
 # that take each of the SDK's paths (inline, the staging arena, shared memory), gives an
 # exact result on every rank (#wrong 0 on every row, one row per size) and exits 0. A bad
 # --collective is refused.
@@ -11,7 +12,7 @@ set -euo pipefail
 BIN=$1
 NRANKS=3
 SWEEP=(--min_bytes=4 --max_bytes=4M --step_factor=16 --iters=2 --warmup_iters=1)
-EXPECTED_ROWS=6  # 4 B, 64 B, 1 KiB, 16 KiB, 256 KiB, 4 MiB (an all-gather's rounded to 3 blocks)
+EXPECTED_ROWS=6  # 4 B, 64 B, 1 KiB, 16 KiB, 256 KiB, 4 MiB (rounded to 3 blocks where blocks)
 WORK=$(mktemp -d /tmp/ringsync-bench-test-XXXXXX)
 source "$(dirname "$0")/../../bench/local_cluster.sh"
 fail() { echo "FAIL: $*" >&2; cat "$WORK"/out.rank* >&2; exit 1; }
@@ -29,7 +30,7 @@ run_bench() {  # flags...: one ringsync-bench per rank; rank 0's output in $WORK
   return $status
 }
 
-for collective in allreduce broadcast allgather; do
+for collective in allreduce broadcast allgather reducescatter; do
   for memory in "" --registered; do
     what="$collective${memory:+ $memory}"
     run_bench --collective="$collective" "${SWEEP[@]}" $memory || fail "$what: a rank exited non-zero"

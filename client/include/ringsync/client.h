@@ -271,6 +271,35 @@ class Client {
                                   DType dtype, void* output, size_t output_count,
                                   const CollectiveOptions& options = {});
 
+  // Every rank's `input` is world_size() blocks of output.size() elements; rank r's
+  // `output` receives block r reduced over the ranks with `op` (scales as AllReduce's),
+  // bitwise the elements an AllReduce of `input` would give there. Each rank sends and
+  // receives input's bytes once (an AllReduce moves them 2(N-1)/N times): the gradient
+  // step of sharded optimizers (ZeRO, FSDP). `output` may alias `input` (e.g. its own
+  // block). REQUIRES: input.size() == world_size() * output.size().
+  template <Element T>
+  absl::Status ReduceScatter(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
+                             absl::Span<T> output, ReduceOp op,
+                             const AllReduceOptions& options = {}) {
+    return ReduceScatterAsync<T>(name, input, output, op, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle ReduceScatterAsync(absl::string_view name,
+                                      absl::Span<const std::type_identity_t<T>> input,
+                                      absl::Span<T> output, ReduceOp op,
+                                      const AllReduceOptions& options = {}) {
+    return ReduceScatterAsync(name, input.data(), input.size(), kDTypeOf<T>, output.data(),
+                              output.size(), op, options);
+  }
+  // Raw form: `input_count` (= world_size() * output_count) elements in, `output_count` out.
+  absl::Status ReduceScatter(absl::string_view name, const void* input, size_t input_count,
+                             DType dtype, void* output, size_t output_count, ReduceOp op,
+                             const AllReduceOptions& options = {});
+  CollectiveHandle ReduceScatterAsync(absl::string_view name, const void* input,
+                                      size_t input_count, DType dtype, void* output,
+                                      size_t output_count, ReduceOp op,
+                                      const AllReduceOptions& options = {});
+
   // Returns once every rank has entered the barrier. No data.
   absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
   CollectiveHandle BarrierAsync(absl::string_view name, const CollectiveOptions& options = {});

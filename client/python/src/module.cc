@@ -30,7 +30,8 @@ PYBIND11_MODULE(_ringsync, m) {
   py::class_<PyHandle>(m, "Handle", "A collective in flight, from one of Client's *_async methods.")
       .def("wait", &PyHandle::Wait, py::arg("timeout") = std::nullopt,
            "Waits until the collective completes and returns its result (the tensor for "
-           "in-place collectives, the new tensor for allgather, None for barrier). Raises "
+           "in-place collectives, the new tensor for allgather and reduce_scatter, None for "
+           "barrier). Raises "
            "ringsync.Error on failure, ringsync.TimeoutError when `timeout` (seconds) passes "
            "first (the collective goes on; wait again).")
       .def("done", &PyHandle::Done, "True once the collective has completed; never blocks.");
@@ -51,6 +52,9 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("name") = "broadcast", py::arg("timeout") = std::nullopt)
       .def("allgather_async", &PyClient::AllGatherAsync, py::arg("tensor"),
            py::arg("name") = "allgather", py::arg("timeout") = std::nullopt)
+      .def("reduce_scatter_async", &PyClient::ReduceScatterAsync, py::arg("tensor"),
+           py::arg("name") = "reduce_scatter", py::arg("op") = ReduceOp::kSum,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt)
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
       .def("allocate_bytes", &PyClient::AllocateBytes, py::arg("size_bytes"),

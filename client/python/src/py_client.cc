@@ -112,22 +112,44 @@ std::unique_ptr<PyHandle> PyClient::BroadcastAsync(py::handle tensor, int root,
       arg.owner, py::none());
 }
 
-std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std::string& name,
-                                                   std::optional<double> timeout) {
-  TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
+int PyClient::RingSizeFor(absl::string_view call, absl::string_view name) const {
   const int world_size = Get()->world_size();
   if (world_size <= 0) {
     ThrowStatus(absl::FailedPreconditionError(absl::StrCat(
-        "allgather '", name, "': the worker reports no formed ring, so the output's size is "
+        call, " '", name, "': the worker reports no formed ring, so the output's size is "
         "unknown; retry once the ring has re-formed")));
   }
-  TensorArg output = NewGatherOutput(input, world_size);
+  return world_size;
+}
+
+std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std::string& name,
+                                                   std::optional<double> timeout) {
+  TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
+  TensorArg output = NewGatherOutput(input, RingSizeFor("allgather", name));
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start(
       [&](Client& c) {
         return c.AllGatherAsync(name, input.data, input.count, input.dtype, output.data,
                                 output.count, options);
+      },
+      output.owner, input.owner);
+}
+
+std::unique_ptr<PyHandle> PyClient::ReduceScatterAsync(py::handle tensor, const std::string& name,
+                                                       ReduceOp op, double prescale,
+                                                       double postscale,
+                                                       std::optional<double> timeout) {
+  TensorArg input = ToTensorArg(tensor, "reduce_scatter", Access::kRead);
+  TensorArg output = NewScatterOutput(input, RingSizeFor("reduce_scatter", name));
+  AllReduceOptions options;
+  options.pre_scale = prescale;
+  options.post_scale = postscale;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) {
+        return c.ReduceScatterAsync(name, input.data, input.count, input.dtype, output.data,
+                                    output.count, op, options);
       },
       output.owner, input.owner);
 }

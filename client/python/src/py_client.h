@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 #include "client/python/src/py_handle.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
@@ -55,6 +56,9 @@ class PyClient {
                                            const std::string& name, std::optional<double> timeout);
   std::unique_ptr<PyHandle> AllGatherAsync(pybind11::handle tensor, const std::string& name,
                                            std::optional<double> timeout);
+  std::unique_ptr<PyHandle> ReduceScatterAsync(pybind11::handle tensor, const std::string& name,
+                                               ReduceOp op, double prescale, double postscale,
+                                               std::optional<double> timeout);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
 
   // Client::AllocateBytes as a zeroed 1-D uint8 numpy array over the registered memory,
@@ -71,6 +75,9 @@ class PyClient {
   explicit PyClient(std::unique_ptr<Client> client) : client_(std::move(client)) {}
   // Raises ValueError once closed.
   std::shared_ptr<Client> Get() const;
+  // The ring's size, which sizes `call`'s output; raises ringsync.Error (FAILED_PRECONDITION)
+  // while no ring is formed.
+  int RingSizeFor(absl::string_view call, absl::string_view name) const;
   // Starts a collective with the GIL released; the handle returns `result` from wait().
   std::unique_ptr<PyHandle> Start(absl::FunctionRef<CollectiveHandle(Client&)> start,
                                   pybind11::object result, pybind11::object keep_alive);

@@ -152,6 +152,21 @@ TensorArg ToTensorArg(py::handle object, absl::string_view call, Access access) 
                      std::string(py::str(py::type::of(object).attr("__name__")))));
 }
 
+namespace {
+
+// A new, uninitialized array of like's kind and dtype, of `shape`.
+TensorArg NewLike(const TensorArg& like, const std::vector<py::ssize_t>& shape,
+                  absl::string_view call) {
+  py::tuple shape_tuple(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) shape_tuple[i] = py::int_(shape[i]);
+  py::object output = like.is_torch ? like.owner.attr("new_empty")(shape_tuple)
+                                    : py::array(py::reinterpret_borrow<py::array>(like.owner).dtype(),
+                                                shape);
+  return ToTensorArg(output, call, Access::kReadWrite);
+}
+
+}  // namespace
+
 TensorArg NewGatherOutput(const TensorArg& like, int factor) {
   std::vector<py::ssize_t> shape = like.shape;
   if (shape.empty()) {
@@ -159,12 +174,17 @@ TensorArg NewGatherOutput(const TensorArg& like, int factor) {
   } else {
     shape[0] *= factor;
   }
-  py::tuple shape_tuple(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) shape_tuple[i] = py::int_(shape[i]);
-  py::object output = like.is_torch ? like.owner.attr("new_empty")(shape_tuple)
-                                    : py::array(py::reinterpret_borrow<py::array>(like.owner).dtype(),
-                                                shape);
-  return ToTensorArg(output, "allgather", Access::kReadWrite);
+  return NewLike(like, shape, "allgather");
+}
+
+TensorArg NewScatterOutput(const TensorArg& like, int divisor) {
+  std::vector<py::ssize_t> shape = like.shape;
+  if (shape.empty()) {
+    shape.push_back(0);
+  } else {
+    shape[0] /= divisor;
+  }
+  return NewLike(like, shape, "reduce_scatter");
 }
 
 }  // namespace ringsync::python

@@ -113,6 +113,37 @@ def test_allgather_concatenates_every_rank_in_rank_order(clients):
         np.testing.assert_array_equal(scalars, np.arange(WORLD_SIZE))
 
 
+def test_reduce_scatter_gives_each_rank_its_block_of_the_all_reduce(clients):
+    def rank(client):
+        rows = torch.arange(2 * WORLD_SIZE * 3, dtype=torch.float32).view(2 * WORLD_SIZE, 3)
+        mine = rows + client.rank
+        everything = client.allreduce_(mine.clone(), "whole", op=ringsync.AVG)
+        block = client.reduce_scatter(mine, "shard", op=ringsync.AVG)
+        ints = client.reduce_scatter(np.full(WORLD_SIZE * 5, client.rank + 1, np.int64))
+        return client.rank, mine, everything, block, ints
+    for r, mine, everything, block, ints in run_ranks(clients, rank):
+        assert block.dtype == torch.float32 and block.shape == (2, 3)
+        assert torch.equal(block, everything[2 * r:2 * r + 2]), "bitwise the all-reduce's"
+        assert torch.equal(mine, torch.arange(2 * WORLD_SIZE * 3.0).view(-1, 3) + r), \
+            "the input is left as it was"
+        assert isinstance(ints, np.ndarray) and ints.shape == (5,)
+        np.testing.assert_array_equal(ints, np.full(5, WORLD_SIZE * (WORLD_SIZE + 1) // 2))
+
+
+def test_reduce_scatter_of_rows_the_ranks_do_not_divide_fails_on_every_rank(clients):
+    def rank(client):
+        rows = WORLD_SIZE + 1 if client.rank == 0 else WORLD_SIZE
+        try:
+            client.reduce_scatter(np.ones(rows, np.float32), "uneven")
+        except ringsync.Error as e:
+            return str(e)
+        return None
+    errors = run_ranks(clients, rank)
+    assert all(errors), errors
+    assert f"the input holds {WORLD_SIZE + 1} elements, which is not one block" in errors[0]
+    assert "rank 0" in errors[1], "the other ranks hear which rank refused"
+
+
 def test_barrier_and_empty_tensor(clients):
     def rank(client):
         client.barrier()

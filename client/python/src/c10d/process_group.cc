@@ -279,11 +279,11 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::Barrier
                client_->BarrierAsync("torch.barrier", OptionsOf(opts.timeout)));
 }
 
-// The ops below are composed from the daemon's collectives, so they move more bytes than
-// a dedicated algorithm would: reduce and reduce_scatter all-reduce everything (twice a
-// ring reduce's bytes), gather all-gathers (every rank receives what only the root
-// keeps), scatter broadcasts the whole list. Each is one collective, so every rank's
-// result and failure are those of that collective.
+// The ops below (but reduce_scatter, the daemon's own) are composed from the daemon's
+// collectives, so they move more bytes than a dedicated algorithm would: reduce
+// all-reduces everything (twice a ring reduce's bytes), gather all-gathers (every rank
+// receives what only the root keeps), scatter broadcasts the whole list. Each is one
+// collective, so every rank's result and failure are those of that collective.
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
@@ -350,8 +350,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(
   const DType dtype = DTypeOf(output, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "ringsync reduce_scatter: expected one list of inputs");
   CheckList(inputs[0], getSize(), output, "reduce_scatter", "input tensors");
-  return ReduceScatterOf(ConcatenatedScratch(inputs[0]), output, dtype, opts,
-                         c10d::OpType::REDUCE_SCATTER);
+  return ReduceScatterOf(ConcatenatedScratch(inputs[0]), /*input_is_scratch=*/true, output,
+                         dtype, opts, c10d::OpType::REDUCE_SCATTER);
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
@@ -360,19 +360,32 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
   TORCH_CHECK(DTypeOf(input, "reduce_scatter") == dtype &&
                   input.numel() == getSize() * output.numel(),
               "ringsync reduce_scatter: the input must hold world_size x the output, same dtype");
-  return ReduceScatterOf(ConcatenatedScratch({input}), output, dtype, opts,
-                         c10d::OpType::_REDUCE_SCATTER_BASE);
+  if (input.is_contiguous()) {
+    return ReduceScatterOf(input, /*input_is_scratch=*/false, output, dtype, opts,
+                           c10d::OpType::_REDUCE_SCATTER_BASE);
+  }
+  return ReduceScatterOf(ConcatenatedScratch({input}), /*input_is_scratch=*/true, output, dtype,
+                         opts, c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
-    at::Tensor flat, at::Tensor output, DType dtype, const c10d::ReduceScatterOptions& opts,
-    c10d::OpType type) {
+    at::Tensor flat, bool input_is_scratch, at::Tensor output, DType dtype,
+    const c10d::ReduceScatterOptions& opts, c10d::OpType type) {
   const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce_scatter");
-  CollectiveHandle handle =
-      client_->AllReduceAsync("torch.reduce_scatter", flat.data_ptr(), flat.numel(), dtype,
-                              reduction.op, reduction.options);
-  return Track(type, "reduce_scatter", {output}, {}, std::move(handle),
-               CopyOut(flat, getRank() * output.numel(), {output}), {flat});
+  // The SDK writes the block straight into a contiguous output.
+  const bool direct = output.is_contiguous();
+  at::Tensor block = direct ? output : scratch_.Take(output.numel(), output.options());
+  CollectiveHandle handle = client_->ReduceScatterAsync(
+      "torch.reduce_scatter", flat.data_ptr(), flat.numel(), dtype, block.data_ptr(),
+      block.numel(), reduction.op, reduction.options);
+  std::vector<at::Tensor> scratch;
+  if (input_is_scratch) scratch.push_back(flat);
+  if (!direct) scratch.push_back(block);
+  std::vector<at::Tensor> keep_alive;
+  if (!input_is_scratch) keep_alive.push_back(flat);
+  return Track(type, "reduce_scatter", {output}, std::move(keep_alive), std::move(handle),
+               direct ? std::function<void()>() : CopyOut(block, 0, {output}),
+               std::move(scratch));
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(

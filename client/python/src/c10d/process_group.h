@@ -3,8 +3,8 @@
 // process's ringsync worker (ringsync/torch/backend.py registers it).
 //
 // It has what the daemon has: allreduce (SUM, AVG, MIN, MAX, PRODUCT, and PREMUL_SUM with
-// a scalar factor), broadcast, allgather (and _allgather_base), barrier; and what one of
-// those makes: reduce, gather, scatter, reduce_scatter (and _reduce_scatter_base),
+// a scalar factor), broadcast, allgather (and _allgather_base), reduce_scatter (and
+// _reduce_scatter_base), barrier; and what one of those makes: reduce, gather, scatter,
 // allreduce_coalesced (the SDK's tensor group), allgather_coalesced — each one
 // collective, moving more bytes than a dedicated algorithm would (process_group.cc says
 // how many). Tensors the SDK reads or writes are CPU tensors, contiguous, of a dtype
@@ -111,9 +111,11 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                                std::vector<at::Tensor> targets,
                                                std::chrono::milliseconds timeout,
                                                bool input_is_scratch = false);
-  // All-reduces `flat` (rank r's inputs for every rank, end to end) and copies block r
-  // into `output`.
-  c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, at::Tensor output, DType dtype,
+  // Reduce-scatters `flat` (contiguous: this rank's inputs for every rank, end to end)
+  // into `output` (through a scratch block when it is not contiguous). `input_is_scratch`:
+  // `flat` came from scratch_ and goes back to it.
+  c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, bool input_is_scratch,
+                                                 at::Tensor output, DType dtype,
                                                  const c10d::ReduceScatterOptions& opts,
                                                  c10d::OpType type);
   // An op's own timeout, else the group's.
