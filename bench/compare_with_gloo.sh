@@ -18,7 +18,8 @@
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
 # is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast or
 # allgather times that collective instead of the all-reduce (ringsync, Gloo C++ and MPI;
-# an all-gather's size is its whole result, nccl-tests' busbw factors).
+# an all-gather's size is its whole result, nccl-tests' busbw factors); reducescatter
+# (ringsync alone; its size is its whole input).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -57,11 +58,13 @@ if [[ $COLLECTIVE == allreduce ]] && /usr/bin/python3 -c "import torch" 2>/dev/n
 fi
 if [[ -x $BIN/mpi-peer-bench ]] && command -v mpirun >/dev/null; then DEFAULT_PEERS+=" mpi-tcp mpi-shm"
 else echo "no $BIN/mpi-peer-bench or mpirun (install libopenmpi-dev openmpi-bin and rebuild): no MPI columns" >&2; fi
+[[ $COLLECTIVE == reducescatter ]] && DEFAULT_PEERS="ringsync"  # no peer times one here
 read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 if [[ $COLLECTIVE != allreduce ]]; then
   for peer in "${PEERS[@]}"; do
-    case $peer in
-      torch-gloo|grpc-ring*) echo "$peer times all-reduces only (COLLECTIVE=$COLLECTIVE)" >&2; exit 2 ;;
+    case $peer:$COLLECTIVE in
+      ringsync:*|gloo-cpp:broadcast|gloo-cpp:allgather|mpi-*:broadcast|mpi-*:allgather) ;;
+      *) echo "$peer does not time a $COLLECTIVE here" >&2; exit 2 ;;
     esac
   done
 fi
@@ -195,7 +198,8 @@ for peer in peers:
                 sizes.append(size)
             times.setdefault((peer, size), []).append(float(f[4]))
             wrong[(peer, size)] = wrong.get((peer, size), 0) + int(f[7])
-bus = {"broadcast": 1.0, "allgather": (n - 1) / n}.get(collective, 2.0 * (n - 1) / n)
+bus = {"broadcast": 1.0, "allgather": (n - 1) / n,
+       "reducescatter": (n - 1) / n}.get(collective, 2.0 * (n - 1) / n)
 def fmt_time(us):
     return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
 head = f"{'size (B)':>12}"
