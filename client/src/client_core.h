@@ -108,12 +108,13 @@ class ClientCore {
   std::optional<RegisteredBufferRegistry::Location> InRegisteredBuffer(
       const CollectiveCall& call, const CallBytes& bytes) const;
   // Whether the worker can run `call` in place in registered memory the SDK stages it in:
-  // an all-reduce or broadcast of one buffer, and an all-gather (the range its whole
-  // result, the input copied into the first slot) where the worker `gathers_in_registered`.
+  // an all-reduce or broadcast of one buffer, a reduce-scatter (the range its input, the
+  // result the rank's block of it), and an all-gather (the range its whole result, the
+  // input copied into the first slot) where the worker `gathers_in_registered`.
   static bool RunsInStaging(const CollectiveCall& call, const CallBytes& bytes,
                             bool gathers_in_registered);
-  // Registered memory to stage a call that RunsInStaging in (staging_buffers.h), its
-  // result's size, with room for arrival marks after it when `arriving`; null where it
+  // Registered memory to stage a call that RunsInStaging in (staging_buffers.h), of
+  // bytes.buffer(), with room for arrival marks after it when `arriving`; null where it
   // cannot be had (then a file carries it).
   std::shared_ptr<RegisteredMemory> Stage(const CallBytes& bytes, bool arriving);
   // Whether a staged `call` may be copied in while the worker already runs it (to a

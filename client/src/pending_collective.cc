@@ -211,6 +211,14 @@ const void* PendingCollective::ResultInSharedMemory() const {
 
 absl::Status PendingCollective::CopyResultOut() {
   if (registered_) return absl::OkStatus();  // the worker wrote the result in place
+  if (TraitsOf(call_.spec.kind).scatters && response_.result_bytes() != bytes_.output) {
+    // The block's size follows the ring's, which may have changed since the call began.
+    return absl::InternalError(absl::StrCat(
+        DescribeCall(call_), ": the worker's block of the result holds ",
+        response_.result_bytes(), " bytes, the output ", bytes_.output, "; the output was left "
+        "untouched (did the ring change size? It had ",
+        call_.spec.count / std::max<size_t>(call_.output_count, 1), " ranks when the call began)"));
+  }
   const void* result = ResultInSharedMemory();
   if (result != nullptr) {
     // A reduce-scatter's result is the block of the rank the worker ran it as.

@@ -471,6 +471,31 @@ TEST_F(ClientTest, ZeroElementsAreFine) {
   EXPECT_EQ(worker_.seen()[1].request.spec().count(), 0u);
 }
 
+TEST_F(ClientTest, AReduceScatterRunOnARingOfAnotherSizeLeavesTheOutputUntouched) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_rank(1);
+  info.set_world_size(2);
+  worker_.SetInfo(info);
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  const std::vector<float> input = Iota(8);
+  std::vector<float> block(4, -1.0f);
+  ASSERT_TRUE(client->ReduceScatter<float>("shard", input, absl::MakeSpan(block), ReduceOp::kSum)
+                  .ok());
+  EXPECT_EQ(block, std::vector<float>(input.begin() + 4, input.end())) << "rank 1's block";
+  EXPECT_EQ(worker_.seen().back().method, "ReduceScatter");
+  EXPECT_EQ(worker_.seen().back().request.spec().count(), 8u) << "count is the whole input";
+
+  // The ring grew to 4 ranks before the worker ran it: its block is 2 elements, not 4.
+  worker_.RunReduceScattersOnARingOf(4);
+  std::fill(block.begin(), block.end(), -1.0f);
+  const absl::Status s =
+      client->ReduceScatter<float>("shard", input, absl::MakeSpan(block), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsInternal(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("did the ring change size? It had 2 ranks"));
+  EXPECT_EQ(block, std::vector<float>(4, -1.0f)) << "the output is untouched";
+}
+
 class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {

@@ -267,6 +267,12 @@ class FakeWorker final : public v1::Worker::Service {
     absl::MutexLock lock(&mu_);
     truncated_.push_back(name);
   }
+  // Reduce-scatters run as if the ring had `world_size` ranks (it changed size since the
+  // client last heard); 0: the ring of info().
+  void RunReduceScattersOnARingOf(int world_size) {
+    absl::MutexLock lock(&mu_);
+    reduce_scatter_world_ = world_size;
+  }
 
   std::vector<SeenRequest> seen() {
     absl::MutexLock lock(&mu_);
@@ -351,6 +357,24 @@ class FakeWorker final : public v1::Worker::Service {
       std::string gathered;
       for (int r = 0; r < world; ++r) gathered += data;
       data = std::move(gathered);
+      return grpc::Status::OK;
+    });
+  }
+
+  // Stand-in: the rank's block of its own input, as the worker answers (inline: only the
+  // block, with its size).
+  grpc::Status ReduceScatter(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                             v1::CollectiveResponse* response) override {
+    const int rank = info().rank();
+    int world = info().world_size();
+    {
+      absl::MutexLock lock(&mu_);
+      if (reduce_scatter_world_ > 0) world = reduce_scatter_world_;
+    }
+    return Serve("ReduceScatter", context, request, response, [&](std::string& data) {
+      const size_t block = data.size() / static_cast<size_t>(world);
+      data = data.substr(static_cast<size_t>(rank) * block, block);
+      response->set_result_bytes(block);
       return grpc::Status::OK;
     });
   }
@@ -526,6 +550,7 @@ class FakeWorker final : public v1::Worker::Service {
   absl::flat_hash_map<std::string, OutcomeMark> outcome_marks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Duration> delays_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> truncated_ ABSL_GUARDED_BY(mu_);
+  int reduce_scatter_world_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SeenRequest> seen_ ABSL_GUARDED_BY(mu_);
 };
 

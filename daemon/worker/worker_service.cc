@@ -115,6 +115,7 @@ v1::CallAnswer AnswerOf(const CollectiveJob& job) {
   } else {
     response->set_result_offset(job.result_offset);
   }
+  response->set_result_bytes(job.result_bytes.value_or(0));
   return answer;
 }
 
