@@ -242,6 +242,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   int rank = -1;
   bool takes_arriving_input = false;
   bool gathers_in_registered = false;
+  bool takes_broadcast_without_input = false;
   uint64_t max_inline_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -255,6 +256,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     rank = info_.rank();
     takes_arriving_input = info_.takes_arriving_input();
     gathers_in_registered = info_.gathers_in_registered();
+    takes_broadcast_without_input = info_.takes_broadcast_without_input();
     max_inline_bytes = info_.max_inline_bytes();
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
@@ -279,6 +281,11 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   pending->SetHooks(std::move(on_complete), nullptr);
   EncodeRequest(pending->call(), pending->request());
+  if (takes_broadcast_without_input && pending->call().spec.kind == CollectiveKind::kBroadcast &&
+      rank >= 0 && rank != pending->call().spec.root) {
+    // The root's bytes overwrite this rank's: no copy in (the worker checks the rank).
+    pending->LeaveInputOut();
+  }
   const bool staged_in_place = RunsInStaging(pending->call(), *bytes, gathers_in_registered);
   if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
       in.has_value() && target_.is_unix()) {

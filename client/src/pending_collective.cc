@@ -38,7 +38,7 @@ void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
     if (region.ok()) {
       // AllGather: this rank's input at the start; the worker writes the gathered result
       // over the first bytes_.buffer() bytes of the (possibly larger, reused) region.
-      if (bytes_.input > 0) GatherInput(static_cast<char*>(region->data()));
+      if (bytes_.input > 0) FillStaged(static_cast<char*>(region->data()));
       v1::SharedTensor* shared = request_.mutable_shared();
       shared->set_path(region->path());
       shared->set_offset(0);
@@ -59,6 +59,14 @@ void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
     inline_data->resize(bytes_.input);
     GatherInput(inline_data->data());
   }
+}
+
+void PendingCollective::FillStaged(char* to) {
+  if (leave_input_out_) {
+    request_.set_input_left_out(true);
+    return;
+  }
+  GatherInput(to);
 }
 
 void PendingCollective::GatherInput(char* to) const {
@@ -97,7 +105,7 @@ void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
 
 void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,
                                    std::shared_ptr<StagingBuffers> staging) {
-  GatherInput(static_cast<char*>(buffer->data()));
+  FillStaged(static_cast<char*>(buffer->data()));
   NameRegistered(buffer->id(), 0);
   staged_ = std::move(buffer);
   staging_ = std::move(staging);
@@ -159,7 +167,7 @@ void PendingCollective::CopyInArriving(int rank, int world_size) {
 }
 
 void PendingCollective::UseArenaSlice(StagingArena::Slice slice) {
-  GatherInput(reinterpret_cast<char*>(slice.data()));
+  FillStaged(reinterpret_cast<char*>(slice.data()));
   NameRegistered(slice.buffer_id(), slice.offset());
   slice_.emplace(std::move(slice));
 }

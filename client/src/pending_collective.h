@@ -40,6 +40,11 @@ class PendingCollective {
 
   PendingCollective(CollectiveCall call, CallBytes bytes);
 
+  // For a broadcast from another rank (the root's bytes overwrite this one's): the shared
+  // or registered memory the input would be copied into is left as it is, and the request
+  // says so (CollectiveRequest.input_left_out); inline data is still carried. Call first.
+  void LeaveInputOut() { leave_input_out_ = true; }
+
   // Copies the caller's input into the request: into a shared-memory region from `pool`
   // when that is not null, else inline; a collective without data (a barrier, count 0)
   // names none. When no region can be had (e.g. /dev/shm is full) the data goes inline
@@ -115,6 +120,8 @@ class PendingCollective {
   // The caller's input into `to` (bytes_.input bytes), from its one buffer or, for a
   // fused all-reduce, its pieces one after another; the result back the same way.
   void GatherInput(char* to) const;
+  // GatherInput into shared or registered memory, unless the input is left out.
+  void FillStaged(char* to);
   void ScatterOutput(const char* from) const;
   void Complete(absl::Status status);
 
@@ -129,6 +136,7 @@ class PendingCollective {
   std::shared_ptr<StagingBuffers> staging_;   // where staged_ came from
   std::optional<StagingArena::Slice> slice_;  // or the arena slice it is staged in
   bool registered_ = false;
+  bool leave_input_out_ = false;
   std::optional<ArrivalLayout> arrival_;  // set by UseStagingArriving
   std::function<void(const absl::Status&)> on_complete_;
   std::function<void()> on_wait_;

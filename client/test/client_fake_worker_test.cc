@@ -534,6 +534,35 @@ TEST_F(ClientTest, BroadcastSendsTheRootAndReceivesInPlace) {
   EXPECT_EQ(worker_.seen()[0].request.spec().root(), 1);
 }
 
+TEST_F(ClientTest, ABroadcastFromAnotherRankLeavesItsInputOutOfSharedMemory) {
+  v1::WorkerInfo info = worker_.info();  // rank 0
+  info.set_takes_broadcast_without_input(true);
+  worker_.SetInfo(info);
+  std::unique_ptr<Client> client = Connect("", WithThreshold(32));
+  ASSERT_NE(client, nullptr);
+  std::vector<uint8_t> weights(64, 7), mine(64, 7), small(6, 7);
+  ASSERT_TRUE(client->Broadcast("from 1", absl::MakeSpan(weights), 1).ok());
+  EXPECT_EQ(weights, std::vector<uint8_t>(64, 0x41)) << "the root's bytes";
+  ASSERT_TRUE(client->Broadcast("from me", absl::MakeSpan(mine), 0).ok());
+  EXPECT_EQ(mine, std::vector<uint8_t>(64, 7));
+  ASSERT_TRUE(client->Broadcast("small", absl::MakeSpan(small), 1).ok());
+  const std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_FALSE(seen[0].was_inline);
+  EXPECT_TRUE(seen[0].request.input_left_out()) << "rank 0 is not the root: nothing copied in";
+  EXPECT_FALSE(seen[1].request.input_left_out()) << "the root's input is the broadcast";
+  EXPECT_TRUE(seen[2].was_inline);
+  EXPECT_FALSE(seen[2].request.input_left_out()) << "inline data is carried as it is";
+
+  client.reset();
+  info.set_takes_broadcast_without_input(false);  // an older worker
+  worker_.SetInfo(info);
+  std::unique_ptr<Client> older = Connect("", WithThreshold(32));
+  ASSERT_NE(older, nullptr);
+  ASSERT_TRUE(older->Broadcast("from 1", absl::MakeSpan(weights), 1).ok());
+  EXPECT_FALSE(worker_.seen().back().request.input_left_out());
+}
+
 TEST_F(ClientTest, BarrierSendsNoData) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);

@@ -434,6 +434,15 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       return RunAllReduceAlgorithm(algorithm, job, epoch, data, options);
     }
     case CollectiveKind::kBroadcast:
+      if (job.input_left_out && me.rank == job.spec.root) {
+        // The client copied nothing in, taking its rank for another: what the memory holds
+        // is stale. Every rank fails before a byte moves.
+        return RingExchange(me, link, job.spec, options)
+            .Reject(absl::FailedPreconditionError(absl::StrCat(
+                "this rank is the broadcast's root, but its training process left its tensor "
+                "out, taking its rank for another (the ring re-formed since the call); call "
+                "again")));
+      }
       return RingBroadcast(me, link, job.spec, data, options, &job.stats);
     case CollectiveKind::kAllGather:
       return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);

@@ -148,6 +148,46 @@ TEST(CollectiveExecutor, RunsEveryKindOnTheRingAndNumbersThemInOrder) {
   }
 }
 
+TEST(CollectiveExecutor, AReduceScatterLeavesEachRanksBlockWhereItsResultSays) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    const float x = static_cast<float>(r + 1);
+    jobs.push_back(Job(CollectiveKind::kReduceScatter, "shard", 1, {x, 2 * x, 3 * x, 4 * x, 5 * x, 6 * x}));
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(jobs[r]->status.ok()) << jobs[r]->status;
+    EXPECT_EQ(jobs[r]->result_offset, 2 * r * sizeof(float));
+    EXPECT_EQ(jobs[r]->result_bytes, 2 * sizeof(float));
+    std::vector<float> block(2);
+    std::memcpy(block.data(), jobs[r]->Result().data(), jobs[r]->Result().size());
+    EXPECT_EQ(block, (std::vector<float>{6.0f * (2 * r + 1), 6.0f * (2 * r + 2)}))
+        << "rank " << r << ": its block of 1+2+3 times the input";
+  }
+}
+
+TEST(CollectiveExecutor, ABroadcastWhoseRootLeftItsInputOutFailsOnEveryRankBeforeAnyByteMoved) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    jobs.push_back(Job(CollectiveKind::kBroadcast, "weights", 1, {-1, -1}));
+    jobs.back()->spec.root = 1;
+    // Rank 1's client took its rank for another's and copied nothing in.
+    jobs.back()->input_left_out = r != 0;
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FALSE(jobs[r]->status.ok()) << "rank " << r;
+    EXPECT_THAT(std::string(jobs[r]->status.message()),
+                HasSubstr("this rank is the broadcast's root, but its training process left its "
+                          "tensor out"))
+        << "rank " << r;
+  }
+}
+
 TEST(CollectiveExecutor, RunsJobsInTheClientsOrderWhateverOrderTheyArrive) {
   ExecutorRing ring(2);
   std::vector<std::shared_ptr<CollectiveJob>> firsts, seconds;

@@ -53,6 +53,9 @@ struct CollectiveJob {
   // span it staged there): the ring awaits each range before reading it
   // (core/ring/input_arrival.h); any other algorithm awaits all of it first.
   std::shared_ptr<const InputArrival> arrival;
+  // A broadcast whose client left its input out (CollectiveRequest.input_left_out): it
+  // must not run with this rank as the root.
+  bool input_left_out = false;
   // Set once the ring may have written into the caller's memory (a registered buffer):
   // a failure after it leaves that memory unspecified, before it untouched.
   bool touched_caller_memory = false;

@@ -164,6 +164,14 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   if (request.has_membership()) job->membership = request.membership();
   StartClock(request, limits, *job);
   if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
+  if (request.input_left_out()) {
+    if (job->spec.kind != CollectiveKind::kBroadcast ||
+        request.data_case() == v1::CollectiveRequest::kInlineData) {
+      return Invalid("input_left_out", "only a broadcast's shared or registered tensor may "
+                                       "leave its input out");
+    }
+    job->input_left_out = true;
+  }
   return job;
 }
 

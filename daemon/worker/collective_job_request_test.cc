@@ -239,6 +239,38 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   close(fd);
 }
 
+TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut) {
+  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  RegisteredBuffers buffers(RegisteredBufferLimits{});
+  const uint64_t id = buffers.Register(getpid(), getuid(), fd, 64).value();
+  JobRequestLimits limits;
+  limits.registered = &buffers;
+
+  v1::CollectiveRequest broadcast = Request(Floats(CollectiveKind::kBroadcast, 4));
+  broadcast.mutable_registered()->set_buffer_id(id);
+  broadcast.mutable_registered()->set_size_bytes(16);
+  broadcast.set_input_left_out(true);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kBroadcast, broadcast, limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE((*job)->input_left_out);
+
+  v1::CollectiveRequest inline_broadcast = Request(Floats(CollectiveKind::kBroadcast, 4));
+  inline_broadcast.set_input_left_out(true);
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kBroadcast, inline_broadcast, limits)
+                              .status()
+                              .message()),
+              HasSubstr("only a broadcast's shared or registered tensor may leave its input out"))
+      << "inline data is the input itself";
+  v1::CollectiveRequest allreduce = Request(Floats(CollectiveKind::kAllReduce, 4));
+  *allreduce.mutable_registered() = broadcast.registered();
+  allreduce.set_input_left_out(true);
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, allreduce, limits).ok());
+  close(fd);
+}
+
 TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) {
   const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);

@@ -223,6 +223,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_max_inline_bytes(options_.max_inline_bytes);
   info->set_takes_arriving_input(true);
   info->set_gathers_in_registered(true);
+  info->set_takes_broadcast_without_input(true);
   info->set_descriptor_socket(descriptors_ != nullptr);
 }
 
