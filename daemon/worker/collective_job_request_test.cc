@@ -198,12 +198,31 @@ TEST(CheckedJobFromRequest, ChecksASharedRequestWithoutOpeningItsFile) {
             "invalid shared.size_bytes: 8 bytes for 4 x float32");
 }
 
+// A sealed memfd of `bytes`, registered as this process's buffer (as the SDK's are).
+struct RegisteredMemfd {
+  explicit RegisteredMemfd(uint64_t bytes) : buffers(RegisteredBufferLimits{}) {
+    fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ok = fd >= 0 && posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0 &&
+         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0;
+    if (ok) id = buffers.Register(getpid(), getuid(), fd, bytes).value();
+  }
+  ~RegisteredMemfd() {
+    if (fd >= 0) close(fd);
+  }
+  RegisteredMemfd(const RegisteredMemfd&) = delete;
+  RegisteredMemfd& operator=(const RegisteredMemfd&) = delete;
+
+  int fd = -1;
+  bool ok = false;
+  RegisteredBuffers buffers;
+  uint64_t id = 0;
+};
+
 TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
-  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
-  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-  RegisteredBuffers buffers(RegisteredBufferLimits{});
-  const uint64_t id = buffers.Register(getpid(), getuid(), fd, 64).value();
+  RegisteredMemfd memory(64);
+  ASSERT_TRUE(memory.ok);
+  RegisteredBuffers& buffers = memory.buffers;
+  const uint64_t id = memory.id;
   JobRequestLimits limits;
 
   v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, 4));
@@ -236,15 +255,13 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   request.mutable_registered()->set_buffer_id(id + 7);
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits).ok());
 
-  close(fd);
 }
 
 TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut) {
-  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
-  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-  RegisteredBuffers buffers(RegisteredBufferLimits{});
-  const uint64_t id = buffers.Register(getpid(), getuid(), fd, 64).value();
+  RegisteredMemfd memory(64);
+  ASSERT_TRUE(memory.ok);
+  RegisteredBuffers& buffers = memory.buffers;
+  const uint64_t id = memory.id;
   JobRequestLimits limits;
   limits.registered = &buffers;
 
@@ -268,15 +285,13 @@ TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut
   *allreduce.mutable_registered() = broadcast.registered();
   allreduce.set_input_left_out(true);
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, allreduce, limits).ok());
-  close(fd);
 }
 
 TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) {
-  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  ASSERT_EQ(posix_fallocate(fd, 0, 64), 0);
-  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-  RegisteredBuffers buffers(RegisteredBufferLimits{});
-  const uint64_t id = buffers.Register(getpid(), getuid(), fd, 64).value();
+  RegisteredMemfd memory(64);
+  ASSERT_TRUE(memory.ok);
+  RegisteredBuffers& buffers = memory.buffers;
+  const uint64_t id = memory.id;
   JobRequestLimits limits;
   limits.registered = &buffers;
 
@@ -304,17 +319,15 @@ TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) 
                               .status()
                               .message()),
               HasSubstr("a barrier carries no data"));
-  close(fd);
 }
 
 TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgainstItsBuffer) {
   constexpr uint64_t kTensor = 256 << 10;  // 65,536 floats: one block
   const uint64_t buffer_bytes = ArrivalBufferBytes(kTensor);
-  const int fd = memfd_create("job-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  ASSERT_EQ(posix_fallocate(fd, 0, buffer_bytes), 0);
-  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-  RegisteredBuffers buffers(RegisteredBufferLimits{});
-  const uint64_t id = buffers.Register(getpid(), getuid(), fd, buffer_bytes).value();
+  RegisteredMemfd memory(buffer_bytes);
+  ASSERT_TRUE(memory.ok);
+  RegisteredBuffers& buffers = memory.buffers;
+  const uint64_t id = memory.id;
   JobRequestLimits limits;
   limits.registered = &buffers;
 
@@ -352,7 +365,6 @@ TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgain
                               .status()
                               .message()),
               HasSubstr("invalid registered.arrival: a broadcast reads its input at once"));
-  close(fd);
 }
 
 }  // namespace

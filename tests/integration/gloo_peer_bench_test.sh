@@ -13,17 +13,14 @@ EXPECTED_ROWS=7  # 4 B, 32 B, 256 B, 2 KiB, 16 KiB, 128 KiB, 1 MiB (an all-gathe
 OUT=$(mktemp /tmp/gloo-peer-bench-test-XXXXXX)
 trap 'rm -f "$OUT"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$OUT" >&2; exit 1; }
+source "$(dirname "$0")/bench_table_checks.sh"
 
 for collective in allreduce broadcast allgather; do
   timeout 120 "$BENCH" --collective="$collective" "${SWEEP[@]}" >"$OUT" 2>&1 \
     || fail "$collective: exited $?"
-  rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$OUT" | wc -l)
-  wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$OUT" | wc -l)
-  [[ $rows == "$EXPECTED_ROWS" ]] || fail "$collective: $rows rows, expected $EXPECTED_ROWS"
-  [[ $wrong_rows == 0 ]] || fail "$collective: $wrong_rows sizes with wrong elements"
-  grep -q "^# Out of bounds values : 0 OK$" "$OUT" || fail "$collective: no OK verdict"
+  check_table "$OUT" "$collective" "$EXPECTED_ROWS"
   grep -q "^# gloo-peer-bench $collective: nranks 3" "$OUT" || fail "$collective: wrong heading"
-  echo "$collective: $rows sizes, all exact"
+  echo "$collective: $EXPECTED_ROWS sizes, all exact"
 done
 
 if "$BENCH" --collective=alltoall >"$OUT" 2>&1; then fail "--collective=alltoall was accepted"; fi

@@ -15,6 +15,7 @@ EXPECTED_ROWS=7  # 4 B, 32 B, 256 B, 2 KiB, 16 KiB, 128 KiB, 1 MiB (an all-gathe
 OUT=$(mktemp /tmp/mpi-peer-bench-test-XXXXXX)
 trap 'rm -f "$OUT"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$OUT" >&2; exit 1; }
+source "$(dirname "$0")/bench_table_checks.sh"
 
 for transport in "tcp,self --mca btl_tcp_if_include lo" "vader,self"; do
   for collective in allreduce broadcast allgather; do
@@ -22,13 +23,9 @@ for transport in "tcp,self --mca btl_tcp_if_include lo" "vader,self"; do
     # shellcheck disable=SC2086
     "${MPIRUN[@]}" --mca btl $transport "$BENCH" --collective="$collective" "${SWEEP[@]}" \
       >"$OUT" 2>&1 || fail "$what: mpirun exited $?"
-    rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$OUT" | wc -l)
-    wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$OUT" | wc -l)
-    [[ $rows == "$EXPECTED_ROWS" ]] || fail "$what: $rows rows, expected $EXPECTED_ROWS"
-    [[ $wrong_rows == 0 ]] || fail "$what: $wrong_rows sizes with wrong elements"
-    grep -q "^# Out of bounds values : 0 OK$" "$OUT" || fail "$what: no OK verdict"
+    check_table "$OUT" "$what" "$EXPECTED_ROWS"
     if pgrep -f "^$BENCH( |$)" >/dev/null; then fail "$what: a rank outlived mpirun"; fi
-    echo "$what: $rows sizes, all exact"
+    echo "$what: $EXPECTED_ROWS sizes, all exact"
   done
 done
 

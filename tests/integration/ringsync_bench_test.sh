@@ -15,6 +15,7 @@ SWEEP=(--min_bytes=4 --max_bytes=4M --step_factor=16 --iters=2 --warmup_iters=1)
 EXPECTED_ROWS=6  # 4 B, 64 B, 1 KiB, 16 KiB, 256 KiB, 4 MiB (rounded to 3 blocks where blocks)
 WORK=$(mktemp -d /tmp/ringsync-bench-test-XXXXXX)
 source "$(dirname "$0")/../../bench/local_cluster.sh"
+source "$(dirname "$0")/bench_table_checks.sh"
 fail() { echo "FAIL: $*" >&2; cat "$WORK"/out.rank* >&2; exit 1; }
 
 start_local_cluster ""
@@ -34,13 +35,9 @@ for collective in allreduce broadcast allgather reducescatter; do
   for memory in "" --registered; do
     what="$collective${memory:+ $memory}"
     run_bench --collective="$collective" "${SWEEP[@]}" $memory || fail "$what: a rank exited non-zero"
-    rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8' "$WORK/out" | wc -l)
-    wrong_rows=$(awk '$1 ~ /^[0-9]+$/ && NF == 8 && $8 != 0' "$WORK/out" | wc -l)
-    [[ $rows == "$EXPECTED_ROWS" ]] || fail "$what: $rows rows, expected $EXPECTED_ROWS"
-    [[ $wrong_rows == 0 ]] || fail "$what: $wrong_rows sizes with wrong elements"
-    grep -q "^# Out of bounds values : 0 OK$" "$WORK/out" || fail "$what: no OK verdict"
+    check_table "$WORK/out" "$what" "$EXPECTED_ROWS"
     grep -q "^# ringsync-bench $collective: nranks $NRANKS" "$WORK/out" || fail "$what: wrong heading"
-    echo "$what: $rows sizes, all exact"
+    echo "$what: $EXPECTED_ROWS sizes, all exact"
   done
 done
 
