@@ -254,7 +254,6 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   request.mutable_registered()->set_size_bytes(16);
   request.mutable_registered()->set_buffer_id(id + 7);
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits).ok());
-
 }
 
 TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut) {
