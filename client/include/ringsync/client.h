@@ -17,9 +17,10 @@
 // Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
 // through shared memory (when the worker is on a unix socket): staged in memory registered
 // with the worker, which runs the collective in place there (an all-gather's staged range
-// is its whole result, the input copied into the first slot), or, where the worker cannot
-// take that memory, in a file under /dev/shm. Smaller ones, and everything over TCP, travel inline in the
-// request. A Client keeps its shared memory for the next collectives of a similar size (at
+// is its whole result, the input copied into the first slot; a reduce-scatter's is its
+// input; a broadcast's other ranks copy nothing in), or, where the worker cannot take
+// that memory, in a file under /dev/shm. Smaller ones are staged in the arena below, and
+// everything over TCP travels inline in the request. A Client keeps its shared memory for the next collectives of a similar size (at
 // most 32 idle regions and 1 GiB of each kind: a step's gradient buckets in flight), so a
 // training loop pays for creating it once; it is released when the Client is destroyed,
 // or by the worker if the process dies. Idle registered regions give way when the worker
