@@ -1,6 +1,7 @@
-// What the all-reduce sweeps in bench/ share so that their tables line up row by row
-// (bench/compare_with_gloo.sh joins them): size parsing, the iteration budget, and the
-// nccl-tests-style columns size, count, type, redop, time, algbw, busbw, #wrong.
+// What the collective sweeps in bench/ share so that their tables line up row by row
+// (bench/compare_with_gloo.sh joins them): size parsing, the iteration budget, busbw's
+// factor, and the nccl-tests-style columns size, count, type, redop, time, algbw, busbw,
+// #wrong.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,21 @@
 #include "absl/strings/string_view.h"
 
 namespace ringsync::bench {
+
+// The bytes each rank moves on a ring per byte of a collective's result (busbw / algbw), as
+// nccl-tests counts them, for `collective` named as ringsync-bench --collective names it:
+// 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather (whose size is
+// its whole result) and a reduce-scatter (whose size is its whole input).
+struct BusFactor {
+  const char* formula;  // as the tables' heading line prints it
+  double value;
+};
+inline BusFactor BusFactorOf(absl::string_view collective, int nranks) {
+  const double n = nranks;
+  if (collective == "broadcast") return {"1", 1.0};
+  if (collective == "allgather" || collective == "reducescatter") return {"(N-1)/N", (n - 1) / n};
+  return {"2(N-1)/N", 2 * (n - 1) / n};
+}
 
 // Large sizes get fewer iterations so a sweep to 256 MiB ends in minutes: at most this
 // many bytes per size for the timed batch, and again for the warm-up (never below 2 / 1).

@@ -49,12 +49,6 @@ std::vector<size_t> SweepCounts(const PeerSweep& sweep, size_t element_size) {
   return counts;
 }
 
-double BusFactor(const std::string& collective, int nranks) {
-  if (collective == "broadcast") return 1.0;
-  if (collective == "allgather") return static_cast<double>(nranks - 1) / nranks;
-  return 2.0 * (nranks - 1) / nranks;
-}
-
 double PeakRssMiB() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);

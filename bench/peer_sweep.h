@@ -101,10 +101,6 @@ struct PeerCollectives {
   std::function<int64_t(int64_t)> sum_over_ranks;
 };
 
-// The bytes each rank moves on a ring per byte of `collective`'s result (busbw / algbw),
-// as nccl-tests: 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather.
-double BusFactor(const std::string& collective, int nranks);
-
 // One rank's sweep over `sweep`'s sizes with the peer's collective: per size the warm-up,
 // a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
 // sweep.check, one collective of known inputs whose wrong elements are summed over ranks.
@@ -148,11 +144,11 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     for (int r = 0; r < nranks; ++r) wrong += CountNotFrom(buffer.data() + r * block, block, r);
     return wrong;
   };
-  const double bus = BusFactor(sweep.collective, nranks);
+  const BusFactor bus_factor = BusFactorOf(sweep.collective, nranks);
+  const double bus = bus_factor.value;
   if (print) {
     std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
-                "busbw = algbw * %s = algbw * %.3f\n#\n",
-                reduces ? "2(N-1)/N" : broadcasts ? "1" : "(N-1)/N", bus);
+                "busbw = algbw * %s = algbw * %.3f\n#\n", bus_factor.formula, bus);
     PrintColumnHeads();
   }
   int64_t total_wrong = 0;

@@ -80,9 +80,11 @@ TEST(CountNotFrom, ARanksOwnInputsMatchAndAnotherRanksDoNot) {
 }
 
 TEST(BusFactor, IsWhatEachRankMovesPerByteOfResultAsNcclTests) {
-  EXPECT_DOUBLE_EQ(BusFactor("allreduce", 4), 1.5);
-  EXPECT_DOUBLE_EQ(BusFactor("broadcast", 4), 1.0);
-  EXPECT_DOUBLE_EQ(BusFactor("allgather", 4), 0.75);
+  EXPECT_DOUBLE_EQ(BusFactorOf("allreduce", 4).value, 1.5);
+  EXPECT_DOUBLE_EQ(BusFactorOf("broadcast", 4).value, 1.0);
+  EXPECT_DOUBLE_EQ(BusFactorOf("allgather", 4).value, 0.75);
+  EXPECT_DOUBLE_EQ(BusFactorOf("reducescatter", 4).value, 0.75);
+  EXPECT_STREQ(BusFactorOf("allreduce", 4).formula, "2(N-1)/N");
 }
 
 // Rank 1 of a ring of `nranks` simulated in this process: its collectives write what the

@@ -1,7 +1,6 @@
 // ringsync-bench: collective latency and bandwidth through the SDK, like nccl-tests'
 // all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf with --collective).
-// Start one process
-// per rank, each with --worker naming its own worker:
+// Start one process per rank, each with --worker naming its own worker:
 //
 //   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
 //   ... one per worker ...
@@ -22,8 +21,7 @@
 // order in which the ring combines: float16 sums stay exact up to N = 1024, bfloat16 up
 // to N = 128. A broadcast's root is rank 0; an all-gather's rank r sends its own input
 // (a separate buffer) as block r; a reduce-scatter's rank r receives block r into a
-// separate buffer. #wrong is summed over ranks; any #wrong > 0 makes the exit
-// status 1.
+// separate buffer. #wrong is summed over ranks; any #wrong > 0 makes the exit status 1.
 //
 // The SDK does not report CollectiveResponse.bytes_sent, so the per-rank ring traffic
 // printed at the end is the schedule's 2(N-1)/N * size, not a measurement.
@@ -52,6 +50,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/bench_table.h"
+#include "core/collective.h"
 #include "core/half.h"
 #include "daemon/process/help_filter.h"
 #include "ringsync/client.h"
@@ -214,19 +213,19 @@ int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
   return wrong;
 }
 
-enum class Collective { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
-
-absl::StatusOr<Collective> ParseCollective(absl::string_view name) {
-  if (name == "allreduce") return Collective::kAllReduce;
-  if (name == "broadcast") return Collective::kBroadcast;
-  if (name == "allgather") return Collective::kAllGather;
-  if (name == "reducescatter") return Collective::kReduceScatter;
+// The collective --collective names, by its name (CollectiveKindName); a barrier carries
+// nothing to time.
+absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name) {
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
+                              CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    if (name == CollectiveKindName(kind)) return kind;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "bad --collective '", name, "': expected allreduce, broadcast, allgather or reducescatter"));
 }
 
 struct Config {
-  Collective collective;
+  CollectiveKind collective;
   int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters;
   DType dtype;
   ReduceOp op;
@@ -240,7 +239,7 @@ absl::StatusOr<Config> ReadFlags() {
   absl::StatusOr<int64_t> max = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
   absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
   absl::StatusOr<ReduceOp> op = ParseReduceOp(absl::GetFlag(FLAGS_op));
-  absl::StatusOr<Collective> collective = ParseCollective(absl::GetFlag(FLAGS_collective));
+  absl::StatusOr<CollectiveKind> collective = ParseCollective(absl::GetFlag(FLAGS_collective));
   for (const absl::Status& s :
        {min.status(), max.status(), dtype.status(), op.status(), collective.status()}) {
     if (!s.ok()) return s;
@@ -274,27 +273,6 @@ struct Row {
   int64_t collectives;  // of this size, by each rank: warm-ups, timed, the check
 };
 
-// The bytes each rank moves on a ring per byte of the result (see the top of the file).
-double BusFactor(Collective collective, int n) {
-  switch (collective) {
-    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
-    case Collective::kBroadcast: return 1.0;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter: return static_cast<double>(n - 1) / n;
-  }
-  return 0;
-}
-
-const char* NameOf(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce: return "allreduce";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kAllGather: return "allgather";
-    case Collective::kReduceScatter: return "reducescatter";
-  }
-  return "?";
-}
-
 // One size's collective over `count` elements in `whole` (the all-reduce's or broadcast's
 // data, the all-gather's result, the reduce-scatter's input) and, for the all-gather and
 // the reduce-scatter, count / N in `block` (the all-gather's input, the reduce-scatter's
@@ -310,25 +288,27 @@ class SizedCollective {
   void FillInput() {
     const int rank = client_.rank();
     switch (c_.collective) {
-      case Collective::kAllReduce:
-      case Collective::kReduceScatter:
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kReduceScatter:
         return Fill(whole_, count_ * element_, Pattern(c_.dtype, c_.op, n_, rank));
-      case Collective::kBroadcast:
+      case CollectiveKind::kBroadcast:
         return Fill(whole_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
-      case Collective::kAllGather:
+      case CollectiveKind::kAllGather:
         return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
+      case CollectiveKind::kBarrier: return;  // refused by ParseCollective
     }
   }
 
   absl::Status Run(const std::string& name) {
     switch (c_.collective) {
-      case Collective::kAllReduce: return client_.AllReduce(name, whole_, count_, c_.dtype, c_.op);
-      case Collective::kBroadcast:
+      case CollectiveKind::kAllReduce: return client_.AllReduce(name, whole_, count_, c_.dtype, c_.op);
+      case CollectiveKind::kBroadcast:
         return client_.Broadcast(name, whole_, count_, c_.dtype, /*root=*/0);
-      case Collective::kAllGather:
+      case CollectiveKind::kAllGather:
         return client_.AllGather(name, block_, Block(), c_.dtype, whole_, count_);
-      case Collective::kReduceScatter:
+      case CollectiveKind::kReduceScatter:
         return client_.ReduceScatter(name, whole_, count_, c_.dtype, block_, Block(), c_.op);
+      case CollectiveKind::kBarrier: break;
     }
     return absl::InternalError("unknown collective");
   }
@@ -336,11 +316,11 @@ class SizedCollective {
   // Elements of the result that differ from what FillInput on every rank should give.
   int64_t CountWrongResult() const {
     switch (c_.collective) {
-      case Collective::kAllReduce:
+      case CollectiveKind::kAllReduce:
         return CountWrong(whole_, count_, element_, Pattern(c_.dtype, c_.op, n_, -1));
-      case Collective::kBroadcast:
+      case CollectiveKind::kBroadcast:
         return CountWrong(whole_, count_, element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
-      case Collective::kAllGather: {
+      case CollectiveKind::kAllGather: {
         int64_t wrong = 0;
         for (int r = 0; r < n_; ++r) {
           wrong += CountWrong(whole_ + r * Block() * element_, Block(), element_,
@@ -348,7 +328,7 @@ class SizedCollective {
         }
         return wrong;
       }
-      case Collective::kReduceScatter: {
+      case CollectiveKind::kReduceScatter: {
         // This rank's block starts at element rank x Block() of the periodic pattern.
         std::vector<std::byte> expected = Pattern(c_.dtype, c_.op, n_, -1);
         const size_t shift = client_.rank() * Block() % kPeriod * element_;
@@ -356,6 +336,7 @@ class SizedCollective {
                     expected.end());
         return CountWrong(block_, Block(), element_, expected);
       }
+      case CollectiveKind::kBarrier: break;
     }
     return static_cast<int64_t>(count_);
   }
@@ -374,7 +355,7 @@ class SizedCollective {
 
 absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, SizedCollective collective,
                                 size_t bytes) {
-  const std::string name = absl::StrCat("bench/", NameOf(c.collective), "/", bytes);
+  const std::string name = absl::StrCat("bench/", CollectiveKindName(c.collective), "/", bytes);
   const auto [iters, warmups] =
       bench::IterationsFor(static_cast<int64_t>(bytes), c.iters, c.warmup_iters);
   collective.FillInput();
@@ -448,29 +429,25 @@ int Run() {
     buffer = reinterpret_cast<std::byte*>(storage.data());
   }
   // An all-gather's input, a reduce-scatter's result: a rank's block of the largest size.
-  const bool blocks =
-      c.collective == Collective::kAllGather || c.collective == Collective::kReduceScatter;
+  const CollectiveKindTraits traits = TraitsOf(c.collective);
+  const bool blocks = traits.gathers || traits.scatters;
   std::vector<uint64_t> block_storage;
   if (blocks) block_storage.resize((static_cast<size_t>(c.max_bytes) / n + 7) / 8 + 1);
   std::byte* block = reinterpret_cast<std::byte*>(block_storage.data());
 
-  const double bus_factor = BusFactor(c.collective, n);
-  const bool reduces =
-      c.collective == Collective::kAllReduce || c.collective == Collective::kReduceScatter;
+  const bench::BusFactor bus = bench::BusFactorOf(CollectiveKindName(c.collective), n);
+  const double bus_factor = bus.value;
   if (print) {
-    std::printf("# ringsync-bench %s: nranks %d, rank 0 worker %s, build %s\n", NameOf(c.collective),
-                n, absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
+    std::printf("# ringsync-bench %s: nranks %d, rank 0 worker %s, build %s\n",
+                std::string(CollectiveKindName(c.collective)).c_str(), n,
+                absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
     std::printf("# minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %lld iters: %lld "
                 "(at most %lld MiB per batch) validation: %d\n",
                 (long long)c.min_bytes, (long long)c.max_bytes, (long long)c.step_factor,
                 (long long)c.warmup_iters, (long long)c.iters, (long long)(bench::kBytesPerBatch >> 20),
                 c.check ? 1 : 0);
     std::printf("# time = max over ranks of (batch wall time / iters); algbw = size / time; "
-                "busbw = algbw * %s = algbw * %.3f\n#\n",
-                c.collective == Collective::kAllReduce   ? "2(N-1)/N"
-                : c.collective == Collective::kBroadcast ? "1"
-                                                         : "(N-1)/N",
-                bus_factor);
+                "busbw = algbw * %s = algbw * %.3f\n#\n", bus.formula, bus_factor);
     bench::PrintColumnHeads();
   }
   int64_t total_wrong = 0, last_count = -1, largest = 0, collectives = 0;
@@ -500,7 +477,7 @@ int Run() {
     ++rows;
     largest = size;
     if (print) {
-      bench::PrintRow(size, count, DTypeName(c.dtype), reduces ? ReduceOpName(c.op) : "none",
+      bench::PrintRow(size, count, DTypeName(c.dtype), traits.reduces ? ReduceOpName(c.op) : "none",
                       row->seconds, bus_factor,
                       row->wrong);
     }
