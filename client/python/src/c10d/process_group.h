@@ -96,7 +96,8 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
 
  private:
   // Wraps a started collective in a Work that the executor completes; `scratch` (read or
-  // written by the collective, kept alive until then) goes back to scratch_ after.
+  // written by the collective, kept alive until then) goes back to scratch_ once the
+  // collective and `on_success` are done, before the Work completes.
   c10::intrusive_ptr<c10d::Work> Track(c10d::OpType type, const char* what,
                                        std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> keep_alive, CollectiveHandle handle,
