@@ -1,5 +1,7 @@
 #include "core/ring/ring_broadcast.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_exchange.h"
 #include "core/ring/ring_pipeline.h"
@@ -11,7 +13,20 @@ namespace {
 constexpr int kData = 0;  // the buffer is one chunk
 constexpr int kDone = 1;  // an empty chunk: the last rank's "everyone has it" notice
 
+// A chain of N-1 hops cut into m segments takes about N-2+m segment times: a buffer sent
+// as one segment makes every hop wait for all of it. So the chain cuts a buffer into at
+// least this many segments...
+constexpr size_t kChainSegments = 8;
+// ...but none smaller than this, below which a segment's fixed cost (a frame, a wake-up
+// at each hop) outweighs the overlap it buys.
+constexpr size_t kMinChainSegmentBytes = 128 << 10;
+
 }  // namespace
+
+size_t ChainSegmentBytes(size_t buffer_bytes, size_t segment_bytes) {
+  const size_t piece = (buffer_bytes + kChainSegments - 1) / kChainSegments;
+  return std::min(segment_bytes, std::max(piece, kMinChainSegmentBytes));
+}
 
 absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpec& spec,
                            absl::Span<std::byte> buffer, const RingOptions& options,
@@ -47,7 +62,9 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
   }
   const size_t count = spec.count;
   plan.chunk_range = [count](int c) { return c == kData ? ElementRange{0, count} : ElementRange{}; };
-  return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, options, stats);
+  RingOptions chain = options;
+  chain.segment_bytes = ChainSegmentBytes(buffer.size(), options.segment_bytes);
+  return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, chain, stats);
 }
 
 }  // namespace ringsync

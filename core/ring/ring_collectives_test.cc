@@ -166,6 +166,39 @@ TEST(RingBroadcast, EveryRankEndsWithTheRootsBufferForEveryRoot) {
   }
 }
 
+TEST(RingBroadcast, TheChainCutsEvenABufferOfOneSegmentIntoPiecesSoThatItsHopsOverlap) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(ChainSegmentBytes(kMiB, kMiB), kMiB / 8) << "an eighth of the buffer";
+  EXPECT_EQ(ChainSegmentBytes(4 * kMiB, kMiB), kMiB / 2);
+  EXPECT_EQ(ChainSegmentBytes(64 * kMiB, kMiB), kMiB) << "never more than a segment";
+  EXPECT_EQ(ChainSegmentBytes(256 << 10, kMiB), size_t{128} << 10) << "never less than 128 KiB";
+  EXPECT_EQ(ChainSegmentBytes(4 << 10, kMiB), size_t{128} << 10);
+  EXPECT_EQ(ChainSegmentBytes(kMiB, 40), 40u) << "the ring's own segment bounds it";
+
+  // Data frames the root sends: a 1 MiB buffer in default segments of 1 MiB goes out as
+  // eight, seven more than a buffer of 128 KiB (agreement and commit frames alike).
+  const int n = 3;
+  auto root_frames = [&](size_t bytes) {
+    const size_t count = bytes / sizeof(float);
+    std::vector<Bytes> buffers;
+    for (int r = 0; r < n; ++r) buffers.push_back(testing::RandomInput(DType::kFloat32, count, r, 5));
+    const Bytes expected = buffers[0];
+    MemoryRing ring(n);
+    const CollectiveSpec spec = Spec(CollectiveKind::kBroadcast, DType::kFloat32, count);
+    std::vector<RingStats> stats(n);
+    std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+      return RingBroadcast({r, n, 0}, ring.link(r), spec, absl::MakeSpan(buffers[r]),
+                           RingOptions{}, &stats[r]);
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(statuses[r].ok()) << statuses[r];
+      EXPECT_TRUE(buffers[r] == expected) << "rank " << r;
+    }
+    return stats[0].frames_sent;
+  };
+  EXPECT_EQ(root_frames(kMiB), root_frames(128 << 10) + 7);
+}
+
 TEST(RingBroadcast, RanksDisagreeingOnTheRootAllFailIncludingTheRoot) {
   const int n = 4;
   MemoryRing ring(n);
