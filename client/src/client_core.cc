@@ -387,7 +387,16 @@ absl::StatusOr<RegisteredBuffer> ClientCore::Allocate(size_t size_bytes) {
 }
 
 size_t ClientCore::ReleaseIdleMemory() {
-  return (staging_ != nullptr ? staging_->DropIdle() : 0) + shared_memory_->DropIdle();
+  size_t released = (staging_ != nullptr ? staging_->DropIdle() : 0) + shared_memory_->DropIdle();
+  std::shared_ptr<StagingArena> idle_arena;
+  {
+    absl::MutexLock lock(&arena_mu_);
+    // Callers copy arena_ only under this lock and their slices hold it: held here alone,
+    // no collective is staged in it, nor about to be. The next small call makes a new one.
+    if (arena_ != nullptr && arena_.use_count() == 1) idle_arena = std::move(arena_);
+  }
+  if (idle_arena != nullptr) released += idle_arena->capacity();
+  return released;  // idle_arena is dropped (and the worker told) outside the lock
 }
 
 absl::StatusOr<std::shared_ptr<RegisteredMemory>> ClientCore::RegisterMemory(size_t size_bytes) {

@@ -116,8 +116,8 @@ TEST(StagedSpanEndToEnd, EqualsAFileStagedSpanBitForBit) {
 }
 
 // The SDK keeps the memory a plain span was staged in for the next collective of its
-// size; after a one-off large collective the trainer hands it back, and the worker, which
-// mapped it too, shows it gone.
+// size, and the arena small ones are staged in; after a one-off large collective the
+// trainer hands both back, and the worker, which mapped them too, shows them gone.
 TEST(StagedSpanEndToEnd, TheTrainerHandsItsIdleStagingMemoryBackAndTheWorkerLetsItGo) {
   constexpr size_t kCount = 700'001;  // 2.8 MB of float32: staged in a buffer of its own
   constexpr double kBytes = kCount * sizeof(float);
@@ -138,9 +138,13 @@ TEST(StagedSpanEndToEnd, TheTrainerHandsItsIdleStagingMemoryBackAndTheWorkerLets
   std::vector<float> weights(kCount, 1.5f);
   ASSERT_TRUE(client.AllReduce("weights", absl::MakeSpan(weights), ReduceOp::kSum).ok());
   EXPECT_GE(registered_bytes(), before + kBytes) << "the staging buffer is kept, registered";
+  std::vector<float> bias(1000, 0.5f);  // small: staged in the arena, which is kept too
+  ASSERT_TRUE(client.AllReduce("bias", absl::MakeSpan(bias), ReduceOp::kSum).ok());
+  const double arena_bytes = static_cast<double>(ClientOptions{}.staging_arena_bytes);
+  EXPECT_GE(registered_bytes(), before + kBytes + arena_bytes) << "the arena is registered";
 
   const size_t released = client.ReleaseIdleMemory();
-  EXPECT_GE(static_cast<double>(released), kBytes);
+  EXPECT_GE(static_cast<double>(released), kBytes + arena_bytes);
   EXPECT_EQ(registered_bytes(), before) << "the worker no longer maps it";
   EXPECT_EQ(client.ReleaseIdleMemory(), 0u) << "nothing left idle";
 
@@ -148,6 +152,9 @@ TEST(StagedSpanEndToEnd, TheTrainerHandsItsIdleStagingMemoryBackAndTheWorkerLets
   ASSERT_TRUE(client.AllReduce("again", absl::MakeSpan(again), ReduceOp::kSum).ok());
   EXPECT_EQ(again.front(), 2.5f);
   EXPECT_EQ(again.back(), 2.5f);
+  ASSERT_TRUE(client.AllReduce("bias", absl::MakeSpan(bias), ReduceOp::kSum).ok());
+  EXPECT_EQ(bias.front(), 0.5f) << "a new arena";
+  EXPECT_GE(registered_bytes(), before + kBytes + arena_bytes) << "registered again";
 }
 
 // Below the shared-memory threshold a plain span is staged in the client's staging arena
