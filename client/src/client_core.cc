@@ -240,9 +240,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   }
   int world_size = 0;
   int rank = -1;
-  bool takes_arriving_input = false;
-  bool gathers_in_registered = false;
-  bool takes_broadcast_without_input = false;
+  v1::WorkerInfo takes;  // what the worker says it takes: its flags only
   uint64_t max_inline_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -254,9 +252,10 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     }
     world_size = info_.world_size();
     rank = info_.rank();
-    takes_arriving_input = info_.takes_arriving_input();
-    gathers_in_registered = info_.gathers_in_registered();
-    takes_broadcast_without_input = info_.takes_broadcast_without_input();
+    takes.set_takes_arriving_input(info_.takes_arriving_input());
+    takes.set_takes_arriving_reduce_scatter_input(info_.takes_arriving_reduce_scatter_input());
+    takes.set_gathers_in_registered(info_.gathers_in_registered());
+    takes.set_takes_broadcast_without_input(info_.takes_broadcast_without_input());
     max_inline_bytes = info_.max_inline_bytes();
   }
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
@@ -281,16 +280,16 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   pending->SetHooks(std::move(on_complete), nullptr);
   EncodeRequest(pending->call(), pending->request());
-  if (takes_broadcast_without_input && pending->call().spec.kind == CollectiveKind::kBroadcast &&
+  if (takes.takes_broadcast_without_input() && pending->call().spec.kind == CollectiveKind::kBroadcast &&
       rank >= 0 && rank != pending->call().spec.root) {
     // The root's bytes overwrite this rank's: no copy in (the worker checks the rank).
     pending->LeaveInputOut();
   }
-  const bool staged_in_place = RunsInStaging(pending->call(), *bytes, gathers_in_registered);
+  const bool staged_in_place = RunsInStaging(pending->call(), *bytes, takes.gathers_in_registered());
   if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
       in.has_value() && target_.is_unix()) {
     pending->UseRegistered(in->id, in->offset);
-  } else if (const bool arriving = takes_arriving_input && ArrivesWhileRunning(pending->call());
+  } else if (const bool arriving = ArrivesWhileRunning(pending->call(), takes);
              std::shared_ptr<RegisteredMemory> staged =
                  use_shared_memory && staged_in_place ? Stage(*bytes, arriving) : nullptr) {
     if (arriving) {
@@ -326,9 +325,18 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
   return registered_->Find(call.output, bytes.output);
 }
 
-bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call) {
+bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call, const v1::WorkerInfo& worker) {
   // A fused call's pieces are gathered at once; other kinds read their input at once.
-  return call.spec.kind == CollectiveKind::kAllReduce && call.pieces.empty();
+  if (!call.pieces.empty()) return false;
+  switch (call.spec.kind) {
+    case CollectiveKind::kAllReduce: return worker.takes_arriving_input();
+    case CollectiveKind::kReduceScatter:
+      return worker.takes_arriving_input() && worker.takes_arriving_reduce_scatter_input();
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kBarrier: return false;
+  }
+  return false;
 }
 
 bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& bytes,
@@ -347,7 +355,7 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
 std::shared_ptr<RegisteredMemory> ClientCore::Stage(const CallBytes& bytes, bool arriving) {
   if (staging_ == nullptr) return nullptr;
   absl::StatusOr<std::shared_ptr<RegisteredMemory>> buffer =
-      staging_->Acquire(arriving ? ArrivalBufferBytes(bytes.output) : bytes.buffer());
+      staging_->Acquire(arriving ? ArrivalBufferBytes(bytes.input) : bytes.buffer());
   return buffer.ok() ? *std::move(buffer) : nullptr;  // a file then (staging_buffers.h)
 }
 

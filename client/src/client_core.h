@@ -117,9 +117,10 @@ class ClientCore {
   // bytes.buffer(), with room for arrival marks after it when `arriving`; null where it
   // cannot be had (then a file carries it).
   std::shared_ptr<RegisteredMemory> Stage(const CallBytes& bytes, bool arriving);
-  // Whether a staged `call` may be copied in while the worker already runs it (to a
-  // worker that takes arriving input): an all-reduce of one buffer.
-  static bool ArrivesWhileRunning(const CollectiveCall& call);
+  // Whether a staged `call` may be copied in while the worker already runs it: an
+  // all-reduce of one buffer, to a worker that says it `takes_arriving_input`, or a
+  // reduce-scatter (the all-reduce's first steps), to one that says so for it too.
+  static bool ArrivesWhileRunning(const CollectiveCall& call, const v1::WorkerInfo& worker);
   // A slice of the staging arena for a small call that RunsInStaging (staging_arena.h),
   // registering the arena first when there is none yet; nullopt where it cannot be had
   // (then the tensor travels inline).

@@ -113,7 +113,7 @@ void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,
 
 void PendingCollective::UseStagingArriving(std::shared_ptr<RegisteredMemory> buffer,
                                            std::shared_ptr<StagingBuffers> staging) {
-  const ArrivalLayout layout = ClientArrivalLayout(bytes_.output);
+  const ArrivalLayout layout = ClientArrivalLayout(bytes_.input);
   ArrivalMarker(static_cast<std::byte*>(buffer->data()) + layout.marks_offset, layout.blocks())
       .Reset();
   NameRegistered(buffer->id(), 0);
@@ -140,7 +140,7 @@ void PendingCollective::CopyInArriving(int rank, int world_size) {
       if (finish_later_.has_value()) return false;  // over already: no one reads the rest
     }
     const uint64_t begin = block * layout.block_bytes;
-    std::memcpy(to + begin, from + begin, std::min(layout.block_bytes, bytes_.output - begin));
+    std::memcpy(to + begin, from + begin, std::min(layout.block_bytes, bytes_.input - begin));
     marker.Mark(block);
     copied[block] = true;
     return true;

@@ -62,9 +62,10 @@ class PendingCollective {
                   std::shared_ptr<StagingBuffers> staging);
 
   // As UseStaging, but nothing is copied yet: the request names arrival marks after the
-  // tensor (daemon/shm/arrival_marks.h; `buffer` holds ArrivalBufferBytes of the output), and
-  // CopyInArriving copies the input in once the request is on its way. All-reduce of one
-  // buffer (no pieces) only.
+  // input (daemon/shm/arrival_marks.h; `buffer` holds ArrivalBufferBytes of the input), and
+  // CopyInArriving copies the input in once the request is on its way. An all-reduce of
+  // one buffer (no pieces) or a reduce-scatter only (their ring reads the input in
+  // AllReduceInputOrder).
   void UseStagingArriving(std::shared_ptr<RegisteredMemory> buffer,
                           std::shared_ptr<StagingBuffers> staging);
   // Copies the input into the staging buffer block by block in the order rank `rank` of

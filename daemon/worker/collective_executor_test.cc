@@ -530,12 +530,12 @@ class ScriptedArrival final : public InputArrival {
 // through `arrivals[r]`; returns the jobs once done.
 std::vector<std::shared_ptr<CollectiveJob>> SumWhileArriving(
     ExecutorRing& ring, std::vector<std::shared_ptr<ScriptedArrival>>& arrivals, size_t count,
-    absl::Duration timeout = kWait) {
+    absl::Duration timeout = kWait, CollectiveKind kind = CollectiveKind::kAllReduce) {
   std::vector<std::shared_ptr<CollectiveJob>> jobs;
   for (int r = 0; r < 3; ++r) {
     std::vector<float> data(count);
     for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + i);
-    jobs.push_back(Job(CollectiveKind::kAllReduce, "arriving", 1, data));
+    jobs.push_back(Job(kind, "arriving", 1, data));
     jobs.back()->deadline = SteadyDeadline(timeout);
     jobs.back()->arrival = arrivals[r];
     EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
@@ -554,6 +554,17 @@ void ExpectTheSum(const std::vector<std::shared_ptr<CollectiveJob>>& jobs, size_
     const std::vector<float> sum = Floats(*job);
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(sum[i], static_cast<float>(3 * i + 3)) << i;
   }
+}
+
+// Every range awaited before it is read, none read unawaited (`ranges` sorted).
+void ExpectEveryByteAwaited(std::vector<std::pair<size_t, size_t>> ranges, size_t bytes) {
+  std::sort(ranges.begin(), ranges.end());
+  size_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    EXPECT_LE(begin, covered) << "a gap: bytes read that were never awaited";
+    covered = std::max(covered, end);
+  }
+  EXPECT_EQ(covered, bytes);
 }
 
 TEST(CollectiveExecutor, AnAllReduceThatIsNotTheRingAwaitsItsWholeInputBeforeItRuns) {
@@ -580,15 +591,33 @@ TEST(CollectiveExecutor, TheRingAwaitsItsInputRangeByRangeWhereItReadsIt) {
   AwaitAll(jobs);
   ExpectTheSum(jobs, 300);
   for (const auto& arrival : arrivals) {
-    std::vector<std::pair<size_t, size_t>> ranges = arrival->awaited();
+    const std::vector<std::pair<size_t, size_t>> ranges = arrival->awaited();
     EXPECT_GT(ranges.size(), 3u) << "segment by segment (64-byte segments)";
-    std::sort(ranges.begin(), ranges.end());
-    size_t covered = 0;
-    for (const auto& [begin, end] : ranges) {
-      EXPECT_LE(begin, covered) << "a gap: bytes read that were never awaited";
-      covered = std::max(covered, end);
+    ExpectEveryByteAwaited(ranges, 300 * sizeof(float));
+  }
+}
+
+TEST(CollectiveExecutor, AReduceScatterAwaitsItsInputRangeByRangeAsTheRingAllReduceDoes) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<ScriptedArrival>> arrivals = ThreeArrivals();
+  const std::vector<std::shared_ptr<CollectiveJob>> jobs =
+      SumWhileArriving(ring, arrivals, 300, kWait, CollectiveKind::kReduceScatter);
+  absl::SleepFor(absl::Milliseconds(50));
+  for (const auto& job : jobs) EXPECT_FALSE(job->done.HasBeenNotified()) << "ran before its input";
+  for (const auto& arrival : arrivals) arrival->Arrive();
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    const CollectiveJob& job = *jobs[r];
+    ASSERT_TRUE(job.status.ok()) << job.status;
+    EXPECT_EQ(job.result_offset, r * 100 * sizeof(float));
+    const std::vector<float> buffer = Floats(job);
+    for (size_t i = r * 100; i < (r + 1) * 100u; ++i) {
+      ASSERT_EQ(buffer[i], static_cast<float>(3 * i + 3)) << "rank " << r << ", element " << i;
     }
-    EXPECT_EQ(covered, 300 * sizeof(float));
+    const std::vector<std::pair<size_t, size_t>> ranges = arrivals[r]->awaited();
+    EXPECT_GT(ranges.size(), 3u) << "segment by segment (64-byte segments)";
+    ExpectEveryByteAwaited(ranges, 300 * sizeof(float));
+    EXPECT_GT(job.stats.input_wait, absl::ZeroDuration());
   }
 }
 

@@ -123,10 +123,12 @@ absl::Status OpenShared(const v1::SharedTensor& shared, const JobRequestLimits& 
 absl::StatusOr<std::shared_ptr<const InputArrival>> ArrivalOf(
     const v1::RegisteredTensor& registered, const CollectiveSpec& spec,
     const std::shared_ptr<SealedMapping>& mapping) {
-  if (spec.kind != CollectiveKind::kAllReduce) {
+  // The ring all-reduce and the reduce-scatter (its first steps) await each range where
+  // they first read it; the other kinds read all of their input at once.
+  if (spec.kind != CollectiveKind::kAllReduce && spec.kind != CollectiveKind::kReduceScatter) {
     return Invalid("registered.arrival", absl::StrCat("a ", CollectiveKindName(spec.kind),
                                                       " reads its input at once (all-reduce "
-                                                      "only)"));
+                                                      "and reduce-scatter only)"));
   }
   const ArrivalLayout layout{registered.offset(), registered.size_bytes(),
                              registered.arrival().block_bytes(),

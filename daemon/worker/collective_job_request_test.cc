@@ -320,7 +320,7 @@ TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) 
               HasSubstr("a barrier carries no data"));
 }
 
-TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgainstItsBuffer) {
+TEST(JobFromRequest, ARegisteredAllReduceOrReduceScatterMayNameArrivalMarksTheWorkerChecks) {
   constexpr uint64_t kTensor = 256 << 10;  // 65,536 floats: one block
   const uint64_t buffer_bytes = ArrivalBufferBytes(kTensor);
   RegisteredMemfd memory(buffer_bytes);
@@ -357,6 +357,14 @@ TEST(JobFromRequest, ARegisteredAllReduceMayNameArrivalMarksTheWorkerChecksAgain
                               .status()
                               .message()),
               HasSubstr("invalid registered.arrival.block_bytes: 512 is below the least"));
+
+  // A reduce-scatter reads its input as the all-reduce's first steps do.
+  v1::CollectiveRequest scatter = Request(Floats(CollectiveKind::kReduceScatter, kTensor / 4));
+  *scatter.mutable_registered() = request.registered();
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> scatter_job =
+      JobFromRequest(CollectiveKind::kReduceScatter, scatter, limits);
+  ASSERT_TRUE(scatter_job.ok()) << scatter_job.status();
+  EXPECT_NE((*scatter_job)->arrival, nullptr);
 
   v1::CollectiveRequest broadcast = Request(Floats(CollectiveKind::kBroadcast, kTensor / 4));
   *broadcast.mutable_registered() = request.registered();

@@ -224,6 +224,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_takes_arriving_input(true);
   info->set_gathers_in_registered(true);
   info->set_takes_broadcast_without_input(true);
+  info->set_takes_arriving_reduce_scatter_input(true);
   info->set_descriptor_socket(descriptors_ != nullptr);
 }
 
