@@ -286,7 +286,8 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     pending->LeaveInputOut();
   }
   const bool staged_in_place = RunsInStaging(pending->call(), *bytes, takes.gathers_in_registered());
-  if (std::optional<RegisteredBufferRegistry::Location> in = InRegisteredBuffer(pending->call(), *bytes);
+  if (std::optional<RegisteredBufferRegistry::Location> in =
+          InRegisteredBuffer(pending->call(), *bytes, takes.gathers_in_registered());
       in.has_value() && target_.is_unix()) {
     pending->UseRegistered(in->id, in->offset);
   } else if (const bool arriving = ArrivesWhileRunning(pending->call(), takes);
@@ -317,11 +318,21 @@ CollectiveHandle ClientCore::Refuse(CollectiveCall call, absl::Status why) {
 }
 
 std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer(
-    const CollectiveCall& call, const CallBytes& bytes) const {
-  const CollectiveKind kind = call.spec.kind;
-  if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kBroadcast) return std::nullopt;
+    const CollectiveCall& call, const CallBytes& bytes, bool gathers_in_registered) const {
   // A fused call's tensors (pieces) are copied, each may lie anywhere.
-  if (bytes.output == 0 || call.input != call.output || !call.pieces.empty()) return std::nullopt;
+  if (bytes.output == 0 || !call.pieces.empty()) return std::nullopt;
+  switch (call.spec.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast:
+      if (call.input != call.output) return std::nullopt;
+      break;
+    case CollectiveKind::kAllGather:
+      // In the output, whose first slot takes the input (PendingCollective::UseRegistered).
+      if (!gathers_in_registered) return std::nullopt;
+      break;
+    case CollectiveKind::kReduceScatter:  // in place would overwrite the caller's input
+    case CollectiveKind::kBarrier: return std::nullopt;
+  }
   return registered_->Find(call.output, bytes.output);
 }
 
@@ -583,7 +594,8 @@ void ClientCore::Conclude(PendingCollective& pending, const grpc::Status& status
   if (!result.ok() && pending.registered()) {
     // What the registered buffer holds now: only the worker can say it is untouched.
     auto it = trailers.find(std::string(kRegisteredBufferMetadataKey));
-    const bool untouched = reported_by_worker && it != trailers.end() && it->second == "untouched";
+    const bool untouched = reported_by_worker && it != trailers.end() &&
+                           it->second == "untouched" && !pending.wrote_registered();
     if (!untouched) {
       result.SetPayload(kRegisteredBufferPayloadUrl, absl::Cord(kRegisteredBufferUnspecified));
     }

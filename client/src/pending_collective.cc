@@ -101,6 +101,12 @@ void PendingCollective::NameRegistered(uint64_t id, uint64_t offset) {
 void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
   NameRegistered(id, offset);
   registered_ = true;
+  if (call_.spec.kind == CollectiveKind::kAllGather && call_.input != call_.output &&
+      bytes_.input > 0) {
+    // The input may be the rank's own slot of the output (NCCL's in-place all-gather).
+    std::memmove(call_.output, call_.input, bytes_.input);
+    wrote_registered_ = true;
+  }
 }
 
 void PendingCollective::UseStaging(std::shared_ptr<RegisteredMemory> buffer,

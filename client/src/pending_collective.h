@@ -51,9 +51,13 @@ class PendingCollective {
   // and a warning is logged once.
   void PrepareData(std::shared_ptr<SharedMemoryPool> pool);
   // Names [offset, offset + output bytes) of registered buffer `id` instead: the worker
-  // reduces it in place, and nothing is copied in or out.
+  // reduces it in place, and nothing is copied out. An all-gather's input is copied into
+  // the output's first slot first (where the worker takes it from), unless it lies there.
   void UseRegistered(uint64_t id, uint64_t offset);
   bool registered() const { return registered_; }
+  // Whether the SDK itself wrote into the caller's registered buffer (an all-gather's
+  // input into its first slot): a failure then never leaves the buffer untouched.
+  bool wrote_registered() const { return wrote_registered_; }
   // Copies the caller's input into `buffer` (registered memory from `staging`, at least
   // the output's size) and names it: the worker reduces the copy in place, and the result
   // is copied out on success, as from a shared-memory file. For an all-reduce or a
@@ -137,6 +141,7 @@ class PendingCollective {
   std::shared_ptr<StagingBuffers> staging_;   // where staged_ came from
   std::optional<StagingArena::Slice> slice_;  // or the arena slice it is staged in
   bool registered_ = false;
+  bool wrote_registered_ = false;
   bool leave_input_out_ = false;
   std::optional<ArrivalLayout> arrival_;  // set by UseStagingArriving
   std::function<void(const absl::Status&)> on_complete_;

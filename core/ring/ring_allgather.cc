@@ -28,6 +28,7 @@ absl::Status AllGather(const RingMember& me, Link& link, const CollectiveSpec& s
   if (me.world_size == 1) return absl::OkStatus();
   if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
     exchange.ExportStats(stats);
+    if (stats != nullptr) stats->buffer_untouched = true;
     return agreed;
   }
   const size_t slot = spec.count * DTypeSize(spec.dtype);

@@ -118,7 +118,7 @@ TEST(RingBroadcast, RanksNamingDifferentRootsAllFailAtOnceQuotingBoth) {
   }
 }
 
-TEST(RingAllGather, AMismatchLeavesEveryBufferAsItWas) {
+TEST(RingAllGather, AMismatchLeavesEveryBufferAsItWasAndSaysSo) {
   const int n = 3;
   std::vector<Bytes> buffers, inputs;
   for (int r = 0; r < n; ++r) {
@@ -126,15 +126,18 @@ TEST(RingAllGather, AMismatchLeavesEveryBufferAsItWas) {
     buffers.push_back(inputs.back());
   }
   MemoryRing ring(n);
+  std::vector<RingStats> stats(n);
   std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
     CollectiveSpec spec = Spec(CollectiveKind::kAllGather, DType::kFloat32, 5);
     if (r == 2) spec.name = "other";
     return RingAllGatherFromFirstSlot({r, n, 0}, ring.link(r), spec, absl::MakeSpan(buffers[r]),
-                                      SmallSegments());
+                                      SmallSegments(), &stats[r]);
   });
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(absl::IsFailedPrecondition(statuses[r])) << "rank " << r << ": " << statuses[r];
     EXPECT_TRUE(buffers[r] == inputs[r]) << "rank " << r << "'s buffer changed";
+    // What the worker tells a client of a registered buffer (RegisteredBufferUntouched).
+    EXPECT_TRUE(stats[r].buffer_untouched) << "rank " << r;
   }
 }
 

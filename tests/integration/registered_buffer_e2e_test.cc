@@ -347,6 +347,78 @@ TEST(RegisteredBufferEndToEnd, BroadcastWritesTheRootsBytesIntoEveryRanksBuffer)
   }
 }
 
+// An AllGather whose output lies in a registered buffer gathers there in place: the SDK
+// copies the input into the output's first slot (the worker moves it to the rank's) and
+// stages nothing; the input may also be the rank's own slot of the output, as NCCL's
+// in-place all-gather takes it. A failure after the SDK wrote the first slot does not
+// call the buffer untouched.
+TEST(RegisteredBufferEndToEnd, AnAllGatherIntoARegisteredOutputGathersInPlaceFromAnyInput) {
+  constexpr int kRanks = 3;
+  auto cluster = StartCluster(kRanks, {}, {}, /*http=*/true);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  const auto registered_bytes = [&] {
+    return SumMetric(
+               HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
+               "ringsync_registered_bytes")
+        .value_or(-1);
+  };
+  for (const size_t count : {size_t{300'001}, size_t{1000}}) {  // 1.2 MB and 4 KB a rank
+    for (const bool own_slot : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(count, own_slot ? ", input in its own slot" : ", apart"));
+      std::vector<RegisteredBuffer> outputs(kRanks);
+      ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+        absl::StatusOr<RegisteredBuffer> buffer = client.Allocate<float>(count * kRanks);
+        if (!buffer.ok()) return buffer.status();
+        outputs[r] = *std::move(buffer);
+        return absl::OkStatus();
+      }));
+      const double registered_before = registered_bytes();
+      ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+        const Bytes input = RandomInput(DType::kFloat32, count, r);
+        auto* output = static_cast<std::byte*>(outputs[r].data());
+        const std::byte* from = input.data();
+        if (own_slot) {
+          std::memcpy(output + r * input.size(), input.data(), input.size());
+          from = output + r * input.size();
+        }
+        return client.AllGather("in place", from, count, DType::kFloat32, output, count * kRanks);
+      }));
+      EXPECT_EQ(registered_bytes(), registered_before) << "nothing staged: no buffer registered";
+      for (int r = 0; r < kRanks; ++r) {
+        for (int slot = 0; slot < kRanks; ++slot) {
+          const Bytes input = RandomInput(DType::kFloat32, count, slot);
+          EXPECT_EQ(std::memcmp(static_cast<const std::byte*>(outputs[r].data()) +
+                                    slot * input.size(),
+                                input.data(), input.size()),
+                    0)
+              << "rank " << r << "'s slot " << slot;
+        }
+      }
+    }
+  }
+
+  // The ranks disagree on the count: every rank fails in the agreement pass. Rank 0's
+  // input lies in its first slot (nothing was written before the worker refused); the
+  // others' were copied there.
+  std::vector<absl::Status> failed(kRanks);
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+    const size_t count = r == 1 ? 999 : 1000;
+    absl::StatusOr<RegisteredBuffer> output = client.Allocate<float>(count * kRanks);
+    if (!output.ok()) return output.status();
+    const Bytes input = RandomInput(DType::kFloat32, count, r);
+    auto* slots = static_cast<std::byte*>(output->data());
+    if (r == 0) std::memcpy(slots, input.data(), input.size());
+    failed[r] = client.AllGather("mismatched", r == 0 ? slots : input.data(), count,
+                                 DType::kFloat32, slots, count * kRanks);
+    return absl::OkStatus();
+  }));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_FALSE(failed[r].ok()) << "rank " << r;
+    EXPECT_EQ(RegisteredBufferUntouched(failed[r]), r == 0) << "rank " << r << ": " << failed[r];
+  }
+}
+
 TEST(RegisteredBufferEndToEnd, AFailureBeforeAnyByteMovedSaysTheBufferIsUntouched) {
   auto cluster = StartCluster(2);
   ASSERT_NE(cluster, nullptr);

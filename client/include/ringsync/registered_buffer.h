@@ -6,15 +6,19 @@
 //   absl::Status s = client->AllReduce("grad/fc1", grad, ringsync::ReduceOp::kSum);
 //
 // An AllReduce or Broadcast whose span lies inside a registered buffer (the whole buffer
-// or any part of it) is reduced in place by the worker: no copy in, no copy out. Every
-// other span keeps the copy semantics of client.h (untouched on failure). AllGather
-// always copies its result out (of memory the SDK stages it in, also registered).
+// or any part of it) is reduced in place by the worker: no copy in, no copy out. An
+// AllGather whose output lies inside one gathers there: the SDK copies the input into
+// the output's first slot (the input may be any span, also the rank's own slot of the
+// output), nothing is copied out. Every other span keeps the copy semantics of client.h
+// (untouched on failure); a ReduceScatter copies even a registered input (in place it
+// would overwrite it).
 //
 // After a FAILED collective a registered buffer's contents are unspecified: each element
 // holds its input, a partial reduction or the result, and ranks may differ. The status
 // says when it is known to be untouched: RegisteredBufferUntouched(status) is true when the
 // collective failed before the worker wrote a byte into the buffer (a refused or invalid
-// call, no ring, a membership change before it ran). Otherwise restore the buffer (e.g.
+// call, no ring, a membership change before it ran) and neither did the SDK (an
+// AllGather's input copied into its output's first slot). Otherwise restore the buffer (e.g.
 // from the optimizer's state, or redo the backward pass) before relying on it; an
 // elastic loop resynchronises anyway (elastic_state.h).
 //

@@ -104,6 +104,26 @@ for i in range(3):
     dist.gather(torch.full((3,), float(10 * i + rank)), gathered, dst=0)
     assert rank != 0 or [g[0].item() for g in gathered] == [10 * i + r for r in range(n)], i
 
+# From 1 MiB their scratch lies in memory registered with the worker, where scatter's
+# broadcast, reduce's all-reduce and the gathers run in place: the same results, also
+# when a call finds the previous call's scratch again.
+big = 300_000  # 1.2 MB of float32
+for i in range(2):
+    mine = torch.arange(big, dtype=torch.float32) + 1000 * rank + i
+    everyone = [torch.empty(big) for _ in range(n)]
+    dist.all_gather(everyone, mine)
+    assert all(torch.equal(e, torch.arange(big, dtype=torch.float32) + 1000 * r + i)
+               for r, e in enumerate(everyone)), i
+    gathered = [torch.empty(big) for _ in range(n)] if rank == root else None
+    dist.gather(mine, gathered, dst=root)
+    assert rank != root or all(torch.equal(g, e) for g, e in zip(gathered, everyone)), i
+    piece = torch.empty(big)
+    dist.scatter(piece, everyone if rank == root else None, src=root)
+    assert torch.equal(piece, everyone[rank]), i
+    total = mine.clone()
+    dist.reduce(total, dst=root)
+    assert torch.equal(total, sum(everyone) if rank == root else mine), i
+
 # The coalesced forms: one collective for the whole list.
 tensors = [torch.full((3,), float(rank)), torch.full((2, 2), float(2 * rank))]
 dist.all_reduce_coalesced(tensors)

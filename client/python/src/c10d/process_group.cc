@@ -179,7 +179,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::Track(
 }
 
 at::Tensor RingsyncProcessGroup::ScratchPool::Take(int64_t numel,
-                                                   const at::TensorOptions& options) {
+                                                   const at::TensorOptions& options,
+                                                   Client* client) {
   {
     absl::MutexLock lock(&mu_);
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
@@ -191,7 +192,39 @@ at::Tensor RingsyncProcessGroup::ScratchPool::Take(int64_t numel,
     }
   }
   // Never part of autograd's graph: the ops write into it in place.
-  return at::empty({numel}, options.requires_grad(false));
+  const at::TensorOptions scratch = options.requires_grad(false);
+  if (client != nullptr &&
+      numel * static_cast<int64_t>(scratch.dtype().itemsize()) >= kMinRegisteredBytes) {
+    if (std::optional<at::Tensor> registered = Registered(numel, scratch, *client)) {
+      return *std::move(registered);
+    }
+  }
+  return at::empty({numel}, scratch);
+}
+
+std::optional<at::Tensor> RingsyncProcessGroup::ScratchPool::Registered(
+    int64_t numel, const at::TensorOptions& options, Client& client) {
+  if (registered_alive_->fetch_add(1) >= kMaxRegistered) {
+    registered_alive_->fetch_sub(1);
+    return std::nullopt;
+  }
+  absl::StatusOr<RegisteredBuffer> buffer =
+      client.AllocateBytes(static_cast<size_t>(numel) * options.dtype().itemsize());
+  if (!buffer.ok()) {
+    registered_alive_->fetch_sub(1);
+    return std::nullopt;
+  }
+  // Owned by the tensor's storage: freed (and unregistered) with it, also after the
+  // process group (a buffer that outlives its Client is plain memory).
+  auto held = std::make_shared<RegisteredBuffer>(*std::move(buffer));
+  void* data = held->data();
+  return at::from_blob(
+      data, {numel},
+      [held, alive = registered_alive_](void*) mutable {
+        held.reset();
+        alive->fetch_sub(1);
+      },
+      options);
 }
 
 void RingsyncProcessGroup::ScratchPool::Give(at::Tensor tensor) {
@@ -212,7 +245,7 @@ at::Tensor RingsyncProcessGroup::ConcatenatedScratch(const std::vector<at::Tenso
     flat.push_back(t.reshape({-1}));
     numel += t.numel();
   }
-  at::Tensor out = scratch_.Take(numel, tensors.front().options());
+  at::Tensor out = scratch_.Take(numel, tensors.front().options(), client_.get());
   at::NoGradGuard no_grad;  // a copy of the values, as the ops read them, not a graph node
   at::cat_out(out, flat);
   return out;
@@ -253,7 +286,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::AllGatherInto(
     c10d::OpType type, const char* what, at::Tensor input, DType dtype,
     std::vector<at::Tensor> targets, std::chrono::milliseconds timeout, bool input_is_scratch) {
   // The SDK gathers into one contiguous buffer; the targets may live anywhere.
-  at::Tensor flat = scratch_.Take(getSize() * input.numel(), input.options());
+  at::Tensor flat = scratch_.Take(getSize() * input.numel(), input.options(), client_.get());
   CollectiveHandle handle =
       client_->AllGatherAsync(absl::StrCat("torch.", what), input.data_ptr(), input.numel(), dtype,
                               flat.data_ptr(), flat.numel(), OptionsOf(timeout));
@@ -335,7 +368,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
   } else {
     TORCH_CHECK(inputs.empty(), "ringsync scatter: only the root (rank ", root,
                 ") passes input tensors");
-    flat = scratch_.Take(getSize() * output.numel(), output.options());
+    flat = scratch_.Take(getSize() * output.numel(), output.options(), client_.get());
   }
   CollectiveHandle handle = client_->BroadcastAsync("torch.scatter", flat.data_ptr(), flat.numel(),
                                                     dtype, root, OptionsOf(opts.timeout));
@@ -374,7 +407,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
   const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce_scatter");
   // The SDK writes the block straight into a contiguous output.
   const bool direct = output.is_contiguous();
-  at::Tensor block = direct ? output : scratch_.Take(output.numel(), output.options());
+  at::Tensor block = direct ? output : scratch_.Take(output.numel(), output.options(), nullptr);
   CollectiveHandle handle = client_->ReduceScatterAsync(
       "torch.reduce_scatter", flat.data_ptr(), flat.numel(), dtype, block.data_ptr(),
       block.numel(), reduction.op, reduction.options);

@@ -20,7 +20,9 @@
 // SDK queues them in call order, which every rank must match, as for any c10d backend.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,19 +135,35 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                         const char* op) const;
 
   // The composed ops' scratch buffers, kept between calls: a fresh tensor per call pays
-  // for its pages each time (a 64 MiB one ~180 ms of page faults on a VM). Thread-safe.
+  // for its pages each time (a 64 MiB one ~180 ms of page faults on a VM). A new one of
+  // kMinRegisteredBytes or more lies in memory registered with the worker where it can be
+  // had (at most kMaxRegistered at once, of the worker's --max_registered_buffers), so
+  // that an all-reduce or broadcast on it runs in place: no copy into staging and back
+  // (scatter's broadcast of the whole list, reduce's copy on the other ranks); the other
+  // kinds copy as from any span. Thread-safe.
   class ScratchPool {
    public:
-    // An idle tensor of `numel` elements of `options`' dtype, or a new one (uninitialized).
-    at::Tensor Take(int64_t numel, const at::TensorOptions& options);
+    // An idle tensor of `numel` elements of `options`' dtype, or a new one (uninitialized),
+    // registered through `client` where it is large enough (null: never).
+    at::Tensor Take(int64_t numel, const at::TensorOptions& options, Client* client);
     // Back for reuse once no collective reads or writes it; beyond kMaxIdleBytes idle, the
     // oldest go.
     void Give(at::Tensor tensor);
     static constexpr int64_t kMaxIdleBytes = int64_t{1} << 30;
+    static constexpr int64_t kMinRegisteredBytes = int64_t{1} << 20;
+    static constexpr int kMaxRegistered = 16;
 
    private:
+    // A tensor over a new registered buffer, which it frees with its storage; nullopt
+    // where the worker takes none (over TCP, at its bound) or kMaxRegistered are alive.
+    std::optional<at::Tensor> Registered(int64_t numel, const at::TensorOptions& options,
+                                         Client& client);
+
     absl::Mutex mu_;
     std::vector<at::Tensor> idle_ ABSL_GUARDED_BY(mu_);  // oldest first
+    // Registered scratch tensors alive, wherever they are; their deleters count down.
+    const std::shared_ptr<std::atomic<int>> registered_alive_ =
+        std::make_shared<std::atomic<int>>(0);
   };
   // `tensors` end to end in a scratch tensor.
   at::Tensor ConcatenatedScratch(const std::vector<at::Tensor>& tensors);
