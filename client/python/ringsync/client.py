@@ -121,14 +121,17 @@ class Client:
     def broadcast_async(self, tensor, root, name="broadcast", timeout=None):
         return self._impl.broadcast_async(tensor, root, name, timeout)
 
-    def allgather(self, tensor, name="allgather", timeout=None):
+    def allgather(self, tensor, name="allgather", timeout=None, out=None):
         """Returns a new array of tensor's kind and dtype holding every rank's `tensor` in
         rank order, concatenated along the first dimension (shape (world_size * n, ...);
-        a 0-d input gives (world_size,))."""
-        return self._impl.allgather_async(tensor, name, timeout).wait()
+        a 0-d input gives (world_size,)). With `out` (contiguous and writable; of tensor's
+        dtype, else ValueError; world_size times its elements, else every rank fails) the
+        result goes there and `out` is returned; an `out` from allocate() is gathered into in place, and
+        `tensor` may be its own rank's slice of it."""
+        return self._impl.allgather_async(tensor, name, timeout, out).wait()
 
-    def allgather_async(self, tensor, name="allgather", timeout=None):
-        return self._impl.allgather_async(tensor, name, timeout)
+    def allgather_async(self, tensor, name="allgather", timeout=None, out=None):
+        return self._impl.allgather_async(tensor, name, timeout, out)
 
     def reduce_scatter(self, tensor, name="reduce_scatter", op=_ringsync.SUM, prescale=1.0,
                        postscale=1.0, timeout=None):

@@ -51,7 +51,8 @@ PYBIND11_MODULE(_ringsync, m) {
       .def("broadcast_async", &PyClient::BroadcastAsync, py::arg("tensor"), py::arg("root"),
            py::arg("name") = "broadcast", py::arg("timeout") = std::nullopt)
       .def("allgather_async", &PyClient::AllGatherAsync, py::arg("tensor"),
-           py::arg("name") = "allgather", py::arg("timeout") = std::nullopt)
+           py::arg("name") = "allgather", py::arg("timeout") = std::nullopt,
+           py::arg("out") = py::none())
       .def("reduce_scatter_async", &PyClient::ReduceScatterAsync, py::arg("tensor"),
            py::arg("name") = "reduce_scatter", py::arg("op") = ReduceOp::kSum,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt)

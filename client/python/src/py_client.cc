@@ -123,9 +123,16 @@ int PyClient::RingSizeFor(absl::string_view call, absl::string_view name) const 
 }
 
 std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std::string& name,
-                                                   std::optional<double> timeout) {
+                                                   std::optional<double> timeout,
+                                                   py::handle out) {
   TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
-  TensorArg output = NewGatherOutput(input, RingSizeFor("allgather", name));
+  TensorArg output = out.is_none() ? NewGatherOutput(input, RingSizeFor("allgather", name))
+                                   : ToTensorArg(out, "allgather's out", Access::kReadWrite);
+  if (output.dtype != input.dtype) {
+    throw py::value_error(absl::StrCat("allgather '", name, "': out holds ",
+                                       DTypeName(output.dtype), ", the tensor ",
+                                       DTypeName(input.dtype), "; pass an out of the tensor's dtype"));
+  }
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start(

@@ -54,8 +54,10 @@ class PyClient {
                                            std::optional<double> timeout);
   std::unique_ptr<PyHandle> BroadcastAsync(pybind11::handle tensor, int root,
                                            const std::string& name, std::optional<double> timeout);
+  // `out`: None for a new array, else the array the result is written into (of the
+  // tensor's dtype; world_size times its elements, which the SDK checks on every rank).
   std::unique_ptr<PyHandle> AllGatherAsync(pybind11::handle tensor, const std::string& name,
-                                           std::optional<double> timeout);
+                                           std::optional<double> timeout, pybind11::handle out);
   std::unique_ptr<PyHandle> ReduceScatterAsync(pybind11::handle tensor, const std::string& name,
                                                ReduceOp op, double prescale, double postscale,
                                                std::optional<double> timeout);

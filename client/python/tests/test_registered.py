@@ -41,6 +41,42 @@ def test_torch_wraps_an_allocated_array_without_a_copy(clients):
         assert (array == 0.5 * WORLD_SIZE).all()
 
 
+def test_allgather_into_an_allocated_out_gathers_in_place_also_from_its_own_slice(clients):
+    def step(client):
+        mine = numpy.arange(300_000, dtype=numpy.float32) + 1000 * client.rank
+        plain = client.allgather(mine, "plain")
+        out = client.allocate((WORLD_SIZE * 300_000,), numpy.float32)
+        assert client.allgather(mine, "into out", out=out) is out
+        assert numpy.array_equal(out, plain)
+        # The rank's own slice of out as the input (the in-place form).
+        again = client.allocate((WORLD_SIZE, 300_000), numpy.float32)
+        again[client.rank] = mine
+        client.allgather(again[client.rank], "own slice", out=again)
+        assert numpy.array_equal(again.reshape(-1), plain)
+        with pytest.raises(ValueError, match="out holds float64, the tensor float32"):
+            client.allgather(mine, "wrong dtype", out=numpy.empty(WORLD_SIZE * 300_000))
+        return plain
+
+    expected = numpy.concatenate(
+        [numpy.arange(300_000, dtype=numpy.float32) + 1000 * r for r in range(WORLD_SIZE)])
+    for plain in run_ranks(clients, step):
+        assert numpy.array_equal(plain, expected)
+
+
+def test_allgather_into_an_out_of_the_wrong_size_fails_on_every_rank(clients):
+    def step(client):
+        size = 10 * WORLD_SIZE + (1 if client.rank == 0 else 0)  # rank 0's out is too long
+        with pytest.raises(ringsync.Error) as failure:
+            client.allgather(numpy.ones(10, numpy.float32), "short", out=numpy.empty(size, numpy.float32))
+        return str(failure.value)
+
+    messages = run_ranks(clients, step)
+    why = f"the output holds {10 * WORLD_SIZE + 1} elements; it needs {10 * WORLD_SIZE}"
+    assert why in messages[0], messages[0]
+    for message in messages[1:]:
+        assert "rank 0 gave up" in message and why in message, message
+
+
 def test_a_failure_before_any_data_moved_says_the_array_is_untouched(clients):
     def step(client):
         values = client.allocate(4096, numpy.float32)
