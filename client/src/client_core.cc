@@ -238,10 +238,7 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     TellRingOfRefusal(std::move(call), why);
     return completed(std::move(why));
   }
-  int world_size = 0;
-  int rank = -1;
-  v1::WorkerInfo takes;  // what the worker says it takes: its flags only
-  uint64_t max_inline_bytes = 0;
+  v1::WorkerInfo worker;  // as the worker last said: its ring place and what it takes
   {
     absl::MutexLock lock(&mu_);
     if (detached_.has_value()) {
@@ -250,14 +247,11 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
           target_.grpc_target, " (", detached_->message(),
           "); the worker has dropped this client's collectives: connect a new Client")));
     }
-    world_size = info_.world_size();
-    rank = info_.rank();
-    takes.set_takes_arriving_input(info_.takes_arriving_input());
-    takes.set_takes_arriving_reduce_scatter_input(info_.takes_arriving_reduce_scatter_input());
-    takes.set_gathers_in_registered(info_.gathers_in_registered());
-    takes.set_takes_broadcast_without_input(info_.takes_broadcast_without_input());
-    max_inline_bytes = info_.max_inline_bytes();
+    worker = info_;
   }
+  const int rank = worker.rank();
+  const int world_size = worker.world_size();
+  const uint64_t max_inline_bytes = worker.max_inline_bytes();
   absl::StatusOr<CallBytes> bytes = ValidateCall(call, world_size);
   if (!bytes.ok()) {
     if (absl::IsInvalidArgument(bytes.status())) TellRingOfRefusal(call, bytes.status());
@@ -280,17 +274,17 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   pending->SetHooks(std::move(on_complete), nullptr);
   EncodeRequest(pending->call(), pending->request());
-  if (takes.takes_broadcast_without_input() && pending->call().spec.kind == CollectiveKind::kBroadcast &&
+  if (worker.takes_broadcast_without_input() && pending->call().spec.kind == CollectiveKind::kBroadcast &&
       rank >= 0 && rank != pending->call().spec.root) {
     // The root's bytes overwrite this rank's: no copy in (the worker checks the rank).
     pending->LeaveInputOut();
   }
-  const bool staged_in_place = RunsInStaging(pending->call(), *bytes, takes.gathers_in_registered());
+  const bool staged_in_place = RunsInStaging(pending->call(), *bytes, worker.gathers_in_registered());
   if (std::optional<RegisteredBufferRegistry::Location> in =
-          InRegisteredBuffer(pending->call(), *bytes, takes.gathers_in_registered());
+          InRegisteredBuffer(pending->call(), *bytes, worker);
       in.has_value() && target_.is_unix()) {
     pending->UseRegistered(in->id, in->offset);
-  } else if (const bool arriving = ArrivesWhileRunning(pending->call(), takes);
+  } else if (const bool arriving = ArrivesWhileRunning(pending->call(), worker);
              std::shared_ptr<RegisteredMemory> staged =
                  use_shared_memory && staged_in_place ? Stage(*bytes, arriving) : nullptr) {
     if (arriving) {
@@ -318,22 +312,32 @@ CollectiveHandle ClientCore::Refuse(CollectiveCall call, absl::Status why) {
 }
 
 std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer(
-    const CollectiveCall& call, const CallBytes& bytes, bool gathers_in_registered) const {
+    const CollectiveCall& call, const CallBytes& bytes, const v1::WorkerInfo& worker) const {
   // A fused call's tensors (pieces) are copied, each may lie anywhere.
   if (bytes.output == 0 || !call.pieces.empty()) return std::nullopt;
   switch (call.spec.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast:
       if (call.input != call.output) return std::nullopt;
-      break;
+      return registered_->Find(call.output, bytes.output);
     case CollectiveKind::kAllGather:
       // In the output, whose first slot takes the input (PendingCollective::UseRegistered).
-      if (!gathers_in_registered) return std::nullopt;
-      break;
-    case CollectiveKind::kReduceScatter:  // in place would overwrite the caller's input
+      if (!worker.gathers_in_registered()) return std::nullopt;
+      return registered_->Find(call.output, bytes.output);
+    case CollectiveKind::kReduceScatter: {
+      // Only the in-place form (the output is the rank's own block of the input) says the
+      // rest of the input may be overwritten; else it is the caller's, kept.
+      const auto* input = static_cast<const char*>(call.input);
+      if (worker.rank() < 0 ||
+          static_cast<const char*>(call.output) !=
+              input + static_cast<uint64_t>(worker.rank()) * bytes.output) {
+        return std::nullopt;
+      }
+      return registered_->Find(call.input, bytes.input);
+    }
     case CollectiveKind::kBarrier: return std::nullopt;
   }
-  return registered_->Find(call.output, bytes.output);
+  return std::nullopt;
 }
 
 bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call, const v1::WorkerInfo& worker) {

@@ -104,10 +104,11 @@ class ClientCore {
   // Takes `pending` off the in-flight list once gRPC has dropped the RPC's callback.
   void Forget(std::shared_ptr<PendingCollective> pending);
   // Where `call`'s buffer lies in a registered buffer, when it runs in place there: an
-  // AllReduce or Broadcast with data, or an AllGather's output (to a worker that
-  // `gathers_in_registered`).
+  // AllReduce or Broadcast with data, an AllGather's output (to a worker that
+  // `gathers_in_registered`), or a ReduceScatter's input whose output is the block of the
+  // `worker`'s rank in it (NCCL's in-place form).
   std::optional<RegisteredBufferRegistry::Location> InRegisteredBuffer(
-      const CollectiveCall& call, const CallBytes& bytes, bool gathers_in_registered) const;
+      const CollectiveCall& call, const CallBytes& bytes, const v1::WorkerInfo& worker) const;
   // Whether the worker can run `call` in place in registered memory the SDK stages it in:
   // an all-reduce or broadcast of one buffer, a reduce-scatter (the range its input, the
   // result the rank's block of it), and an all-gather (the range its whole result, the

@@ -224,7 +224,6 @@ const void* PendingCollective::ResultInSharedMemory() const {
 }
 
 absl::Status PendingCollective::CopyResultOut() {
-  if (registered_) return absl::OkStatus();  // the worker wrote the result in place
   if (TraitsOf(call_.spec.kind).scatters && response_.result_bytes() != bytes_.output) {
     // The block's size follows the ring's, which may have changed since the call began.
     return absl::InternalError(absl::StrCat(
@@ -233,6 +232,7 @@ absl::Status PendingCollective::CopyResultOut() {
         "untouched (did the ring change size? It had ",
         call_.spec.count / std::max<size_t>(call_.output_count, 1), " ranks when the call began)"));
   }
+  if (registered_) return MoveRegisteredBlock();  // the worker wrote the result in place
   const void* result = ResultInSharedMemory();
   if (result != nullptr) {
     // A reduce-scatter's result is the block of the rank the worker ran it as.
@@ -262,6 +262,21 @@ absl::Status PendingCollective::CopyResultOut() {
     result = response_.inline_data().data();
   }
   if (bytes_.output > 0) ScatterOutput(static_cast<const char*>(result));
+  return absl::OkStatus();
+}
+
+absl::Status PendingCollective::MoveRegisteredBlock() {
+  if (!TraitsOf(call_.spec.kind).scatters) return absl::OkStatus();
+  // A reduce-scatter in place: the block of the rank the worker ran it as, which is the
+  // output unless the ring re-formed since the call began.
+  const uint64_t offset = response_.result_offset();
+  if (offset > bytes_.input || bytes_.input - offset < bytes_.output) {
+    return absl::InternalError(absl::StrCat(
+        DescribeCall(call_), ": the worker placed the result at byte ", offset, " of the ",
+        bytes_.input, "-byte input, past its end (is the worker of another ringsync version?)"));
+  }
+  const char* block = static_cast<const char*>(call_.input) + offset;
+  if (block != call_.output) std::memmove(call_.output, block, bytes_.output);
   return absl::OkStatus();
 }
 

@@ -50,9 +50,10 @@ class PendingCollective {
   // names none. When no region can be had (e.g. /dev/shm is full) the data goes inline
   // and a warning is logged once.
   void PrepareData(std::shared_ptr<SharedMemoryPool> pool);
-  // Names [offset, offset + output bytes) of registered buffer `id` instead: the worker
+  // Names [offset, offset + buffer bytes) of registered buffer `id` instead: the worker
   // reduces it in place, and nothing is copied out. An all-gather's input is copied into
-  // the output's first slot first (where the worker takes it from), unless it lies there.
+  // the output's first slot first (where the worker takes it from), unless it lies there;
+  // a reduce-scatter's range is its input, its output the block of the rank in it.
   void UseRegistered(uint64_t id, uint64_t offset);
   bool registered() const { return registered_; }
   // Whether the SDK itself wrote into the caller's registered buffer (an all-gather's
@@ -116,6 +117,9 @@ class PendingCollective {
 
  private:
   absl::Status CopyResultOut();
+  // For a collective in the caller's registered buffer: a reduce-scatter's block moved to
+  // the output when the worker ran it as another rank than the call assumed.
+  absl::Status MoveRegisteredBlock();
   // Where the worker leaves the result in memory both map (a shared-memory file, a staging
   // buffer, an arena slice); null when it comes inline, or in place (registered).
   const void* ResultInSharedMemory() const;

@@ -9,9 +9,12 @@
 // or any part of it) is reduced in place by the worker: no copy in, no copy out. An
 // AllGather whose output lies inside one gathers there: the SDK copies the input into
 // the output's first slot (the input may be any span, also the rank's own slot of the
-// output), nothing is copied out. Every other span keeps the copy semantics of client.h
-// (untouched on failure); a ReduceScatter copies even a registered input (in place it
-// would overwrite it).
+// output), nothing is copied out. A ReduceScatter whose input lies inside one and whose
+// output is this rank's block of that input (NCCL's in-place form: output = input + rank
+// x output count) runs there: the block ends with the result, the input's other blocks
+// with partial sums (the ring's scratch). Every other span keeps the copy semantics of
+// client.h (untouched on failure), a registered ReduceScatter input with its output
+// elsewhere too.
 //
 // After a FAILED collective a registered buffer's contents are unspecified: each element
 // holds its input, a partial reduction or the result, and ranks may differ. The status

@@ -105,7 +105,7 @@ for i in range(3):
     assert rank != 0 or [g[0].item() for g in gathered] == [10 * i + r for r in range(n)], i
 
 # From 1 MiB their scratch lies in memory registered with the worker, where scatter's
-# broadcast, reduce's all-reduce and the gathers run in place: the same results, also
+# broadcast, reduce's all-reduce, the gathers and reduce_scatter's list run in place: the same results, also
 # when a call finds the previous call's scratch again.
 big = 300_000  # 1.2 MB of float32
 for i in range(2):
@@ -123,6 +123,9 @@ for i in range(2):
     total = mine.clone()
     dist.reduce(total, dst=root)
     assert torch.equal(total, sum(everyone) if rank == root else mine), i
+    shard = torch.empty(big)
+    dist.reduce_scatter(shard, [mine + r for r in range(n)])  # in place in the scratch
+    assert torch.equal(shard, sum(everyone) + n * rank), i
 
 # The coalesced forms: one collective for the whole list.
 tensors = [torch.full((3,), float(rank)), torch.full((2, 2), float(2 * rank))]

@@ -405,6 +405,17 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
     at::Tensor flat, bool input_is_scratch, at::Tensor output, DType dtype,
     const c10d::ReduceScatterOptions& opts, c10d::OpType type) {
   const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce_scatter");
+  if (input_is_scratch) {
+    // The input is ours to overwrite: the in-place form (the output is this rank's block of
+    // it), which the worker runs where registered scratch lies, then the block copied out.
+    const int64_t at = getRank() * output.numel();
+    CollectiveHandle handle = client_->ReduceScatterAsync(
+        "torch.reduce_scatter", flat.data_ptr(), flat.numel(), dtype,
+        static_cast<std::byte*>(flat.data_ptr()) + at * flat.element_size(), output.numel(),
+        reduction.op, reduction.options);
+    return Track(type, "reduce_scatter", {output}, {}, std::move(handle),
+                 CopyOut(flat, at, {output}), {flat});
+  }
   // The SDK writes the block straight into a contiguous output.
   const bool direct = output.is_contiguous();
   at::Tensor block = direct ? output : scratch_.Take(output.numel(), output.options(), nullptr);
@@ -412,11 +423,8 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
       "torch.reduce_scatter", flat.data_ptr(), flat.numel(), dtype, block.data_ptr(),
       block.numel(), reduction.op, reduction.options);
   std::vector<at::Tensor> scratch;
-  if (input_is_scratch) scratch.push_back(flat);
   if (!direct) scratch.push_back(block);
-  std::vector<at::Tensor> keep_alive;
-  if (!input_is_scratch) keep_alive.push_back(flat);
-  return Track(type, "reduce_scatter", {output}, std::move(keep_alive), std::move(handle),
+  return Track(type, "reduce_scatter", {output}, {flat}, std::move(handle),
                direct ? std::function<void()>() : CopyOut(block, 0, {output}),
                std::move(scratch));
 }

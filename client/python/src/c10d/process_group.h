@@ -116,7 +116,8 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                                bool input_is_scratch = false);
   // Reduce-scatters `flat` (contiguous: this rank's inputs for every rank, end to end)
   // into `output` (through a scratch block when it is not contiguous). `input_is_scratch`:
-  // `flat` came from scratch_ and goes back to it.
+  // `flat` came from scratch_ and goes back to it; it is then reduce-scattered in place
+  // (the rank's block of it the output) and the block copied into `output`.
   c10::intrusive_ptr<c10d::Work> ReduceScatterOf(at::Tensor flat, bool input_is_scratch,
                                                  at::Tensor output, DType dtype,
                                                  const c10d::ReduceScatterOptions& opts,
