@@ -134,19 +134,22 @@ class Client:
         return self._impl.allgather_async(tensor, name, timeout, out)
 
     def reduce_scatter(self, tensor, name="reduce_scatter", op=_ringsync.SUM, prescale=1.0,
-                       postscale=1.0, timeout=None):
+                       postscale=1.0, timeout=None, out=None):
         """Returns a new array of tensor's kind and dtype holding this rank's block of
         `tensor` reduced across all ranks: `tensor` is world_size blocks along its first
         dimension, and rank r gets block r (shape (n / world_size, ...)), bitwise what
         allreduce_ gives there, moving S bytes per rank where allreduce_ moves 2(N-1)/N x S.
         `op`, `prescale` and `postscale` as allreduce_'s. A first dimension that world_size
-        does not divide fails on every rank."""
+        does not divide fails on every rank. `out` as allgather's; a `tensor` from allocate()
+        whose `out` is its own rank's block is reduce-scattered in place (its other blocks
+        then hold partial sums)."""
         return self._impl.reduce_scatter_async(tensor, name, op, prescale, postscale,
-                                               timeout).wait()
+                                               timeout, out).wait()
 
     def reduce_scatter_async(self, tensor, name="reduce_scatter", op=_ringsync.SUM,
-                             prescale=1.0, postscale=1.0, timeout=None):
-        return self._impl.reduce_scatter_async(tensor, name, op, prescale, postscale, timeout)
+                             prescale=1.0, postscale=1.0, timeout=None, out=None):
+        return self._impl.reduce_scatter_async(tensor, name, op, prescale, postscale, timeout,
+                                               out)
 
     def barrier(self, name="barrier", timeout=None):
         """Returns once every rank has entered the barrier."""

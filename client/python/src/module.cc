@@ -55,7 +55,8 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("out") = py::none())
       .def("reduce_scatter_async", &PyClient::ReduceScatterAsync, py::arg("tensor"),
            py::arg("name") = "reduce_scatter", py::arg("op") = ReduceOp::kSum,
-           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt)
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt,
+           py::arg("out") = py::none())
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
       .def("allocate_bytes", &PyClient::AllocateBytes, py::arg("size_bytes"),

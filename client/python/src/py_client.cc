@@ -17,6 +17,19 @@ absl::Duration TimeoutOf(std::optional<double> seconds) {
   return seconds ? absl::Seconds(*seconds) : absl::ZeroDuration();
 }
 
+// A caller's `out=` for `call`'s result: writable, of the input's dtype (ValueError here
+// otherwise). Its size the SDK checks against the ring's, failing every rank.
+TensorArg OutArg(py::handle out, const TensorArg& input, absl::string_view call,
+                 absl::string_view name) {
+  TensorArg output = ToTensorArg(out, absl::StrCat(call, "'s out"), Access::kReadWrite);
+  if (output.dtype != input.dtype) {
+    throw py::value_error(absl::StrCat(call, " '", name, "': out holds ", DTypeName(output.dtype),
+                                       ", the tensor ", DTypeName(input.dtype),
+                                       "; pass an out of the tensor's dtype"));
+  }
+  return output;
+}
+
 }  // namespace
 
 std::unique_ptr<PyClient> PyClient::Connect(const std::string& worker, double timeout_seconds,
@@ -127,12 +140,7 @@ std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std:
                                                    py::handle out) {
   TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
   TensorArg output = out.is_none() ? NewGatherOutput(input, RingSizeFor("allgather", name))
-                                   : ToTensorArg(out, "allgather's out", Access::kReadWrite);
-  if (output.dtype != input.dtype) {
-    throw py::value_error(absl::StrCat("allgather '", name, "': out holds ",
-                                       DTypeName(output.dtype), ", the tensor ",
-                                       DTypeName(input.dtype), "; pass an out of the tensor's dtype"));
-  }
+                                   : OutArg(out, input, "allgather", name);
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start(
@@ -146,9 +154,11 @@ std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std:
 std::unique_ptr<PyHandle> PyClient::ReduceScatterAsync(py::handle tensor, const std::string& name,
                                                        ReduceOp op, double prescale,
                                                        double postscale,
-                                                       std::optional<double> timeout) {
+                                                       std::optional<double> timeout,
+                                                       py::handle out) {
   TensorArg input = ToTensorArg(tensor, "reduce_scatter", Access::kRead);
-  TensorArg output = NewScatterOutput(input, RingSizeFor("reduce_scatter", name));
+  TensorArg output = out.is_none() ? NewScatterOutput(input, RingSizeFor("reduce_scatter", name))
+                                   : OutArg(out, input, "reduce_scatter", name);
   AllReduceOptions options;
   options.pre_scale = prescale;
   options.post_scale = postscale;

@@ -58,9 +58,11 @@ class PyClient {
   // tensor's dtype; world_size times its elements, which the SDK checks on every rank).
   std::unique_ptr<PyHandle> AllGatherAsync(pybind11::handle tensor, const std::string& name,
                                            std::optional<double> timeout, pybind11::handle out);
+  // `out` as AllGatherAsync's (1 / world_size of the tensor's elements).
   std::unique_ptr<PyHandle> ReduceScatterAsync(pybind11::handle tensor, const std::string& name,
                                                ReduceOp op, double prescale, double postscale,
-                                               std::optional<double> timeout);
+                                               std::optional<double> timeout,
+                                               pybind11::handle out);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
 
   // Client::AllocateBytes as a zeroed 1-D uint8 numpy array over the registered memory,

@@ -63,6 +63,21 @@ def test_allgather_into_an_allocated_out_gathers_in_place_also_from_its_own_slic
         assert numpy.array_equal(plain, expected)
 
 
+def test_reduce_scatter_of_an_allocated_array_into_its_own_block_runs_in_place(clients):
+    def step(client):
+        values = client.allocate((WORLD_SIZE, 200_000), numpy.float32)
+        values[:] = numpy.arange(200_000, dtype=numpy.float32) + client.rank
+        plain = client.reduce_scatter(values.copy(), "plain")
+        mine = values[client.rank]
+        assert client.reduce_scatter(values, "in place", out=mine) is mine
+        assert numpy.array_equal(mine, plain.reshape(-1))  # plain: a new (1, 200000) array
+        return plain
+
+    for r, plain in enumerate(run_ranks(clients, step)):
+        expected = WORLD_SIZE * numpy.arange(200_000, dtype=numpy.float32) + sum(range(WORLD_SIZE))
+        assert numpy.array_equal(plain.reshape(-1), expected), r
+
+
 def test_allgather_into_an_out_of_the_wrong_size_fails_on_every_rank(clients):
     def step(client):
         size = 10 * WORLD_SIZE + (1 if client.rank == 0 else 0)  # rank 0's out is too long
