@@ -191,8 +191,9 @@ class Client {
   // between calls, as much as it has had in use at once (so that every step finds its
   // regions again). After a one-off large collective (loading weights, a checkpoint's
   // broadcast) this hands that memory back: every region no collective is using now is
-  // dropped (the staging arena of small tensors too), and its bytes returned. The next collective of such a size makes its region
-  // again. Like a caching allocator's empty_cache; never needed for correctness.
+  // dropped (the staging arena of small tensors too), and its bytes returned. The next
+  // collective of such a size makes its region again. Like a caching allocator's
+  // empty_cache; never needed for correctness.
   size_t ReleaseIdleMemory();
 
   // Collectives. Each takes a `name` (a label such as "grad/fc1", non-empty, the same on

@@ -126,8 +126,8 @@ class Client:
         rank order, concatenated along the first dimension (shape (world_size * n, ...);
         a 0-d input gives (world_size,)). With `out` (contiguous and writable; of tensor's
         dtype, else ValueError; world_size times its elements, else every rank fails) the
-        result goes there and `out` is returned; an `out` from allocate() is gathered into in place, and
-        `tensor` may be its own rank's slice of it."""
+        result goes there and `out` is returned; an `out` from allocate() is gathered into
+        in place, and `tensor` may be its own rank's slice of it."""
         return self._impl.allgather_async(tensor, name, timeout, out).wait()
 
     def allgather_async(self, tensor, name="allgather", timeout=None, out=None):

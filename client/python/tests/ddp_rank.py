@@ -105,8 +105,8 @@ for i in range(3):
     assert rank != 0 or [g[0].item() for g in gathered] == [10 * i + r for r in range(n)], i
 
 # From 1 MiB their scratch lies in memory registered with the worker, where scatter's
-# broadcast, reduce's all-reduce, the gathers and reduce_scatter's list run in place: the same results, also
-# when a call finds the previous call's scratch again.
+# broadcast, reduce's all-reduce, the gathers and reduce_scatter's list run in place: the
+# same results, also when a call finds the previous call's scratch again.
 big = 300_000  # 1.2 MB of float32
 for i in range(2):
     mine = torch.arange(big, dtype=torch.float32) + 1000 * rank + i

@@ -82,7 +82,8 @@ def test_allgather_into_an_out_of_the_wrong_size_fails_on_every_rank(clients):
     def step(client):
         size = 10 * WORLD_SIZE + (1 if client.rank == 0 else 0)  # rank 0's out is too long
         with pytest.raises(ringsync.Error) as failure:
-            client.allgather(numpy.ones(10, numpy.float32), "short", out=numpy.empty(size, numpy.float32))
+            client.allgather(numpy.ones(10, numpy.float32), "short",
+                             out=numpy.empty(size, numpy.float32))
         return str(failure.value)
 
     messages = run_ranks(clients, step)
