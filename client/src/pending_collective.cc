@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/registered_buffer_state.h"
 #include "core/ring/schedule.h"
 #include "core/sync/wait_limit.h"
 #include "spdlog/spdlog.h"
@@ -190,7 +192,12 @@ void PendingCollective::Finish(absl::Status rpc_status, bool worker_done) {
 }
 
 void PendingCollective::FinishNow(absl::Status rpc_status, bool worker_done) {
-  absl::Status status = rpc_status.ok() ? CopyResultOut() : std::move(rpc_status);
+  const bool answered = rpc_status.ok();
+  absl::Status status = answered ? CopyResultOut() : std::move(rpc_status);
+  if (answered && !status.ok() && registered_) {
+    // The worker ran it in the caller's buffer: whatever it left there is not the input.
+    status.SetPayload(kRegisteredBufferPayloadUrl, absl::Cord(kRegisteredBufferUnspecified));
+  }
   if (region_.has_value()) {
     if (worker_done) {
       pool_->Release(*std::move(region_));
@@ -228,8 +235,8 @@ absl::Status PendingCollective::CopyResultOut() {
     // The block's size follows the ring's, which may have changed since the call began.
     return absl::InternalError(absl::StrCat(
         DescribeCall(call_), ": the worker's block of the result holds ",
-        response_.result_bytes(), " bytes, the output ", bytes_.output, "; the output was left "
-        "untouched (did the ring change size? It had ",
+        response_.result_bytes(), " bytes, the output ", bytes_.output, "; the output was left ",
+        registered_ ? "as the worker left it" : "untouched", " (did the ring change size? It had ",
         call_.spec.count / std::max<size_t>(call_.output_count, 1), " ranks when the call began)"));
   }
   if (registered_) return MoveRegisteredBlock();  // the worker wrote the result in place

@@ -1,6 +1,7 @@
 // What a pending collective's answer carries, which decides whether its call fits the
 // worker's call channel (client_core.cc, SendThroughChannel): a result the worker leaves
-// in memory both map comes back as a short answer, whatever the tensor's size.
+// in memory both map comes back as a short answer, whatever the tensor's size. And what
+// it does in a caller's registered buffer, where the worker runs the collective.
 #include "client/src/pending_collective.h"
 
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ringsync/registered_buffer.h"
 
 namespace ringsync::internal {
 namespace {
@@ -51,6 +54,71 @@ TEST(PendingCollective, ATensorInARegisteredBufferOrASharedFileLeavesTheAnswerEm
     EXPECT_EQ(in_file.answer_data_bytes(), 0u);
   }
   std::filesystem::remove_all(dir);
+}
+
+// In a caller's registered buffer: an all-gather's input goes into the output's first slot
+// (unless it lies there), a reduce-scatter's block is moved to the output when the worker
+// ran it as another rank, and a result the SDK cannot take says the buffer is not the
+// input any more.
+TEST(PendingCollective, AnAllGatherInARegisteredOutputTakesItsInputIntoTheFirstSlot) {
+  std::vector<float> output(12, 0.0f), input = {1, 2, 3, 4};
+  CollectiveCall call;
+  call.spec.kind = CollectiveKind::kAllGather;
+  call.spec.name = "gather";
+  call.spec.dtype = DType::kFloat32;
+  call.spec.count = 4;
+  call.input = input.data();
+  call.output = output.data();
+  call.output_count = 12;
+  PendingCollective apart(call, CallBytes{16, 48});
+  apart.UseRegistered(/*id=*/7, /*offset=*/0);
+  EXPECT_EQ(std::vector<float>(output.begin(), output.begin() + 4), input);
+  EXPECT_TRUE(apart.wrote_registered());
+
+  call.input = output.data();  // rank 0's own slot: nothing to copy
+  PendingCollective in_place(call, CallBytes{16, 48});
+  in_place.UseRegistered(/*id=*/7, /*offset=*/0);
+  EXPECT_FALSE(in_place.wrote_registered());
+}
+
+CollectiveCall ReduceScatterInPlace(std::vector<float>& buffer, size_t block, int rank) {
+  CollectiveCall call;
+  call.spec.kind = CollectiveKind::kReduceScatter;
+  call.spec.name = "shard";
+  call.spec.dtype = DType::kFloat32;
+  call.spec.count = buffer.size();
+  call.input = buffer.data();
+  call.output = buffer.data() + rank * block;
+  call.output_count = block;
+  return call;
+}
+
+TEST(PendingCollective, AReduceScatterInPlaceTakesItsBlockFromWhereTheWorkerLeftIt) {
+  std::vector<float> buffer = {0, 0, 1, 1, 2, 2};  // three blocks of two
+  auto pending = std::make_shared<PendingCollective>(ReduceScatterInPlace(buffer, 2, 1),
+                                                     CallBytes{24, 8});
+  pending->UseRegistered(/*id=*/7, /*offset=*/0);
+  pending->response()->set_result_offset(16);  // the worker ran it as rank 2
+  pending->response()->set_result_bytes(8);
+  CollectiveHandle handle = PendingCollective::MakeHandle(pending);
+  pending->Finish(absl::OkStatus(), /*worker_done=*/true);
+  ASSERT_TRUE(handle.Wait().ok());
+  EXPECT_EQ(buffer[2], 2.0f) << "block 2 moved to the output, block 1";
+  EXPECT_EQ(buffer[3], 2.0f);
+}
+
+TEST(PendingCollective, AResultTheSdkCannotTakeFromARegisteredBufferSaysItIsNotUntouched) {
+  std::vector<float> buffer(6, 1.0f);
+  auto pending = std::make_shared<PendingCollective>(ReduceScatterInPlace(buffer, 2, 0),
+                                                     CallBytes{24, 8});
+  pending->UseRegistered(/*id=*/7, /*offset=*/0);
+  pending->response()->set_result_bytes(12);  // a ring of two, where the call had three
+  CollectiveHandle handle = PendingCollective::MakeHandle(pending);
+  pending->Finish(absl::OkStatus(), /*worker_done=*/true);
+  const absl::Status status = handle.Wait();
+  EXPECT_TRUE(absl::IsInternal(status)) << status;
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("as the worker left it"));
+  EXPECT_FALSE(RegisteredBufferUntouched(status));
 }
 
 }  // namespace
