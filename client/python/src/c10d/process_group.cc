@@ -228,12 +228,15 @@ std::optional<at::Tensor> RingsyncProcessGroup::ScratchPool::Registered(
 }
 
 void RingsyncProcessGroup::ScratchPool::Give(at::Tensor tensor) {
+  // Freed after the lock: a registered one tells the worker (a round trip).
+  std::vector<at::Tensor> evicted;
   absl::MutexLock lock(&mu_);
   idle_.push_back(std::move(tensor));
   int64_t bytes = 0;
   for (const at::Tensor& t : idle_) bytes += t.nbytes();
   while (bytes > kMaxIdleBytes) {
     bytes -= idle_.front().nbytes();
+    evicted.push_back(std::move(idle_.front()));
     idle_.erase(idle_.begin());
   }
 }
