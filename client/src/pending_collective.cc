@@ -243,14 +243,8 @@ absl::Status PendingCollective::CopyResultOut() {
   const void* result = ResultInSharedMemory();
   if (result != nullptr) {
     // A reduce-scatter's result is the block of the rank the worker ran it as.
-    const uint64_t offset = response_.result_offset();
-    if (offset > bytes_.buffer() || bytes_.buffer() - offset < bytes_.output) {
-      return absl::InternalError(absl::StrCat(
-          DescribeCall(call_), ": the worker placed the result at byte ", offset, " of a ",
-          bytes_.buffer(), "-byte buffer, past its end; the buffer was left untouched (is the "
-          "worker of another ringsync version?)"));
-    }
-    result = static_cast<const char*>(result) + offset;
+    if (absl::Status placed = CheckResultOffset(); !placed.ok()) return placed;
+    result = static_cast<const char*>(result) + response_.result_offset();
   } else {
     if (response_.inline_data().size() != bytes_.output) {
       // An AllGather result scales with the ring, which may have changed size since the
@@ -276,15 +270,22 @@ absl::Status PendingCollective::MoveRegisteredBlock() {
   if (!TraitsOf(call_.spec.kind).scatters) return absl::OkStatus();
   // A reduce-scatter in place: the block of the rank the worker ran it as, which is the
   // output unless the ring re-formed since the call began.
-  const uint64_t offset = response_.result_offset();
-  if (offset > bytes_.input || bytes_.input - offset < bytes_.output) {
-    return absl::InternalError(absl::StrCat(
-        DescribeCall(call_), ": the worker placed the result at byte ", offset, " of the ",
-        bytes_.input, "-byte input, past its end (is the worker of another ringsync version?)"));
-  }
-  const char* block = static_cast<const char*>(call_.input) + offset;
+  if (absl::Status placed = CheckResultOffset(); !placed.ok()) return placed;
+  const char* block = static_cast<const char*>(call_.input) + response_.result_offset();
   if (block != call_.output) std::memmove(call_.output, block, bytes_.output);
   return absl::OkStatus();
+}
+
+absl::Status PendingCollective::CheckResultOffset() const {
+  const uint64_t offset = response_.result_offset();
+  if (offset <= bytes_.buffer() && bytes_.buffer() - offset >= bytes_.output) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat(
+      DescribeCall(call_), ": the worker placed the result at byte ", offset, " of a ",
+      bytes_.buffer(), "-byte buffer, past its end; the buffer was left ",
+      registered_ ? "as the worker left it" : "untouched",
+      " (is the worker of another ringsync version?)"));
 }
 
 void PendingCollective::Complete(absl::Status status) {

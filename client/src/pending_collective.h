@@ -120,6 +120,9 @@ class PendingCollective {
   // For a collective in the caller's registered buffer: a reduce-scatter's block moved to
   // the output when the worker ran it as another rank than the call assumed.
   absl::Status MoveRegisteredBlock();
+  // InternalError unless the result's block (response_.result_offset, the output's size)
+  // lies inside the range the collective ran in (bytes_.buffer()).
+  absl::Status CheckResultOffset() const;
   // Where the worker leaves the result in memory both map (a shared-memory file, a staging
   // buffer, an arena slice); null when it comes inline, or in place (registered).
   const void* ResultInSharedMemory() const;
