@@ -20,16 +20,22 @@ namespace {
 
 constexpr size_t kCount = 1 << 20;  // 4 MiB of float32: more than a call channel record
 
-CollectiveCall AllReduceOf(std::vector<float>& data) {
+// A call of `kind` on float32: `count` elements in, `output_count` out.
+CollectiveCall FloatCall(CollectiveKind kind, const float* input, size_t count, float* output,
+                         size_t output_count) {
   CollectiveCall call;
-  call.spec.kind = CollectiveKind::kAllReduce;
-  call.spec.name = "grad";
+  call.spec.kind = kind;
+  call.spec.name = std::string(CollectiveKindName(kind));
   call.spec.dtype = DType::kFloat32;
-  call.spec.count = data.size();
-  call.input = data.data();
-  call.output = data.data();
-  call.output_count = data.size();
+  call.spec.count = count;
+  call.input = input;
+  call.output = output;
+  call.output_count = output_count;
   return call;
+}
+
+CollectiveCall AllReduceOf(std::vector<float>& data) {
+  return FloatCall(CollectiveKind::kAllReduce, data.data(), data.size(), data.data(), data.size());
 }
 
 TEST(PendingCollective, AnInlineTensorComesBackInTheAnswer) {
@@ -62,14 +68,7 @@ TEST(PendingCollective, ATensorInARegisteredBufferOrASharedFileLeavesTheAnswerEm
 // input any more.
 TEST(PendingCollective, AnAllGatherInARegisteredOutputTakesItsInputIntoTheFirstSlot) {
   std::vector<float> output(12, 0.0f), input = {1, 2, 3, 4};
-  CollectiveCall call;
-  call.spec.kind = CollectiveKind::kAllGather;
-  call.spec.name = "gather";
-  call.spec.dtype = DType::kFloat32;
-  call.spec.count = 4;
-  call.input = input.data();
-  call.output = output.data();
-  call.output_count = 12;
+  CollectiveCall call = FloatCall(CollectiveKind::kAllGather, input.data(), 4, output.data(), 12);
   PendingCollective apart(call, CallBytes{16, 48});
   apart.UseRegistered(/*id=*/7, /*offset=*/0);
   EXPECT_EQ(std::vector<float>(output.begin(), output.begin() + 4), input);
@@ -82,15 +81,8 @@ TEST(PendingCollective, AnAllGatherInARegisteredOutputTakesItsInputIntoTheFirstS
 }
 
 CollectiveCall ReduceScatterInPlace(std::vector<float>& buffer, size_t block, int rank) {
-  CollectiveCall call;
-  call.spec.kind = CollectiveKind::kReduceScatter;
-  call.spec.name = "shard";
-  call.spec.dtype = DType::kFloat32;
-  call.spec.count = buffer.size();
-  call.input = buffer.data();
-  call.output = buffer.data() + rank * block;
-  call.output_count = block;
-  return call;
+  return FloatCall(CollectiveKind::kReduceScatter, buffer.data(), buffer.size(),
+                   buffer.data() + rank * block, block);
 }
 
 TEST(PendingCollective, AReduceScatterInPlaceTakesItsBlockFromWhereTheWorkerLeftIt) {

@@ -212,6 +212,13 @@ struct RegisteredMemfd {
   RegisteredMemfd(const RegisteredMemfd&) = delete;
   RegisteredMemfd& operator=(const RegisteredMemfd&) = delete;
 
+  // A client's limits whose registered buffers are these.
+  JobRequestLimits limits() {
+    JobRequestLimits limits;
+    limits.registered = &buffers;
+    return limits;
+  }
+
   int fd = -1;
   bool ok = false;
   RegisteredBuffers buffers;
@@ -221,9 +228,7 @@ struct RegisteredMemfd {
 TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   RegisteredMemfd memory(64);
   ASSERT_TRUE(memory.ok);
-  RegisteredBuffers& buffers = memory.buffers;
   const uint64_t id = memory.id;
-  JobRequestLimits limits;
 
   v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, 4));
   request.mutable_registered()->set_buffer_id(id);
@@ -233,7 +238,7 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
               HasSubstr("this client has no registered buffers"))
       << "a client over TCP has none";
 
-  limits.registered = &buffers;
+  const JobRequestLimits limits = memory.limits();
   absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
       JobFromRequest(CollectiveKind::kAllReduce, request, limits);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -259,10 +264,8 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
 TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut) {
   RegisteredMemfd memory(64);
   ASSERT_TRUE(memory.ok);
-  RegisteredBuffers& buffers = memory.buffers;
   const uint64_t id = memory.id;
-  JobRequestLimits limits;
-  limits.registered = &buffers;
+  const JobRequestLimits limits = memory.limits();
 
   v1::CollectiveRequest broadcast = Request(Floats(CollectiveKind::kBroadcast, 4));
   broadcast.mutable_registered()->set_buffer_id(id);
@@ -289,10 +292,8 @@ TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut
 TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) {
   RegisteredMemfd memory(64);
   ASSERT_TRUE(memory.ok);
-  RegisteredBuffers& buffers = memory.buffers;
   const uint64_t id = memory.id;
-  JobRequestLimits limits;
-  limits.registered = &buffers;
+  const JobRequestLimits limits = memory.limits();
 
   v1::CollectiveRequest gather = Request(Floats(CollectiveKind::kAllGather, 4));
   gather.mutable_registered()->set_buffer_id(id);
@@ -325,10 +326,8 @@ TEST(JobFromRequest, ARegisteredAllReduceOrReduceScatterMayNameArrivalMarksTheWo
   const uint64_t buffer_bytes = ArrivalBufferBytes(kTensor);
   RegisteredMemfd memory(buffer_bytes);
   ASSERT_TRUE(memory.ok);
-  RegisteredBuffers& buffers = memory.buffers;
   const uint64_t id = memory.id;
-  JobRequestLimits limits;
-  limits.registered = &buffers;
+  const JobRequestLimits limits = memory.limits();
 
   const ArrivalLayout layout = ClientArrivalLayout(kTensor);
   v1::CollectiveRequest request = Request(Floats(CollectiveKind::kAllReduce, kTensor / 4));
