@@ -14,18 +14,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "ringsync/collective_kind.h"
 #include "ringsync/dtype.h"
 
 namespace ringsync {
-
-// Values are part of the wire contract: never renumber.
-enum class CollectiveKind : uint8_t {
-  kAllReduce = 1,
-  kBroadcast = 2,
-  kAllGather = 3,
-  kBarrier = 4,
-  kReduceScatter = 5,
-};
 
 bool IsValid(CollectiveKind kind);
 absl::string_view CollectiveKindName(CollectiveKind kind);

@@ -7,6 +7,8 @@
 #include "client/src/client_core.h"
 #include "core/sync/steady_deadline.h"
 #include "client/src/fused_call.h"
+#include "client/src/pending_collective.h"
+#include "core/collective.h"
 
 namespace ringsync {
 namespace {
@@ -158,6 +160,21 @@ absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& op
 CollectiveHandle Client::BarrierAsync(absl::string_view name, const CollectiveOptions& options) {
   // No data; the dtype only has to be a valid one for the worker's checks.
   return core_->Start(MakeCall(CollectiveKind::kBarrier, name, DType::kUInt8, 0, options.timeout));
+}
+
+CollectiveHandle Client::Refuse(CollectiveKind kind, absl::string_view name,
+                                absl::string_view why, const CollectiveOptions& options) {
+  // The worker quotes at most 4 KiB of a refusal; the rest would only fill the request.
+  constexpr size_t kMaxReason = 4096;
+  if (!IsValid(kind)) {
+    // No turn to take: no rank runs a collective of no kind.
+    return internal::PendingCollective::MakeHandle(internal::PendingCollective::CompletedState(
+        absl::InvalidArgumentError(absl::StrCat("Refuse: ", static_cast<int>(kind),
+                                                " is not a collective kind"))));
+  }
+  return core_->Refuse(MakeCall(kind, name, DType::kUInt8, 0, options.timeout),
+                       absl::InvalidArgumentError(why.empty() ? "refused by its caller"
+                                                              : why.substr(0, kMaxReason)));
 }
 
 }  // namespace ringsync

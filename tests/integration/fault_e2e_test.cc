@@ -15,6 +15,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "core/collective.h"
 #include "core/sync/steady_deadline.h"
 #include "core/sync/steady_stopwatch.h"
 #include "gmock/gmock.h"
@@ -106,6 +107,59 @@ TEST(Faults, ACallOneRankRefusesFailsEveryRankAtOnceAndTheNextCollectiveRuns) {
     if (s.ok() && grad[0] != 3.0f) return absl::InternalError("wrong sum");
     return s;
   }));
+}
+
+TEST(Faults, ACallerRefusingItsOwnCollectiveFailsEveryRankAtOnceWhateverTheKind) {
+  auto cluster = StartCluster(3, kWorkerFlags);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  // Large enough for shared memory (the other ranks' data is staged before the refusal).
+  constexpr size_t kCount = 3 << 18;
+  for (CollectiveKind kind :
+       {CollectiveKind::kBroadcast, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    SCOPED_TRACE(CollectiveKindName(kind));
+    const SteadyStopwatch start;
+    std::vector<absl::Status> statuses = OnEveryRank(clients, [&](int r, Client& c) {
+      std::vector<float> input(kCount, 1.0f);
+      std::vector<float> output(kind == CollectiveKind::kAllGather ? 3 * kCount : kCount / 3);
+      if (r == 2) {
+        // A binding's own check failed (as torch's list of the wrong length would).
+        return c.Refuse(kind, "torch.op", "ringsync op: expected 3 tensors, got 2").Wait();
+      }
+      switch (kind) {
+        case CollectiveKind::kBroadcast:
+          return c.Broadcast("torch.op", absl::MakeSpan(input), /*root=*/0);
+        case CollectiveKind::kAllGather:
+          return c.AllGather<float>("torch.op", input, absl::MakeSpan(output));
+        default:
+          return c.ReduceScatter<float>("torch.op", input, absl::MakeSpan(output), ReduceOp::kSum);
+      }
+    });
+    // At once, not at the 20 s deadline: the refusal took rank 2's turn on the ring.
+    EXPECT_LT(start.Elapsed(), kDeadline / 2);
+    EXPECT_TRUE(absl::IsInvalidArgument(statuses[2])) << statuses[2];
+    EXPECT_EQ(statuses[2].message(), "ringsync op: expected 3 tensors, got 2");
+    for (int r : {0, 1}) {
+      EXPECT_TRUE(absl::IsAborted(statuses[r])) << statuses[r];
+      EXPECT_THAT(std::string(statuses[r].message()),
+                  HasSubstr("rank 2 gave up: worker w2 refused its client's request: its "
+                            "training process refused its own call: ringsync op: expected 3 "
+                            "tensors, got 2"))
+          << statuses[r];
+    }
+  }
+  // The ranks stayed in step: the next collective runs everywhere.
+  ExpectAllOk(OnEveryRank(clients, [&](int, Client& c) {
+    std::vector<float> grad(64, 1.0f);
+    absl::Status s = c.AllReduce("grad/fc1", absl::MakeSpan(grad), ReduceOp::kSum);
+    if (s.ok() && grad[0] != 3.0f) return absl::InternalError("wrong sum");
+    return s;
+  }));
+  // A kind that is none takes no turn: only the caller learns of it.
+  absl::Status none = clients[0]->Refuse(static_cast<CollectiveKind>(9), "x", "why").Wait();
+  EXPECT_TRUE(absl::IsInvalidArgument(none)) << none;
+  EXPECT_THAT(std::string(none.message()), HasSubstr("9 is not a collective kind"));
+  ExpectAllOk(OnEveryRank(clients, [&](int, Client& c) { return c.Barrier("after"); }));
 }
 
 TEST(Faults, RanksDisagreeingOnDtypeAllFail) {

@@ -35,7 +35,8 @@
 //
 // Errors: absl::Status with the gRPC code the worker chose and its message (which names
 // rank, worker, generation and collective), plus a hint where one helps. Bad arguments
-// fail with InvalidArgument before anything is sent.
+// fail with InvalidArgument before any data moves; the call still takes its turn on the
+// ring as a refusal, failing it on every rank at once (no rank waits for it; see Refuse).
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ringsync/collective_handle.h"
+#include "ringsync/collective_kind.h"
 #include "ringsync/group_tensor.h"
 #include "ringsync/registered_buffer.h"
 #include "ringsync/types.h"
@@ -305,6 +307,17 @@ class Client {
   // Returns once every rank has entered the barrier. No data.
   absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
   CollectiveHandle BarrierAsync(absl::string_view name, const CollectiveOptions& options = {});
+
+  // For a caller that checks its own arguments before calling in (a framework's binding:
+  // a torch op given a list of the wrong length, an output of another dtype): the
+  // collective this rank would have started next, a `kind` named `name`, fails on every
+  // rank at once with `why`, where the other ranks would otherwise wait for it until their
+  // deadline. It takes its turn on the ring like any call, so the ranks stay in step, as
+  // the SDK's own refusals of bad arguments do. The handle completes at once with
+  // InvalidArgument(`why`, at most 4 KiB of it); the other ranks' calls fail Aborted,
+  // naming this rank, its worker and `why`.
+  CollectiveHandle Refuse(CollectiveKind kind, absl::string_view name, absl::string_view why,
+                          const CollectiveOptions& options = {});
 
  private:
   explicit Client(std::unique_ptr<internal::ClientCore> core);

@@ -55,7 +55,10 @@ class Client:
     SDK works, so other Python threads run meanwhile.
 
     Wrong inputs raise TypeError (not an array; a dtype ringsync has not got) or
-    ValueError (not contiguous, read-only, on a GPU, requires grad) before anything is sent.
+    ValueError (not contiguous, read-only, on a GPU, requires grad, an `out` of another
+    dtype) before any data moves. The call still takes its turn on the ring as a refusal:
+    the other ranks' same collective fails at once, naming this rank and the error, instead
+    of waiting for it until the timeout, and the ranks stay in step.
     """
 
     def __init__(self, impl):

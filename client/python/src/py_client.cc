@@ -17,8 +17,9 @@ absl::Duration TimeoutOf(std::optional<double> seconds) {
   return seconds ? absl::Seconds(*seconds) : absl::ZeroDuration();
 }
 
-// A caller's `out=` for `call`'s result: writable, of the input's dtype (ValueError here
-// otherwise). Its size the SDK checks against the ring's, failing every rank.
+// A caller's `out=` for `call`'s result: writable, of the input's dtype (ValueError
+// otherwise, the call refused on every rank: RefusedOnError). Its size the SDK checks
+// against the ring's, failing every rank too.
 TensorArg OutArg(py::handle out, const TensorArg& input, absl::string_view call,
                  absl::string_view name) {
   TensorArg output = ToTensorArg(out, absl::StrCat(call, "'s out"), Access::kReadWrite);
@@ -28,6 +29,29 @@ TensorArg OutArg(py::handle out, const TensorArg& input, absl::string_view call,
                                        "; pass an out of the tensor's dtype"));
   }
   return output;
+}
+
+// Converts a call's arguments with `convert`. One it cannot take (a ValueError or
+// TypeError here) refuses the collective in its turn before the error reaches the caller,
+// so that the other ranks fail now, naming this one, instead of waiting for it until their
+// deadline. A closed client (null) has no turn to give.
+template <typename Convert>
+auto RefusedOnError(Client* client, CollectiveKind kind, const std::string& name,
+                    Convert&& convert) -> decltype(convert()) {
+  auto refuse = [&](const std::string& why) {
+    if (client == nullptr) return;
+    py::gil_scoped_release nogil;
+    client->Refuse(kind, name, why);
+  };
+  try {
+    return convert();
+  } catch (py::error_already_set& e) {
+    refuse(py::str(e.value()).cast<std::string>());
+    throw;
+  } catch (const py::builtin_exception& e) {
+    refuse(e.what());
+    throw;
+  }
 }
 
 }  // namespace
@@ -104,7 +128,9 @@ std::unique_ptr<PyHandle> PyClient::Start(absl::FunctionRef<CollectiveHandle(Cli
 std::unique_ptr<PyHandle> PyClient::AllReduceAsync(py::handle tensor, const std::string& name,
                                                    ReduceOp op, double prescale, double postscale,
                                                    std::optional<double> timeout) {
-  TensorArg arg = ToTensorArg(tensor, "allreduce_", Access::kReadWrite);
+  TensorArg arg = RefusedOnError(client_.get(), CollectiveKind::kAllReduce, name, [&] {
+    return ToTensorArg(tensor, "allreduce_", Access::kReadWrite);
+  });
   AllReduceOptions options;
   options.pre_scale = prescale;
   options.post_scale = postscale;
@@ -117,7 +143,9 @@ std::unique_ptr<PyHandle> PyClient::AllReduceAsync(py::handle tensor, const std:
 std::unique_ptr<PyHandle> PyClient::BroadcastAsync(py::handle tensor, int root,
                                                    const std::string& name,
                                                    std::optional<double> timeout) {
-  TensorArg arg = ToTensorArg(tensor, "broadcast_", Access::kReadWrite);
+  TensorArg arg = RefusedOnError(client_.get(), CollectiveKind::kBroadcast, name, [&] {
+    return ToTensorArg(tensor, "broadcast_", Access::kReadWrite);
+  });
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start(
@@ -138,9 +166,12 @@ int PyClient::RingSizeFor(absl::string_view call, absl::string_view name) const 
 std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std::string& name,
                                                    std::optional<double> timeout,
                                                    py::handle out) {
-  TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
-  TensorArg output = out.is_none() ? NewGatherOutput(input, RingSizeFor("allgather", name))
-                                   : OutArg(out, input, "allgather", name);
+  auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kAllGather, name, [&] {
+    TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
+    TensorArg output = out.is_none() ? NewGatherOutput(input, RingSizeFor("allgather", name))
+                                     : OutArg(out, input, "allgather", name);
+    return std::pair(std::move(input), std::move(output));
+  });
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start(
@@ -156,9 +187,13 @@ std::unique_ptr<PyHandle> PyClient::ReduceScatterAsync(py::handle tensor, const 
                                                        double postscale,
                                                        std::optional<double> timeout,
                                                        py::handle out) {
-  TensorArg input = ToTensorArg(tensor, "reduce_scatter", Access::kRead);
-  TensorArg output = out.is_none() ? NewScatterOutput(input, RingSizeFor("reduce_scatter", name))
-                                   : OutArg(out, input, "reduce_scatter", name);
+  auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kReduceScatter, name, [&] {
+    TensorArg input = ToTensorArg(tensor, "reduce_scatter", Access::kRead);
+    TensorArg output = out.is_none()
+                           ? NewScatterOutput(input, RingSizeFor("reduce_scatter", name))
+                           : OutArg(out, input, "reduce_scatter", name);
+    return std::pair(std::move(input), std::move(output));
+  });
   AllReduceOptions options;
   options.pre_scale = prescale;
   options.post_scale = postscale;

@@ -4,6 +4,7 @@ the assertion) if anything is off. Run by test_ddp.py, one process per rank."""
 
 import argparse
 import hashlib
+import time
 
 import torch
 import torch.distributed as dist
@@ -148,6 +149,18 @@ for call, message in [
         (lambda: dist.all_reduce_coalesced([torch.ones(1), torch.ones(1, dtype=torch.float64)]),
          "dtype")]:
     refused(call, RuntimeError, message)
+dist.barrier()
+
+# A bad call on one rank only: its error refuses the collective in its turn, so the other
+# ranks' same call fails at once (not at the 60 s timeout) naming rank 1 and the cause, and
+# the ranks stay in step.
+started = time.monotonic()
+cause = f"ringsync allgather: expected {n} output tensors, got {n - 1}"
+outputs = [torch.empty(2) for _ in range(n - 1 if rank == 1 else n)]
+refused(lambda: dist.all_gather(outputs, torch.ones(2)), RuntimeError,
+        cause if rank == 1 else f"rank 1 gave up: worker w1 refused its client's request: its "
+        f"training process refused its own call: {cause}")
+assert time.monotonic() - started < 20
 dist.barrier()
 
 # DDP loops, unmodified: each rank its own data, identical models after every step; also

@@ -26,23 +26,61 @@ from ringsync.local_cluster import LocalCluster
     (torch.zeros(4, device="meta"), ValueError, "is on meta; ringsync reduces host memory"),
 ], ids=["list", "complex", "uint16", "big-endian", "bool", "strided-numpy", "transposed-torch",
         "requires-grad", "not-on-cpu"])
-def test_bad_inputs_are_refused_before_anything_is_sent(clients, bad, error, says):
-    with pytest.raises(error, match=says.replace("(", r"\(").replace(")", r"\)")):
-        clients[0].allreduce_(bad, "bad")
-    # Nothing reached the ring: a collective on every rank still lines up.
+def test_a_bad_input_on_one_rank_fails_every_rank_at_once_and_the_ranks_stay_in_step(
+        clients, bad, error, says):
+    pattern = says.replace("(", r"\(").replace(")", r"\)")
+    started = time.monotonic()
+
+    def rank(client):
+        if client.rank == 0:
+            with pytest.raises(error, match=pattern):
+                client.allreduce_(bad, "bad")
+            return None
+        # The refusal took rank 0's turn: the others learn why now, not at the timeout (60 s).
+        with pytest.raises(ringsync.Error, match="training process refused its own call") as e:
+            client.allreduce_(np.ones(4, np.float32), "bad")
+        return str(e.value)
+
+    for message in run_ranks(clients, rank)[1:]:
+        assert "rank 0 gave up" in message and says in message, message
+    assert time.monotonic() - started < 20
     run_ranks(clients, lambda c: c.allreduce_(np.ones(1, np.float32), "after"))
 
 
 def test_read_only_array_is_refused_for_in_place_but_fine_as_allgather_input(clients):
-    a = np.ones(4, np.float32)
-    a.setflags(write=False)
-    with pytest.raises(ValueError, match="read-only"):
-        clients[0].allreduce_(a, "ro")
+    def refused(client):  # every rank makes the same bad call: each refuses its own turn
+        a = np.ones(4, np.float32)
+        a.setflags(write=False)
+        with pytest.raises(ValueError, match="read-only"):
+            client.allreduce_(a, "ro")
+
+    run_ranks(clients, refused)
+
     def rank(client):
         mine = np.full(4, client.rank, np.float32)
         mine.setflags(write=False)
         return client.allgather(mine)
     for got in run_ranks(clients, rank):
+        np.testing.assert_array_equal(got, np.repeat(np.arange(WORLD_SIZE), 4))
+
+
+def test_an_out_of_another_dtype_on_one_rank_fails_every_rank_at_once(clients):
+    started = time.monotonic()
+
+    def rank(client):
+        mine = np.full(4, client.rank, np.float32)
+        if client.rank == 1:
+            with pytest.raises(ValueError, match="out holds float64, the tensor float32"):
+                client.allgather(mine, "gathered", out=np.empty(4 * WORLD_SIZE))
+            return None
+        with pytest.raises(ringsync.Error, match="rank 1 gave up") as e:
+            client.allgather(mine, "gathered", out=np.empty(4 * WORLD_SIZE, np.float32))
+        return str(e.value)
+
+    for r, message in enumerate(run_ranks(clients, rank)):
+        assert r == 1 or "out holds float64, the tensor float32" in message, message
+    assert time.monotonic() - started < 20
+    for got in run_ranks(clients, lambda c: c.allgather(np.full(4, c.rank, np.float32))):
         np.testing.assert_array_equal(got, np.repeat(np.arange(WORLD_SIZE), 4))
 
 

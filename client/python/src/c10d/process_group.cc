@@ -107,6 +107,22 @@ std::function<void()> CopyOut(at::Tensor flat, int64_t offset, std::vector<at::T
   };
 }
 
+// Runs `start`, an op's checks and then its one collective. A check that throws (the
+// caller's list is of the wrong length, a tensor of another dtype...) refuses that
+// collective in its turn before the error reaches the caller, so that the other ranks fail
+// now, naming this one, instead of waiting for it until their deadline. Nothing after an
+// op's collective started throws c10::Error, so no op takes two turns.
+template <typename Start>
+c10::intrusive_ptr<c10d::Work> RefusedOnThrow(Client& client, CollectiveKind kind,
+                                              const char* op, Start&& start) {
+  try {
+    return start();
+  } catch (const c10::Error& e) {
+    client.Refuse(kind, absl::StrCat("torch.", op), e.what_without_backtrace());
+    throw;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<c10::intrusive_ptr<RingsyncProcessGroup>> RingsyncProcessGroup::Create(
@@ -256,33 +272,39 @@ at::Tensor RingsyncProcessGroup::ConcatenatedScratch(const std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  at::Tensor& t = OnlyTensor(tensors, "allreduce");
-  const DType dtype = DTypeOf(t, "allreduce");
-  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "allreduce");
-  CollectiveHandle handle = client_->AllReduceAsync("torch.allreduce", t.data_ptr(), t.numel(),
-                                                    dtype, reduction.op, reduction.options);
-  return Track(c10d::OpType::ALLREDUCE, "allreduce", tensors, {}, std::move(handle));
+  return RefusedOnThrow(*client_, CollectiveKind::kAllReduce, "allreduce", [&] {
+    at::Tensor& t = OnlyTensor(tensors, "allreduce");
+    const DType dtype = DTypeOf(t, "allreduce");
+    const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "allreduce");
+    CollectiveHandle handle = client_->AllReduceAsync("torch.allreduce", t.data_ptr(), t.numel(),
+                                                      dtype, reduction.op, reduction.options);
+    return Track(c10d::OpType::ALLREDUCE, "allreduce", tensors, {}, std::move(handle));
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  at::Tensor& t = OnlyTensor(tensors, "broadcast");
-  const DType dtype = DTypeOf(t, "broadcast");
-  CollectiveHandle handle =
-      client_->BroadcastAsync("torch.broadcast", t.data_ptr(), t.numel(), dtype,
-                              static_cast<int>(opts.rootRank), OptionsOf(opts.timeout));
-  return Track(c10d::OpType::BROADCAST, "broadcast", tensors, {}, std::move(handle));
+  return RefusedOnThrow(*client_, CollectiveKind::kBroadcast, "broadcast", [&] {
+    at::Tensor& t = OnlyTensor(tensors, "broadcast");
+    const DType dtype = DTypeOf(t, "broadcast");
+    CollectiveHandle handle =
+        client_->BroadcastAsync("torch.broadcast", t.data_ptr(), t.numel(), dtype,
+                                static_cast<int>(opts.rootRank), OptionsOf(opts.timeout));
+    return Track(c10d::OpType::BROADCAST, "broadcast", tensors, {}, std::move(handle));
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  at::Tensor& input = OnlyTensor(inputs, "allgather");
-  const DType dtype = DTypeOf(input, "allgather");
-  TORCH_CHECK(outputs.size() == 1, "ringsync allgather: expected one list of output tensors");
-  CheckList(outputs[0], getSize(), input, "allgather", "output tensors");
-  return AllGatherInto(c10d::OpType::ALLGATHER, "allgather", input, dtype, outputs[0],
-                       opts.timeout);
+  return RefusedOnThrow(*client_, CollectiveKind::kAllGather, "allgather", [&] {
+    at::Tensor& input = OnlyTensor(inputs, "allgather");
+    const DType dtype = DTypeOf(input, "allgather");
+    TORCH_CHECK(outputs.size() == 1, "ringsync allgather: expected one list of output tensors");
+    CheckList(outputs[0], getSize(), input, "allgather", "output tensors");
+    return AllGatherInto(c10d::OpType::ALLGATHER, "allgather", input, dtype, outputs[0],
+                         opts.timeout);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::AllGatherInto(
@@ -301,13 +323,16 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::AllGatherInto(
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  const DType dtype = DTypeOf(input, "allgather");
-  TORCH_CHECK(DTypeOf(output, "allgather") == dtype && output.numel() == getSize() * input.numel(),
-              "ringsync allgather: the output must hold world_size x the input, same dtype");
-  CollectiveHandle handle = client_->AllGatherAsync("torch.allgather", input.data_ptr(),
-                                                    input.numel(), dtype, output.data_ptr(),
-                                                    output.numel(), OptionsOf(opts.timeout));
-  return Track(c10d::OpType::_ALLGATHER_BASE, "allgather", {output}, {input}, std::move(handle));
+  return RefusedOnThrow(*client_, CollectiveKind::kAllGather, "allgather", [&] {
+    const DType dtype = DTypeOf(input, "allgather");
+    TORCH_CHECK(DTypeOf(output, "allgather") == dtype &&
+                    output.numel() == getSize() * input.numel(),
+                "ringsync allgather: the output must hold world_size x the input, same dtype");
+    CollectiveHandle handle = client_->AllGatherAsync("torch.allgather", input.data_ptr(),
+                                                      input.numel(), dtype, output.data_ptr(),
+                                                      output.numel(), OptionsOf(opts.timeout));
+    return Track(c10d::OpType::_ALLGATHER_BASE, "allgather", {output}, {input}, std::move(handle));
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::BarrierOptions& opts) {
@@ -323,85 +348,95 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::Barrier
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
-  at::Tensor& t = OnlyTensor(tensors, "reduce");
-  const DType dtype = DTypeOf(t, "reduce");
-  const int root = RootOf(opts.rootRank, getSize(), "reduce");
-  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce");
-  // The other ranks reduce a copy: their tensor stays as it was.
-  if (getRank() == root) {
-    return Track(c10d::OpType::REDUCE, "reduce", tensors, {},
-                 client_->AllReduceAsync("torch.reduce", t.data_ptr(), t.numel(), dtype,
-                                         reduction.op, reduction.options));
-  }
-  at::Tensor copy = ConcatenatedScratch({t});
-  CollectiveHandle handle = client_->AllReduceAsync("torch.reduce", copy.data_ptr(), copy.numel(),
-                                                    dtype, reduction.op, reduction.options);
-  return Track(c10d::OpType::REDUCE, "reduce", tensors, {}, std::move(handle), {}, {copy});
+  return RefusedOnThrow(*client_, CollectiveKind::kAllReduce, "reduce", [&] {
+    at::Tensor& t = OnlyTensor(tensors, "reduce");
+    const DType dtype = DTypeOf(t, "reduce");
+    const int root = RootOf(opts.rootRank, getSize(), "reduce");
+    const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "reduce");
+    // The other ranks reduce a copy: their tensor stays as it was.
+    if (getRank() == root) {
+      return Track(c10d::OpType::REDUCE, "reduce", tensors, {},
+                   client_->AllReduceAsync("torch.reduce", t.data_ptr(), t.numel(), dtype,
+                                           reduction.op, reduction.options));
+    }
+    at::Tensor copy = ConcatenatedScratch({t});
+    CollectiveHandle handle = client_->AllReduceAsync("torch.reduce", copy.data_ptr(), copy.numel(),
+                                                      dtype, reduction.op, reduction.options);
+    return Track(c10d::OpType::REDUCE, "reduce", tensors, {}, std::move(handle), {}, {copy});
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  at::Tensor& input = OnlyTensor(inputs, "gather");
-  const DType dtype = DTypeOf(input, "gather");
-  const int root = RootOf(opts.rootRank, getSize(), "gather");
-  std::vector<at::Tensor> targets;
-  if (getRank() == root) {
-    TORCH_CHECK(outputs.size() == 1, "ringsync gather: the root expects one list of outputs");
-    CheckList(outputs[0], getSize(), input, "gather", "output tensors");
-    targets = outputs[0];
-  } else {
-    TORCH_CHECK(outputs.empty(), "ringsync gather: only the root (rank ", root,
-                ") passes output tensors");
-  }
-  return AllGatherInto(c10d::OpType::GATHER, "gather", input, dtype, targets, opts.timeout);
+  return RefusedOnThrow(*client_, CollectiveKind::kAllGather, "gather", [&] {
+    at::Tensor& input = OnlyTensor(inputs, "gather");
+    const DType dtype = DTypeOf(input, "gather");
+    const int root = RootOf(opts.rootRank, getSize(), "gather");
+    std::vector<at::Tensor> targets;
+    if (getRank() == root) {
+      TORCH_CHECK(outputs.size() == 1, "ringsync gather: the root expects one list of outputs");
+      CheckList(outputs[0], getSize(), input, "gather", "output tensors");
+      targets = outputs[0];
+    } else {
+      TORCH_CHECK(outputs.empty(), "ringsync gather: only the root (rank ", root,
+                  ") passes output tensors");
+    }
+    return AllGatherInto(c10d::OpType::GATHER, "gather", input, dtype, targets, opts.timeout);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  at::Tensor& output = OnlyTensor(outputs, "scatter");
-  const DType dtype = DTypeOf(output, "scatter");
-  const int root = RootOf(opts.rootRank, getSize(), "scatter");
-  at::Tensor flat;
-  if (getRank() == root) {
-    TORCH_CHECK(inputs.size() == 1, "ringsync scatter: the root expects one list of inputs");
-    CheckList(inputs[0], getSize(), output, "scatter", "input tensors");
-    flat = ConcatenatedScratch(inputs[0]);
-  } else {
-    TORCH_CHECK(inputs.empty(), "ringsync scatter: only the root (rank ", root,
-                ") passes input tensors");
-    flat = scratch_.Take(getSize() * output.numel(), output.options(), client_.get());
-  }
-  CollectiveHandle handle = client_->BroadcastAsync("torch.scatter", flat.data_ptr(), flat.numel(),
-                                                    dtype, root, OptionsOf(opts.timeout));
-  return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle),
-               CopyOut(flat, getRank() * output.numel(), {output}), {flat});
+  return RefusedOnThrow(*client_, CollectiveKind::kBroadcast, "scatter", [&] {
+    at::Tensor& output = OnlyTensor(outputs, "scatter");
+    const DType dtype = DTypeOf(output, "scatter");
+    const int root = RootOf(opts.rootRank, getSize(), "scatter");
+    at::Tensor flat;
+    if (getRank() == root) {
+      TORCH_CHECK(inputs.size() == 1, "ringsync scatter: the root expects one list of inputs");
+      CheckList(inputs[0], getSize(), output, "scatter", "input tensors");
+      flat = ConcatenatedScratch(inputs[0]);
+    } else {
+      TORCH_CHECK(inputs.empty(), "ringsync scatter: only the root (rank ", root,
+                  ") passes input tensors");
+      flat = scratch_.Take(getSize() * output.numel(), output.options(), client_.get());
+    }
+    CollectiveHandle handle = client_->BroadcastAsync(
+        "torch.scatter", flat.data_ptr(), flat.numel(), dtype, root, OptionsOf(opts.timeout));
+    return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle),
+                 CopyOut(flat, getRank() * output.numel(), {output}), {flat});
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  at::Tensor& output = OnlyTensor(outputs, "reduce_scatter");
-  const DType dtype = DTypeOf(output, "reduce_scatter");
-  TORCH_CHECK(inputs.size() == 1, "ringsync reduce_scatter: expected one list of inputs");
-  CheckList(inputs[0], getSize(), output, "reduce_scatter", "input tensors");
-  return ReduceScatterOf(ConcatenatedScratch(inputs[0]), /*input_is_scratch=*/true, output,
-                         dtype, opts, c10d::OpType::REDUCE_SCATTER);
+  return RefusedOnThrow(*client_, CollectiveKind::kReduceScatter, "reduce_scatter", [&] {
+    at::Tensor& output = OnlyTensor(outputs, "reduce_scatter");
+    const DType dtype = DTypeOf(output, "reduce_scatter");
+    TORCH_CHECK(inputs.size() == 1, "ringsync reduce_scatter: expected one list of inputs");
+    CheckList(inputs[0], getSize(), output, "reduce_scatter", "input tensors");
+    return ReduceScatterOf(ConcatenatedScratch(inputs[0]), /*input_is_scratch=*/true, output,
+                           dtype, opts, c10d::OpType::REDUCE_SCATTER);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const DType dtype = DTypeOf(output, "reduce_scatter");
-  TORCH_CHECK(DTypeOf(input, "reduce_scatter") == dtype &&
-                  input.numel() == getSize() * output.numel(),
-              "ringsync reduce_scatter: the input must hold world_size x the output, same dtype");
-  if (input.is_contiguous()) {
-    return ReduceScatterOf(input, /*input_is_scratch=*/false, output, dtype, opts,
-                           c10d::OpType::_REDUCE_SCATTER_BASE);
-  }
-  return ReduceScatterOf(ConcatenatedScratch({input}), /*input_is_scratch=*/true, output, dtype,
-                         opts, c10d::OpType::_REDUCE_SCATTER_BASE);
+  return RefusedOnThrow(*client_, CollectiveKind::kReduceScatter, "reduce_scatter", [&] {
+    const DType dtype = DTypeOf(output, "reduce_scatter");
+    TORCH_CHECK(DTypeOf(input, "reduce_scatter") == dtype &&
+                    input.numel() == getSize() * output.numel(),
+                "ringsync reduce_scatter: the input must hold world_size x the output, same dtype");
+    if (input.is_contiguous()) {
+      return ReduceScatterOf(input, /*input_is_scratch=*/false, output, dtype, opts,
+                             c10d::OpType::_REDUCE_SCATTER_BASE);
+    }
+    return ReduceScatterOf(ConcatenatedScratch({input}), /*input_is_scratch=*/true, output, dtype,
+                           opts, c10d::OpType::_REDUCE_SCATTER_BASE);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
@@ -434,48 +469,53 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::ReduceScatterOf(
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  TORCH_CHECK(!tensors.empty(), "ringsync allreduce_coalesced: no tensors");
-  const DType dtype = DTypeOf(tensors[0], "allreduce_coalesced");
-  std::vector<GroupTensor> members;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    TORCH_CHECK(DTypeOf(tensors[i], "allreduce_coalesced") == dtype,
-                "ringsync allreduce_coalesced: every tensor must have the first's dtype (",
-                tensors[0].scalar_type(), "); tensor ", i, " is ", tensors[i].scalar_type());
-    members.push_back({absl::StrCat("torch.allreduce_coalesced[", i, "]"),
-                       tensors[i].data_ptr(), static_cast<size_t>(tensors[i].numel()), dtype});
-  }
-  const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "allreduce_coalesced");
-  // One collective for all of them (the SDK's group: packed, reduced, copied back).
-  CollectiveHandle handle = client_->AllReduceGroupAsync(members, reduction.op, reduction.options);
-  return Track(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, {},
-               std::move(handle));
+  return RefusedOnThrow(*client_, CollectiveKind::kAllReduce, "allreduce_coalesced", [&] {
+    TORCH_CHECK(!tensors.empty(), "ringsync allreduce_coalesced: no tensors");
+    const DType dtype = DTypeOf(tensors[0], "allreduce_coalesced");
+    std::vector<GroupTensor> members;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      TORCH_CHECK(DTypeOf(tensors[i], "allreduce_coalesced") == dtype,
+                  "ringsync allreduce_coalesced: every tensor must have the first's dtype (",
+                  tensors[0].scalar_type(), "); tensor ", i, " is ", tensors[i].scalar_type());
+      members.push_back({absl::StrCat("torch.allreduce_coalesced[", i, "]"),
+                         tensors[i].data_ptr(), static_cast<size_t>(tensors[i].numel()), dtype});
+    }
+    const Reduction reduction = ReductionOf(opts.reduceOp, opts.timeout, "allreduce_coalesced");
+    // One collective for all of them (the SDK's group: packed, reduced, copied back).
+    CollectiveHandle handle =
+        client_->AllReduceGroupAsync(members, reduction.op, reduction.options);
+    return Track(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, {},
+                 std::move(handle));
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(!inputs.empty(), "ringsync allgather_coalesced: no input tensors");
-  const DType dtype = DTypeOf(inputs[0], "allgather_coalesced");
-  for (const at::Tensor& input : inputs) {
-    TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == inputs[0].scalar_type(),
-                "ringsync allgather_coalesced: every input must be a CPU tensor of the first's "
-                "dtype (", inputs[0].scalar_type(), ")");
-  }
-  TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(), "ringsync allgather_coalesced: "
-              "expected ", getSize(), " lists of outputs (one per rank), got ", outputs.size());
-  std::vector<at::Tensor> targets;
-  for (const std::vector<at::Tensor>& of_rank : outputs) {
-    TORCH_CHECK(of_rank.size() == inputs.size(), "ringsync allgather_coalesced: each rank's "
-                "list of outputs must match the ", inputs.size(), " inputs");
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      CheckLike(of_rank[j], inputs[j], "allgather_coalesced", "output tensors");
+  return RefusedOnThrow(*client_, CollectiveKind::kAllGather, "allgather_coalesced", [&] {
+    TORCH_CHECK(!inputs.empty(), "ringsync allgather_coalesced: no input tensors");
+    const DType dtype = DTypeOf(inputs[0], "allgather_coalesced");
+    for (const at::Tensor& input : inputs) {
+      TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == inputs[0].scalar_type(),
+                  "ringsync allgather_coalesced: every input must be a CPU tensor of the first's "
+                  "dtype (", inputs[0].scalar_type(), ")");
     }
-    targets.insert(targets.end(), of_rank.begin(), of_rank.end());
-  }
-  // Every rank's inputs end to end, gathered as one block per rank.
-  return AllGatherInto(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
-                       ConcatenatedScratch(inputs), dtype, targets, opts.timeout,
-                       /*input_is_scratch=*/true);
+    TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(), "ringsync allgather_coalesced: "
+                "expected ", getSize(), " lists of outputs (one per rank), got ", outputs.size());
+    std::vector<at::Tensor> targets;
+    for (const std::vector<at::Tensor>& of_rank : outputs) {
+      TORCH_CHECK(of_rank.size() == inputs.size(), "ringsync allgather_coalesced: each rank's "
+                  "list of outputs must match the ", inputs.size(), " inputs");
+      for (size_t j = 0; j < inputs.size(); ++j) {
+        CheckLike(of_rank[j], inputs[j], "allgather_coalesced", "output tensors");
+      }
+      targets.insert(targets.end(), of_rank.begin(), of_rank.end());
+    }
+    // Every rank's inputs end to end, gathered as one block per rank.
+    return AllGatherInto(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
+                         ConcatenatedScratch(inputs), dtype, targets, opts.timeout,
+                         /*input_is_scratch=*/true);
+  });
 }
 
 // clang-format off
