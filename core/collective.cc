@@ -83,7 +83,7 @@ absl::Status MemberMismatch(const CollectiveSpec& mine, int my_rank, const Colle
 }  // namespace
 
 bool IsValid(CollectiveKind kind) {
-  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kReduceScatter;
+  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kScatter;
 }
 
 CollectiveKindTraits TraitsOf(CollectiveKind kind) {
@@ -93,6 +93,7 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind) {
     case CollectiveKind::kAllGather: return {.gathers = true};
     case CollectiveKind::kBarrier: return {.carries_data = false};
     case CollectiveKind::kReduceScatter: return {.reduces = true, .scatters = true};
+    case CollectiveKind::kScatter: return {.has_root = true, .scatters = true};
   }
   return {};
 }
@@ -100,8 +101,8 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind) {
 absl::Status ValidateSpec(const CollectiveSpec& spec) {
   if (!IsValid(spec.kind)) {
     return Invalid(absl::StrCat("kind ", static_cast<int>(spec.kind),
-                                " is unknown; expected allreduce, broadcast, allgather, barrier or "
-                                "reducescatter"));
+                                " is unknown; expected allreduce, broadcast, allgather, barrier, "
+                                "reducescatter or scatter"));
   }
   if (spec.name.empty()) {
     return Invalid(
@@ -160,6 +161,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kAllGather: return "allgather";
     case CollectiveKind::kBarrier: return "barrier";
     case CollectiveKind::kReduceScatter: return "reducescatter";
+    case CollectiveKind::kScatter: return "scatter";
   }
   return "invalid-collective";
 }
@@ -176,6 +178,7 @@ std::string DescribeShape(const CollectiveSpec& spec) {
       if (spec.post_scale != 1.0) absl::StrAppendFormat(&shape, " post_scale=%g", spec.post_scale);
       break;
     case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
       absl::StrAppend(&shape, " from root ", spec.root);
       break;
     default:

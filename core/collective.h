@@ -26,11 +26,11 @@ absl::string_view CollectiveKindName(CollectiveKind kind);
 // read one table instead of each switching on kind.
 struct CollectiveKindTraits {
   bool reduces = false;      // op, pre_scale and post_scale apply (all-reduce)
-  bool has_root = false;     // root applies (broadcast)
+  bool has_root = false;     // root applies (broadcast, scatter)
   bool carries_data = true;  // false: a barrier, whose count is 0
   bool gathers = false;      // the result holds world_size x count elements (all-gather)
   bool scatters = false;     // the result holds count / world_size elements, the rank's
-                             // block of the input (reduce-scatter)
+                             // block of the input (reduce-scatter; scatter: of the root's)
 };
 // REQUIRES: IsValid(kind).
 CollectiveKindTraits TraitsOf(CollectiveKind kind);
@@ -82,8 +82,8 @@ struct CollectiveSpec {
 absl::Status ValidateSpec(const CollectiveSpec& spec);
 
 // Elements of the result on each rank: count, world_size x count for an all-gather, or
-// count / world_size for a reduce-scatter; nullopt when that overflows, or when a
-// reduce-scatter's count is not a multiple of world_size (or world_size is not positive).
+// count / world_size for a reduce-scatter or a scatter; nullopt when that overflows, or
+// when their count is not a multiple of world_size (or world_size is not positive).
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size);
 
 // "allreduce 1024 x float32 sum" — the part two ranks compare; "barrier" for a barrier.

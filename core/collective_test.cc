@@ -103,11 +103,15 @@ TEST(CollectiveKindTraits, SayWhatEachKindTakesAndReturns) {
   EXPECT_TRUE(TraitsOf(CollectiveKind::kReduceScatter).reduces);
   EXPECT_TRUE(TraitsOf(CollectiveKind::kReduceScatter).scatters);
   EXPECT_EQ(CollectiveKindName(CollectiveKind::kReduceScatter), "reducescatter");
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kScatter).has_root);
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kScatter).scatters);
+  EXPECT_FALSE(TraitsOf(CollectiveKind::kScatter).reduces);
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kScatter), "scatter");
   EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(0)));
-  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(6)));
+  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(7)));
 }
 
-TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForAReduceScatter) {
+TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForTheScatters) {
   CollectiveSpec spec = AllReduce();
   EXPECT_EQ(ResultElements(spec, 4), 1024u);
   spec.kind = CollectiveKind::kAllGather;
@@ -119,6 +123,9 @@ TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForAReduceScatt
   EXPECT_EQ(ResultElements(spec, 4), 256u);
   EXPECT_EQ(ResultElements(spec, 3), std::nullopt) << "1024 is not 3 blocks";
   EXPECT_EQ(ResultElements(spec, 0), std::nullopt) << "no ring";
+  spec.kind = CollectiveKind::kScatter;
+  EXPECT_EQ(ResultElements(spec, 4), 256u) << "the rank's block of the root's buffer";
+  EXPECT_EQ(ResultElements(spec, 3), std::nullopt);
 }
 
 TEST(DescribeShape, NamesWhatTwoRanksCompare) {
@@ -133,6 +140,9 @@ TEST(DescribeShape, NamesWhatTwoRanksCompare) {
   spec = AllReduce();
   spec.kind = CollectiveKind::kReduceScatter;
   EXPECT_EQ(DescribeShape(spec), "reducescatter 1024 x float32 avg");
+  spec.kind = CollectiveKind::kScatter;
+  spec.root = 1;
+  EXPECT_EQ(DescribeShape(spec), "scatter 1024 x float32 from root 1");
 }
 
 TEST(CheckAgreement, QuotesBothRanks) {

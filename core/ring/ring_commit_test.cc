@@ -18,6 +18,7 @@
 #include "core/ring/rank_messages.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/ring_scatter.h"
 #include "core/sync/steady_stopwatch.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
@@ -78,6 +79,7 @@ CutRun RunCut(CollectiveKind kind, int faulty_rank, std::optional<uint64_t> cut,
       case CollectiveKind::kBarrier:
         return RingAllReduce(me, link, reducer, spec, buffer, options);
       case CollectiveKind::kBroadcast: return RingBroadcast(me, link, spec, buffer, options);
+      case CollectiveKind::kScatter: return RingScatter(me, link, spec, buffer, options);
       case CollectiveKind::kAllGather: return RingAllGather(me, link, spec, buffer, options);
       case CollectiveKind::kReduceScatter:
         return RingReduceScatter(me, link, reducer, spec, buffer, options);
@@ -141,7 +143,8 @@ TEST_P(RingCommit, ALinkCutAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed
 INSTANTIATE_TEST_SUITE_P(EveryKind, RingCommit,
                          ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
                                            CollectiveKind::kAllGather, CollectiveKind::kBarrier,
-                                           CollectiveKind::kReduceScatter),
+                                           CollectiveKind::kReduceScatter,
+                                           CollectiveKind::kScatter),
                          [](const auto& info) { return std::string(CollectiveKindName(info.param)); });
 
 TEST(RingCommitOutcome, LosingTheLastCommitFrameLeavesItsReceiverInDoubtNamingTheRankItMissed) {

@@ -6,6 +6,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
 #include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
@@ -435,28 +436,42 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
     }
     case CollectiveKind::kBroadcast:
       if (job.input_left_out && me.rank == job.spec.root) {
-        // The client copied nothing in, taking its rank for another: what the memory holds
-        // is stale. Every rank fails before a byte moves.
-        return RingExchange(me, link, job.spec, options)
-            .Reject(absl::FailedPreconditionError(absl::StrCat(
-                "this rank is the broadcast's root, but its training process left its tensor "
-                "out, taking its rank for another (the ring re-formed since the call); call "
-                "again")));
+        return RejectLeftOutRoot(job, epoch, options);
       }
       return RingBroadcast(me, link, job.spec, data, options, &job.stats);
+    case CollectiveKind::kScatter:
+      if (job.input_left_out && me.rank == job.spec.root) {
+        return RejectLeftOutRoot(job, epoch, options);
+      }
+      PlaceBlockResult(job, me);
+      return RingScatter(me, link, job.spec, data, options, &job.stats);
     case CollectiveKind::kAllGather:
       return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
-    case CollectiveKind::kReduceScatter: {
-      // The result is this rank's block; the rest of the buffer holds partial sums.
-      const size_t esize = IsValid(job.spec.dtype) ? DTypeSize(job.spec.dtype) : 0;
-      if (const std::optional<uint64_t> block = ResultElements(job.spec, me.world_size)) {
-        job.result_offset = static_cast<uint64_t>(me.rank) * *block * esize;
-        job.result_bytes = *block * esize;
-      }
+    case CollectiveKind::kReduceScatter:
+      // The rest of the buffer holds partial sums.
+      PlaceBlockResult(job, me);
       return RingReduceScatter(me, link, reducer_, job.spec, data, options, &job.stats);
-    }
   }
   return absl::InvalidArgumentError("unknown collective kind");
+}
+
+void CollectiveExecutor::PlaceBlockResult(CollectiveJob& job, const RingMember& me) {
+  const size_t esize = IsValid(job.spec.dtype) ? DTypeSize(job.spec.dtype) : 0;
+  if (const std::optional<uint64_t> block = ResultElements(job.spec, me.world_size)) {
+    job.result_offset = static_cast<uint64_t>(me.rank) * *block * esize;
+    job.result_bytes = *block * esize;
+  }
+}
+
+absl::Status CollectiveExecutor::RejectLeftOutRoot(CollectiveJob& job, RingEpoch& epoch,
+                                                   const RingOptions& options) {
+  // The client copied nothing in, taking its rank for another: what the memory holds is
+  // stale. Every rank fails before a byte moves.
+  return RingExchange(epoch.me, *epoch.link, job.spec, options)
+      .Reject(absl::FailedPreconditionError(absl::StrCat(
+          "this rank is the ", CollectiveKindName(job.spec.kind), "'s root, but its training "
+          "process left its tensor out, taking its rank for another (the ring re-formed since "
+          "the call); call again")));
 }
 
 absl::Status CollectiveExecutor::RunAllReduceAlgorithm(AllReduceAlgorithm algorithm,

@@ -115,6 +115,12 @@ class CollectiveExecutor {
   absl::Status CheckRoomLocked(uint64_t bytes) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ring algorithm of the job's kind over its data.
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
+  // A reduce-scatter's or a scatter's result: the block of the rank it runs as.
+  static void PlaceBlockResult(CollectiveJob& job, const RingMember& me);
+  // A broadcast or scatter whose client left its input out finds this rank is the root:
+  // fails it on every rank.
+  absl::Status RejectLeftOutRoot(CollectiveJob& job, RingEpoch& epoch,
+                                 const RingOptions& options);
   // An all-reduce's `algorithm` over `data` (its input there, or arriving for the ring).
   absl::Status RunAllReduceAlgorithm(AllReduceAlgorithm algorithm, CollectiveJob& job,
                                      RingEpoch& epoch, absl::Span<std::byte> data,

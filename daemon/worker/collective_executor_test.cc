@@ -168,6 +168,43 @@ TEST(CollectiveExecutor, AReduceScatterLeavesEachRanksBlockWhereItsResultSays) {
   }
 }
 
+TEST(CollectiveExecutor, AScatterLeavesEachRanksBlockOfTheRootsDataWhereItsResultSays) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    // Only the root's data counts; the others' only gives the ring room.
+    const float x = r == 2 ? 1.0f : -7.0f;
+    jobs.push_back(
+        Job(CollectiveKind::kScatter, "shards", 1, {x, 2 * x, 3 * x, 4 * x, 5 * x, 6 * x}));
+    jobs.back()->spec.root = 2;
+    jobs.back()->input_left_out = r != 2;
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(jobs[r]->status.ok()) << jobs[r]->status;
+    EXPECT_EQ(jobs[r]->result_offset, 2 * r * sizeof(float));
+    EXPECT_EQ(jobs[r]->result_bytes, 2 * sizeof(float));
+    std::vector<float> block(2);
+    std::memcpy(block.data(), jobs[r]->Result().data(), jobs[r]->Result().size());
+    EXPECT_EQ(block, (std::vector<float>{2.0f * r + 1, 2.0f * r + 2})) << "rank " << r;
+  }
+  // A root that left its input out (its rank taken for another's) fails every rank.
+  for (int r = 0; r < 3; ++r) {
+    jobs[r] = Job(CollectiveKind::kScatter, "shards", 2, {0, 0, 0, 0, 0, 0});
+    jobs[r]->spec.root = 0;
+    jobs[r]->input_left_out = true;
+    EXPECT_TRUE(ring.executor(r).Submit(jobs[r]).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(std::string(jobs[r]->status.message()),
+                HasSubstr("this rank is the scatter's root, but its training process left its "
+                          "tensor out"))
+        << "rank " << r;
+  }
+}
+
 TEST(CollectiveExecutor, ABroadcastWhoseRootLeftItsInputOutFailsOnEveryRankBeforeAnyByteMoved) {
   ExecutorRing ring(3);
   std::vector<std::shared_ptr<CollectiveJob>> jobs;

@@ -53,8 +53,8 @@ struct CollectiveJob {
   // span it staged there): the ring awaits each range before reading it
   // (core/ring/input_arrival.h); any other algorithm awaits all of it first.
   std::shared_ptr<const InputArrival> arrival;
-  // A broadcast whose client left its input out (CollectiveRequest.input_left_out): it
-  // must not run with this rank as the root.
+  // A broadcast or scatter whose client left its input out
+  // (CollectiveRequest.input_left_out): it must not run with this rank as the root.
   bool input_left_out = false;
   // Set once the ring may have written into the caller's memory (a registered buffer):
   // a failure after it leaves that memory unspecified, before it untouched.
@@ -75,7 +75,7 @@ struct CollectiveJob {
   absl::Duration elapsed;
 
   // Where the result lies in bytes() once the collective ran: all of it, except a
-  // reduce-scatter's, the block of the rank it ran as (set by the executor).
+  // reduce-scatter's or a scatter's, the block of the rank it ran as (set by the executor).
   uint64_t result_offset = 0;
   std::optional<uint64_t> result_bytes;
 
@@ -120,8 +120,8 @@ struct CollectiveJob {
     return stored;
   }
   // What the ring works in on a ring of `world_size`: the data, an inline all-gather's
-  // grown to hold every rank's slot (its input stays first). (A reduce-scatter's is its
-  // input: the result is a block of it, result_offset.)
+  // grown to hold every rank's slot (its input stays first). (A reduce-scatter's or a
+  // scatter's is its input: the result is a block of it, result_offset.)
   absl::Span<std::byte> ResultBuffer(int world_size) {
     const std::optional<uint64_t> elements = ResultElements(spec, world_size);
     if (TraitsOf(spec.kind).gathers && !is_shared && !is_registered() && elements.has_value()) {

@@ -167,10 +167,10 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   StartClock(request, limits, *job);
   if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
   if (request.input_left_out()) {
-    if (job->spec.kind != CollectiveKind::kBroadcast ||
+    if (!TraitsOf(job->spec.kind).has_root ||
         request.data_case() == v1::CollectiveRequest::kInlineData) {
-      return Invalid("input_left_out", "only a broadcast's shared or registered tensor may "
-                                       "leave its input out");
+      return Invalid("input_left_out", "only a broadcast's or a scatter's shared or registered "
+                                       "tensor may leave its input out");
     }
     job->input_left_out = true;
   }

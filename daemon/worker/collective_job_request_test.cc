@@ -261,7 +261,7 @@ TEST(JobFromRequest, ARegisteredTensorRunsInTheClientsMemoryWithinItsBuffer) {
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, request, limits).ok());
 }
 
-TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut) {
+TEST(JobFromRequest, OnlyABroadcastOrAScatterInSharedOrRegisteredMemoryMayLeaveItsInputOut) {
   RegisteredMemfd memory(64);
   ASSERT_TRUE(memory.ok);
   const uint64_t id = memory.id;
@@ -281,8 +281,14 @@ TEST(JobFromRequest, OnlyABroadcastInSharedOrRegisteredMemoryMayLeaveItsInputOut
   EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kBroadcast, inline_broadcast, limits)
                               .status()
                               .message()),
-              HasSubstr("only a broadcast's shared or registered tensor may leave its input out"))
+              HasSubstr("only a broadcast's or a scatter's shared or registered tensor may "
+                        "leave its input out"))
       << "inline data is the input itself";
+  v1::CollectiveRequest scatter = broadcast;  // a scatter's other ranks leave theirs out too
+  scatter.mutable_spec()->set_kind(v1::COLLECTIVE_KIND_SCATTER);
+  job = JobFromRequest(CollectiveKind::kScatter, scatter, limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE((*job)->input_left_out);
   v1::CollectiveRequest allreduce = Request(Floats(CollectiveKind::kAllReduce, 4));
   *allreduce.mutable_registered() = broadcast.registered();
   allreduce.set_input_left_out(true);

@@ -15,6 +15,7 @@ enum class CollectiveKind : uint8_t {
   kAllGather = 3,
   kBarrier = 4,
   kReduceScatter = 5,
+  kScatter = 6,
 };
 
 }  // namespace ringsync

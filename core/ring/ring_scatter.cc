@@ -1,0 +1,75 @@
+#include "core/ring/ring_scatter.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/ring/ring_broadcast.h"
+#include "core/ring/ring_exchange.h"
+#include "core/ring/ring_pipeline.h"
+#include "core/ring/schedule.h"
+
+namespace ringsync {
+namespace {
+
+// Chunk d (1..N-1) is the block of the rank d hops from the root; chunk N is the last
+// rank's empty "done" notice to the root. Every frame a rank sends carries its own
+// distance from the root as its step.
+PipelinePlan ChainPlan(int distance, int n) {
+  const int done = n;
+  PipelinePlan plan;
+  if (distance == 0) {
+    for (int chunk = 1; chunk < n; ++chunk) plan.steps.push_back({0, chunk, -1});
+    plan.steps.push_back({n - 1, -1, done});
+    return plan;
+  }
+  // Its own block first, then each later one received and forwarded as it arrives (a
+  // send right after the receive of its chunk flows segment by segment).
+  plan.steps.push_back({distance - 1, -1, distance});
+  for (int chunk = distance + 1; chunk < n; ++chunk) {
+    plan.steps.push_back({distance - 1, -1, chunk});
+    plan.steps.push_back({distance, chunk, -1});
+  }
+  if (distance == n - 1) plan.steps.push_back({distance, done, -1});
+  return plan;
+}
+
+}  // namespace
+
+absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec& spec,
+                         absl::Span<std::byte> buffer, const RingOptions& options,
+                         RingStats* stats) {
+  RingExchange exchange(me, link, spec, options);
+  absl::Status valid = CheckBufferSize(me, spec, buffer.size(), spec.count);
+  if (valid.ok() && spec.kind != CollectiveKind::kScatter) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("RingScatter cannot run a ", CollectiveKindName(spec.kind)));
+  }
+  if (valid.ok() && (spec.root < 0 || spec.root >= me.world_size)) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("scatter root ", spec.root, " is outside a ring of ", me.world_size));
+  }
+  if (valid.ok() && spec.count % static_cast<size_t>(me.world_size) != 0) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "scatter of ", spec.count, " elements: not one block for each of ", me.world_size,
+        " ranks"));
+  }
+  if (!valid.ok()) return exchange.Reject(valid);
+  const int n = me.world_size;
+  if (n == 1) return absl::OkStatus();
+  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
+    exchange.ExportStats(stats);
+    if (stats != nullptr) stats->buffer_untouched = true;
+    return agreed;
+  }
+
+  PipelinePlan plan = ChainPlan(RingMod(me.rank - spec.root, n), n);
+  const size_t block = spec.count / static_cast<size_t>(n);
+  const int root = spec.root;
+  plan.chunk_range = [block, root, n](int chunk) {
+    if (chunk >= n) return ElementRange{};
+    return ElementRange{static_cast<size_t>(RingMod(root + chunk, n)) * block, block};
+  };
+  RingOptions chain = options;
+  chain.segment_bytes = ChainSegmentBytes(buffer.size() / n, options.segment_bytes);
+  return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, chain, stats);
+}
+
+}  // namespace ringsync
