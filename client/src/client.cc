@@ -153,6 +153,25 @@ CollectiveHandle Client::ReduceScatterAsync(absl::string_view name, const void* 
   return core_->Start(std::move(call));
 }
 
+absl::Status Client::Scatter(absl::string_view name, const void* input, size_t input_count,
+                             DType dtype, void* output, size_t output_count, int root,
+                             const CollectiveOptions& options) {
+  return ScatterAsync(name, input, input_count, dtype, output, output_count, root, options).Wait();
+}
+
+CollectiveHandle Client::ScatterAsync(absl::string_view name, const void* input,
+                                      size_t input_count, DType dtype, void* output,
+                                      size_t output_count, int root,
+                                      const CollectiveOptions& options) {
+  CollectiveCall call =
+      MakeCall(CollectiveKind::kScatter, name, dtype, input_count, options.timeout);
+  call.spec.root = root;
+  call.input = input;
+  call.output = output;
+  call.output_count = output_count;
+  return core_->Start(std::move(call));
+}
+
 absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& options) {
   return BarrierAsync(name, options).Wait();
 }

@@ -271,11 +271,21 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     TellRingOfRefusal(call, refused);
     return completed(refused);
   }
+  if (call.spec.kind == CollectiveKind::kScatter && rank == call.spec.root &&
+      call.input == nullptr && bytes->input > 0) {
+    const absl::Status refused = absl::InvalidArgumentError(
+        absl::StrCat(DescribeCall(call), ": this rank is the root, and its input is null"));
+    TellRingOfRefusal(call, refused);
+    return completed(refused);
+  }
   auto pending = std::make_shared<PendingCollective>(std::move(call), *bytes);
   pending->SetHooks(std::move(on_complete), nullptr);
   EncodeRequest(pending->call(), pending->request());
-  if (worker.takes_broadcast_without_input() && pending->call().spec.kind == CollectiveKind::kBroadcast &&
-      rank >= 0 && rank != pending->call().spec.root) {
+  const CollectiveSpec& spec = pending->call().spec;
+  const bool takes_no_input =
+      spec.kind == CollectiveKind::kScatter ||
+      (spec.kind == CollectiveKind::kBroadcast && worker.takes_broadcast_without_input());
+  if (takes_no_input && rank >= 0 && rank != spec.root) {
     // The root's bytes overwrite this rank's: no copy in (the worker checks the rank).
     pending->LeaveInputOut();
   }
@@ -324,11 +334,12 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
       // In the output, whose first slot takes the input (PendingCollective::UseRegistered).
       if (!worker.gathers_in_registered()) return std::nullopt;
       return registered_->Find(call.output, bytes.output);
-    case CollectiveKind::kReduceScatter: {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter: {
       // Only the in-place form (the output is the rank's own block of the input) says the
       // rest of the input may be overwritten; else it is the caller's, kept.
       const auto* input = static_cast<const char*>(call.input);
-      if (worker.rank() < 0 ||
+      if (worker.rank() < 0 || input == nullptr ||
           static_cast<const char*>(call.output) !=
               input + static_cast<uint64_t>(worker.rank()) * bytes.output) {
         return std::nullopt;
@@ -349,7 +360,8 @@ bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call, const v1::Worke
       return worker.takes_arriving_input() && worker.takes_arriving_reduce_scatter_input();
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kBarrier: return false;
+    case CollectiveKind::kBarrier:
+    case CollectiveKind::kScatter: return false;
   }
   return false;
 }
@@ -361,7 +373,8 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast: return bytes.input == bytes.output;
     case CollectiveKind::kAllGather: return gathers_in_registered;
-    case CollectiveKind::kReduceScatter: return true;  // its input is the range
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter: return true;  // its input is the range
     case CollectiveKind::kBarrier: return false;
   }
   return false;
@@ -558,6 +571,9 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
       break;
     case CollectiveKind::kReduceScatter:
       async->ReduceScatter(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kScatter:
+      async->Scatter(context, request, response, std::move(done));
       break;
   }
 }

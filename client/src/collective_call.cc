@@ -65,7 +65,11 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
     return Invalid(call, absl::StrCat(call.output_count, " elements overflow size_t bytes"));
   }
   if (!call.pieces.empty()) return bytes;  // each piece was checked when the call was fused
-  if (call.input == nullptr && bytes.input > 0) return Invalid(call, "the input is null");
+  // A scatter's other ranks may pass no input; the root's is checked where the rank is
+  // known (ClientCore::StartNow).
+  if (call.input == nullptr && bytes.input > 0 && spec.kind != CollectiveKind::kScatter) {
+    return Invalid(call, "the input is null");
+  }
   if (call.output == nullptr && bytes.output > 0) return Invalid(call, "the buffer is null");
   return bytes;
 }

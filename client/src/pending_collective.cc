@@ -73,7 +73,12 @@ void PendingCollective::FillStaged(char* to) {
 
 void PendingCollective::GatherInput(char* to) const {
   if (call_.pieces.empty()) {
-    std::memcpy(to, call_.input, bytes_.input);
+    // A scatter's other ranks may pass no input: what they send only gives the ring room.
+    if (call_.input == nullptr) {
+      std::memset(to, 0, bytes_.input);
+    } else if (bytes_.input > 0) {
+      std::memcpy(to, call_.input, bytes_.input);
+    }
     return;
   }
   for (const TensorPiece& piece : call_.pieces) {
@@ -242,7 +247,7 @@ absl::Status PendingCollective::CopyResultOut() {
   if (registered_) return MoveRegisteredBlock();  // the worker wrote the result in place
   const void* result = ResultInSharedMemory();
   if (result != nullptr) {
-    // A reduce-scatter's result is the block of the rank the worker ran it as.
+    // A reduce-scatter's or a scatter's result is the block of the rank the worker ran it as.
     if (absl::Status placed = CheckResultOffset(); !placed.ok()) return placed;
     result = static_cast<const char*>(result) + response_.result_offset();
   } else {
@@ -268,8 +273,8 @@ absl::Status PendingCollective::CopyResultOut() {
 
 absl::Status PendingCollective::MoveRegisteredBlock() {
   if (!TraitsOf(call_.spec.kind).scatters) return absl::OkStatus();
-  // A reduce-scatter in place: the block of the rank the worker ran it as, which is the
-  // output unless the ring re-formed since the call began.
+  // A reduce-scatter or scatter in place: the block of the rank the worker ran it as,
+  // which is the output unless the ring re-formed since the call began.
   if (absl::Status placed = CheckResultOffset(); !placed.ok()) return placed;
   const char* block = static_cast<const char*>(call_.input) + response_.result_offset();
   if (block != call_.output) std::memmove(call_.output, block, bytes_.output);

@@ -17,8 +17,9 @@
 // Transport: tensors of at least ClientOptions::shared_memory_threshold_bytes travel
 // through shared memory (when the worker is on a unix socket): staged in memory registered
 // with the worker, which runs the collective in place there (an all-gather's staged range
-// is its whole result, the input copied into the first slot; a reduce-scatter's is its
-// input; a broadcast's other ranks copy nothing in), or, where the worker cannot take
+// is its whole result, the input copied into the first slot; a reduce-scatter's or a
+// scatter's is its input; a broadcast's or a scatter's other ranks copy nothing in), or,
+// where the worker cannot take
 // that memory, in a file under /dev/shm. Smaller ones are staged in the arena below, and
 // everything over TCP travels inline in the request. A Client keeps its shared memory for the next collectives of a similar size (at
 // most 32 idle regions and 1 GiB of each kind: a step's gradient buckets in flight), so a
@@ -303,6 +304,35 @@ class Client {
                                       size_t input_count, DType dtype, void* output,
                                       size_t output_count, ReduceOp op,
                                       const AllReduceOptions& options = {});
+
+  // Rank `root`'s `input`, world_size() blocks of output.size() elements, is dealt out:
+  // rank r's `output` receives block r. The root sends each other rank its block once
+  // (S (N-1)/N bytes of an S-byte input, where a Broadcast of it sends S to every rank).
+  // Every rank passes the input's size, which the ranks agree on, but only the root's
+  // input is read: the others may pass null data of that size (`{nullptr, n}`).
+  // `output` may be the rank's own block of `input`. REQUIRES: 0 <= root < world_size();
+  // input.size() == world_size() * output.size().
+  template <Element T>
+  absl::Status Scatter(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
+                       absl::Span<T> output, int root, const CollectiveOptions& options = {}) {
+    return ScatterAsync<T>(name, input, output, root, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle ScatterAsync(absl::string_view name,
+                                absl::Span<const std::type_identity_t<T>> input,
+                                absl::Span<T> output, int root,
+                                const CollectiveOptions& options = {}) {
+    return ScatterAsync(name, input.data(), input.size(), kDTypeOf<T>, output.data(),
+                        output.size(), root, options);
+  }
+  // Raw form: `input_count` (= world_size() * output_count) elements in at the root (null
+  // elsewhere is fine), `output_count` out.
+  absl::Status Scatter(absl::string_view name, const void* input, size_t input_count, DType dtype,
+                       void* output, size_t output_count, int root,
+                       const CollectiveOptions& options = {});
+  CollectiveHandle ScatterAsync(absl::string_view name, const void* input, size_t input_count,
+                                DType dtype, void* output, size_t output_count, int root,
+                                const CollectiveOptions& options = {});
 
   // Returns once every rank has entered the barrier. No data.
   absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
