@@ -27,7 +27,9 @@ struct BusFactor {
 inline BusFactor BusFactorOf(absl::string_view collective, int nranks) {
   const double n = nranks;
   if (collective == "broadcast") return {"1", 1.0};
-  if (collective == "allgather" || collective == "reducescatter") return {"(N-1)/N", (n - 1) / n};
+  if (collective == "allgather" || collective == "reducescatter" || collective == "scatter") {
+    return {"(N-1)/N", (n - 1) / n};
+  }
   return {"2(N-1)/N", 2 * (n - 1) / n};
 }
 

@@ -16,10 +16,10 @@
 # The same sizes run ROUNDS times, the peers interleaved (the order rotates each round, so
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
-# is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast or
-# allgather times that collective instead of the all-reduce (ringsync, Gloo C++ and MPI;
-# an all-gather's size is its whole result, nccl-tests' busbw factors); reducescatter
-# (ringsync alone; its size is its whole input).
+# is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast,
+# allgather or scatter times that collective instead of the all-reduce (ringsync, Gloo C++
+# and MPI; an all-gather's size is its whole result, a scatter's the root's input,
+# nccl-tests' busbw factors); reducescatter (ringsync alone; its size is its whole input).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -63,7 +63,8 @@ read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 if [[ $COLLECTIVE != allreduce ]]; then
   for peer in "${PEERS[@]}"; do
     case $peer:$COLLECTIVE in
-      ringsync:*|gloo-cpp:broadcast|gloo-cpp:allgather|mpi-*:broadcast|mpi-*:allgather) ;;
+      ringsync:*|gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter) ;;
+      mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter) ;;
       *) echo "$peer does not time a $COLLECTIVE here" >&2; exit 2 ;;
     esac
   done
@@ -199,7 +200,7 @@ for peer in peers:
             times.setdefault((peer, size), []).append(float(f[4]))
             wrong[(peer, size)] = wrong.get((peer, size), 0) + int(f[7])
 bus = {"broadcast": 1.0, "allgather": (n - 1) / n,
-       "reducescatter": (n - 1) / n}.get(collective, 2.0 * (n - 1) / n)
+       "reducescatter": (n - 1) / n, "scatter": (n - 1) / n}.get(collective, 2.0 * (n - 1) / n)
 def fmt_time(us):
     return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
 head = f"{'size (B)':>12}"

@@ -1,6 +1,6 @@
 // gloo-peer-bench: the Gloo C++ library's own all-reduce (gloo::allreduce over its TCP
-// transport), or with --collective its gloo::broadcast or gloo::allgather, the peer
-// ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
+// transport), or with --collective its gloo::broadcast, gloo::allgather or gloo::scatter,
+// the peer ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
 // bench/ringsync_bench.cc, so bench/compare_with_gloo.sh joins the tables row by row.
 //
 //   gloo-peer-bench --nranks=4 --min_bytes=1M --max_bytes=256M
@@ -36,6 +36,7 @@
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
+#include "gloo/scatter.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/file_store.h"
@@ -91,6 +92,19 @@ class RankBench {
       opts.setTag(next_tag_++);
       opts.setTimeout(c_.timeout);
       gloo::allgather(opts);
+    };
+    peer.scatter = [this](const T* input, size_t count, T* output) {
+      std::vector<T*> blocks;  // the root's input, block by block (read at the root only)
+      for (int r = 0; r < context_->size; ++r) {
+        blocks.push_back(const_cast<T*>(input) + static_cast<size_t>(r) * count);
+      }
+      gloo::ScatterOptions opts(context_);
+      opts.setInputs(blocks, count);
+      opts.setOutput(output, count);
+      opts.setRoot(0);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(c_.timeout);
+      gloo::scatter(opts);
     };
     peer.barrier = [this] { Barrier(); };
     peer.max_over_ranks = [this](double v) {

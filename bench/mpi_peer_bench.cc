@@ -1,5 +1,5 @@
 // mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
-// its MPI_Bcast or MPI_Allgather, the MPI peer ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
+// its MPI_Bcast, MPI_Allgather or MPI_Scatter, the MPI peer ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
 // bench/ringsync_bench.cc and bench/gloo_peer_bench.cc (bench/peer_sweep.h), so
 // bench/compare_with_gloo.sh joins the tables row by row.
 //
@@ -63,6 +63,7 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
     if (const size_t comma = library.find(','); comma != std::string::npos) library.resize(comma);
     const char* call = sweep.collective == "broadcast"   ? "MPI_Bcast"
                        : sweep.collective == "allgather" ? "MPI_Allgather"
+                       : sweep.collective == "scatter"   ? "MPI_Scatter"
                                                          : "MPI_Allreduce in place";
     std::printf("# mpi-peer-bench %s: nranks %d, %s, %s (%s)\n", sweep.collective.c_str(), n,
                 call, Transport().c_str(), library.c_str());
@@ -76,6 +77,10 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
   peer.all_gather = [](const T* input, size_t count, T* output) {
     MPI_Allgather(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
                   TypeOf<T>(), MPI_COMM_WORLD);
+  };
+  peer.scatter = [](const T* input, size_t count, T* output) {
+    MPI_Scatter(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
+                TypeOf<T>(), 0, MPI_COMM_WORLD);
   };
   peer.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
   peer.max_over_ranks = [](double v) {

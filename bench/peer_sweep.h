@@ -27,8 +27,9 @@ struct PeerSweep {
   std::string dtype;  // float32, float64, int32 or int64
   std::string op;     // sum, min or max
   bool check;         // check one collective of known inputs per size
-  // allreduce, broadcast (from rank 0) or allgather (a size is its whole result, N
-  // blocks), as ringsync-bench --collective.
+  // allreduce, broadcast (from rank 0), allgather (a size is its whole result, N blocks)
+  // or scatter (from rank 0; a size is the root's input, N blocks), as ringsync-bench
+  // --collective.
   std::string collective = "allreduce";
 };
 
@@ -54,12 +55,14 @@ void FillInputs(T* data, size_t count, int rank) {
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(InputValue(rank, i));
 }
 
-// How many of data[0, count) differ from rank `rank`'s inputs (a broadcast's root's, an
-// all-gather's block of that rank).
+// How many of data[0, count) differ from rank `rank`'s inputs from element `first` on (a
+// broadcast's root's, an all-gather's block of that rank, a scatter's block of the root's).
 template <typename T>
-int64_t CountNotFrom(const T* data, size_t count, int rank) {
+int64_t CountNotFrom(const T* data, size_t count, int rank, size_t first = 0) {
   int64_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) wrong += data[i] != static_cast<T>(InputValue(rank, i));
+  for (size_t i = 0; i < count; ++i) {
+    wrong += data[i] != static_cast<T>(InputValue(rank, first + i));
+  }
   return wrong;
 }
 
@@ -87,15 +90,17 @@ int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& o
 double PeakRssMiB();
 
 // What a peer library lends the sweep: its all-reduce of `count` elements of T in place
-// with the sweep's op, its broadcast of rank 0's `count` elements in place and its
-// all-gather of each rank's `count` elements into N x count (either may be empty: the
-// peer has none), a barrier, and one scalar's max and sum over all ranks (every rank
-// gets the result). Each is called by every rank in the same order.
+// with the sweep's op, its broadcast of rank 0's `count` elements in place, its
+// all-gather of each rank's `count` elements into N x count and its scatter of rank 0's
+// N x `count` elements, block r into rank r's output (any but the all-reduce may be
+// empty: the peer has none), a barrier, and one scalar's max and sum over all ranks
+// (every rank gets the result). Each is called by every rank in the same order.
 template <typename T>
 struct PeerCollectives {
   std::function<void(T* data, size_t count)> all_reduce;
   std::function<void(T* data, size_t count)> broadcast;
   std::function<void(const T* input, size_t count, T* output)> all_gather;
+  std::function<void(const T* input, size_t count, T* output)> scatter;
   std::function<void()> barrier;
   std::function<double(double)> max_over_ranks;
   std::function<int64_t(int64_t)> sum_over_ranks;
@@ -104,7 +109,8 @@ struct PeerCollectives {
 // One rank's sweep over `sweep`'s sizes with the peer's collective: per size the warm-up,
 // a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
 // sweep.check, one collective of known inputs whose wrong elements are summed over ranks.
-// An all-gather's sizes are whole results, rounded down to N blocks. Rank 0 prints how
+// An all-gather's sizes are whole results, a scatter's the root's input, each rounded down
+// to N blocks. Rank 0 prints how
 // time and bandwidth are measured, the column heads, a row per size and the verdict lines
 // (`who` names the peer in the RSS line), after the bench's own first '#' line.
 // Returns the wrong elements over all ranks and sizes (the same on every rank); -1 if
@@ -116,29 +122,38 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   const bool reduces = sweep.collective == "allreduce";
   const bool gathers = sweep.collective == "allgather";
   const bool broadcasts = sweep.collective == "broadcast";
-  if ((gathers && !peer.all_gather) || (broadcasts && !peer.broadcast)) {
+  const bool scatters = sweep.collective == "scatter";
+  if ((gathers && !peer.all_gather) || (broadcasts && !peer.broadcast) ||
+      (scatters && !peer.scatter)) {
     if (print) std::fprintf(stderr, "%s: no %s in this peer\n", who, sweep.collective.c_str());
     return -1;
   }
   std::vector<size_t> counts;
   for (size_t count : SweepCounts(sweep, sizeof(T))) {
-    if (gathers) count = std::max<size_t>(1, count / nranks) * nranks;
+    if (gathers || scatters) count = std::max<size_t>(1, count / nranks) * nranks;
     if (counts.empty() || counts.back() != count) counts.push_back(count);
   }
   std::vector<T> buffer(counts.back());
-  std::vector<T> input(gathers ? counts.back() / nranks : 0);
+  // An all-gather's input, a scatter's output: one block.
+  std::vector<T> input(gathers || scatters ? counts.back() / nranks : 0);
   const auto run = [&](size_t count) {
     if (gathers) return peer.all_gather(input.data(), count / nranks, buffer.data());
+    if (scatters) return peer.scatter(buffer.data(), count / nranks, input.data());
     if (broadcasts) return peer.broadcast(buffer.data(), count);
     peer.all_reduce(buffer.data(), count);
   };
   const auto fill = [&](size_t count) {
     if (gathers) return FillInputs(input.data(), count / nranks, rank);
+    if (scatters) FillInputs(input.data(), count / nranks, rank + 1);  // shows a miss
     FillInputs(buffer.data(), count, rank);
   };
   const auto count_wrong = [&](size_t count) -> int64_t {
     if (reduces) return CountWrong(buffer.data(), count, nranks, sweep.op);
     if (broadcasts) return CountNotFrom(buffer.data(), count, 0);
+    if (scatters) {
+      const size_t block = count / nranks;
+      return CountNotFrom(input.data(), block, 0, static_cast<size_t>(rank) * block);
+    }
     int64_t wrong = 0;
     const size_t block = count / nranks;
     for (int r = 0; r < nranks; ++r) wrong += CountNotFrom(buffer.data() + r * block, block, r);

@@ -1,5 +1,6 @@
 // ringsync-bench: collective latency and bandwidth through the SDK, like nccl-tests'
-// all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf with --collective).
+// all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf, scatter_perf with
+// --collective).
 // Start one process per rank, each with --worker naming its own worker:
 //
 //   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
@@ -56,7 +57,8 @@
 #include "ringsync/client.h"
 
 ABSL_FLAG(std::string, collective, "allreduce",
-          "allreduce, broadcast (from rank 0), allgather or reducescatter");
+          "allreduce, broadcast (from rank 0), allgather, reducescatter or scatter (from rank 0; "
+          "the size is the root's input)");
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
 ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
@@ -217,11 +219,13 @@ int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
 // nothing to time.
 absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name) {
   for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
-                              CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+                              CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                              CollectiveKind::kScatter}) {
     if (name == CollectiveKindName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "bad --collective '", name, "': expected allreduce, broadcast, allgather or reducescatter"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad --collective '", name,
+                   "': expected allreduce, broadcast, allgather, reducescatter or scatter"));
 }
 
 struct Config {
@@ -293,6 +297,9 @@ class SizedCollective {
         return Fill(whole_, count_ * element_, Pattern(c_.dtype, c_.op, n_, rank));
       case CollectiveKind::kBroadcast:
         return Fill(whole_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
+      case CollectiveKind::kScatter:  // the root's input; the others have none
+        if (rank == 0) Fill(whole_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
+        return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank + 1));
       case CollectiveKind::kAllGather:
         return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
       case CollectiveKind::kBarrier: return;  // refused by ParseCollective
@@ -308,6 +315,9 @@ class SizedCollective {
         return client_.AllGather(name, block_, Block(), c_.dtype, whole_, count_);
       case CollectiveKind::kReduceScatter:
         return client_.ReduceScatter(name, whole_, count_, c_.dtype, block_, Block(), c_.op);
+      case CollectiveKind::kScatter:
+        return client_.Scatter(name, client_.rank() == 0 ? whole_ : nullptr, count_, c_.dtype,
+                               block_, Block(), /*root=*/0);
       case CollectiveKind::kBarrier: break;
     }
     return absl::InternalError("unknown collective");
@@ -328,9 +338,13 @@ class SizedCollective {
         }
         return wrong;
       }
-      case CollectiveKind::kReduceScatter: {
-        // This rank's block starts at element rank x Block() of the periodic pattern.
-        std::vector<std::byte> expected = Pattern(c_.dtype, c_.op, n_, -1);
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kScatter: {
+        // This rank's block starts at element rank x Block() of the periodic pattern: the
+        // reduced one, or the scatter root's.
+        std::vector<std::byte> expected = c_.collective == CollectiveKind::kScatter
+                                              ? Pattern(c_.dtype, ReduceOp::kSum, n_, 0)
+                                              : Pattern(c_.dtype, c_.op, n_, -1);
         const size_t shift = client_.rank() * Block() % kPeriod * element_;
         std::rotate(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(shift),
                     expected.end());

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """torch.distributed's collectives on the "ringsync" backend beside the same calls on
-torch's Gloo, N ranks on this machine: all_reduce, broadcast, all_gather and
-reduce_scatter (ringsync collectives; torch 1.13's Gloo has no reduce_scatter), and reduce,
-gather and scatter, which the ringsync backend composes from those (one all-reduce,
-all-gather or broadcast each: more bytes than a dedicated algorithm). Each row: ITERS calls back
+torch's Gloo, N ranks on this machine: all_reduce, broadcast, all_gather, scatter and
+reduce_scatter (ringsync collectives; torch 1.13's Gloo has no reduce_scatter), and reduce
+and gather, which the ringsync backend composes from those (one all-reduce or all-gather
+each: more bytes than a dedicated algorithm). Each row: ITERS calls back
 to back after a barrier, the slowest rank's time per call, then one call on known inputs
 checked (#wrong counts the elements that differ); ratio = ringsync's time / Gloo's.
 

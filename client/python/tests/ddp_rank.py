@@ -72,6 +72,11 @@ mine = torch.empty(3, dtype=torch.int32)
 pieces = [torch.arange(3, dtype=torch.int32) + 10 * r for r in range(n)] if rank == root else None
 dist.scatter(mine, pieces, src=root)
 assert torch.equal(mine, torch.arange(3, dtype=torch.int32) + 10 * rank), mine
+for src in range(n):  # the daemon's scatter from every root, async
+    mine = torch.empty(2, dtype=torch.float64)
+    pieces = [torch.full((2,), float(100 * src + r), dtype=torch.float64) for r in range(n)]
+    dist.scatter(mine, pieces if rank == src else None, src=src, async_op=True).wait()
+    assert torch.equal(mine, torch.full((2,), float(100 * src + rank), dtype=torch.float64)), mine
 objects = [None] * n if rank == 0 else None
 dist.gather_object({"rank": rank}, objects, dst=0)  # pickles through gather
 assert rank != 0 or objects == [{"rank": r} for r in range(n)], objects
@@ -105,9 +110,9 @@ for i in range(3):
     dist.gather(torch.full((3,), float(10 * i + rank)), gathered, dst=0)
     assert rank != 0 or [g[0].item() for g in gathered] == [10 * i + r for r in range(n)], i
 
-# From 1 MiB their scratch lies in memory registered with the worker, where scatter's
-# broadcast, reduce's all-reduce, the gathers and reduce_scatter's list run in place: the
-# same results, also when a call finds the previous call's scratch again.
+# From 1 MiB their scratch lies in memory registered with the worker, where scatter's and
+# reduce_scatter's lists, reduce's all-reduce and the gathers run in place: the same
+# results, also when a call finds the previous call's scratch again.
 big = 300_000  # 1.2 MB of float32
 for i in range(2):
     mine = torch.arange(big, dtype=torch.float32) + 1000 * rank + i

@@ -340,11 +340,11 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::Barrier
                client_->BarrierAsync("torch.barrier", OptionsOf(opts.timeout)));
 }
 
-// The ops below (but reduce_scatter, the daemon's own) are composed from the daemon's
-// collectives, so they move more bytes than a dedicated algorithm would: reduce
+// The ops below (but reduce_scatter and scatter, the daemon's own) are composed from the
+// daemon's collectives, so they move more bytes than a dedicated algorithm would: reduce
 // all-reduces everything (twice a ring reduce's bytes), gather all-gathers (every rank
-// receives what only the root keeps), scatter broadcasts the whole list. Each is one
-// collective, so every rank's result and failure are those of that collective.
+// receives what only the root keeps). Each is one collective, so every rank's result and
+// failure are those of that collective.
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
@@ -389,24 +389,44 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  return RefusedOnThrow(*client_, CollectiveKind::kBroadcast, "scatter", [&] {
+  return RefusedOnThrow(*client_, CollectiveKind::kScatter, "scatter", [&] {
     at::Tensor& output = OnlyTensor(outputs, "scatter");
     const DType dtype = DTypeOf(output, "scatter");
     const int root = RootOf(opts.rootRank, getSize(), "scatter");
-    at::Tensor flat;
-    if (getRank() == root) {
-      TORCH_CHECK(inputs.size() == 1, "ringsync scatter: the root expects one list of inputs");
-      CheckList(inputs[0], getSize(), output, "scatter", "input tensors");
-      flat = ConcatenatedScratch(inputs[0]);
-    } else {
+    const size_t total = static_cast<size_t>(getSize() * output.numel());
+    if (getRank() != root) {
       TORCH_CHECK(inputs.empty(), "ringsync scatter: only the root (rank ", root,
                   ") passes input tensors");
-      flat = scratch_.Take(getSize() * output.numel(), output.options(), client_.get());
+      // No input here: the block lands in the (contiguous) output.
+      CollectiveHandle handle =
+          client_->ScatterAsync("torch.scatter", nullptr, total, dtype, output.data_ptr(),
+                                output.numel(), root, OptionsOf(opts.timeout));
+      return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle));
     }
-    CollectiveHandle handle = client_->BroadcastAsync(
-        "torch.scatter", flat.data_ptr(), flat.numel(), dtype, root, OptionsOf(opts.timeout));
-    return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle),
-                 CopyOut(flat, getRank() * output.numel(), {output}), {flat});
+    TORCH_CHECK(inputs.size() == 1, "ringsync scatter: the root expects one list of inputs");
+    CheckList(inputs[0], getSize(), output, "scatter", "input tensors");
+    // The list end to end in scratch, its own block the output: the in-place form, which
+    // the worker runs where registered scratch lies. The root's own block never leaves it,
+    // so it goes straight into the output (one copy, where through the scratch it would
+    // be two) and its place in the scratch is left as it is.
+    const int64_t numel = output.numel();
+    at::Tensor flat = scratch_.Take(static_cast<int64_t>(total), output.options(), client_.get());
+    {
+      at::NoGradGuard no_grad;  // copies of the values, as the ops read them
+      for (int r = 0; r < getSize(); ++r) {
+        const at::Tensor& piece = inputs[0][static_cast<size_t>(r)];
+        if (r == root) {
+          output.view(-1).copy_(piece.reshape(-1));  // same count, maybe another shape
+        } else {
+          flat.narrow(0, r * numel, numel).view(piece.sizes()).copy_(piece);
+        }
+      }
+    }
+    CollectiveHandle handle = client_->ScatterAsync(
+        "torch.scatter", flat.data_ptr(), total, dtype,
+        static_cast<std::byte*>(flat.data_ptr()) + root * numel * flat.element_size(), numel,
+        root, OptionsOf(opts.timeout));
+    return Track(c10d::OpType::SCATTER, "scatter", outputs, {}, std::move(handle), {}, {flat});
   });
 }
 

@@ -4,7 +4,7 @@
 //
 // It has what the daemon has: allreduce (SUM, AVG, MIN, MAX, PRODUCT, and PREMUL_SUM with
 // a scalar factor), broadcast, allgather (and _allgather_base), reduce_scatter (and
-// _reduce_scatter_base), barrier; and what one of those makes: reduce, gather, scatter,
+// _reduce_scatter_base), scatter, barrier; and what one of those makes: reduce, gather,
 // allreduce_coalesced (the SDK's tensor group), allgather_coalesced — each one
 // collective, moving more bytes than a dedicated algorithm would (process_group.cc says
 // how many). Tensors the SDK reads or writes are CPU tensors, contiguous, of a dtype
@@ -139,9 +139,9 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
   // for its pages each time (a 64 MiB one ~180 ms of page faults on a VM). A new one of
   // kMinRegisteredBytes or more lies in memory registered with the worker where it can be
   // had (at most kMaxRegistered at once, of the worker's --max_registered_buffers), so
-  // that an all-reduce or broadcast on it runs in place: no copy into staging and back
-  // (scatter's broadcast of the whole list, reduce's copy on the other ranks); the other
-  // kinds copy as from any span. Thread-safe.
+  // that a collective on it runs in place: no copy into staging and back (reduce's copy
+  // on the other ranks, the gathers' output, scatter's and reduce_scatter's concatenated
+  // list). Thread-safe.
   class ScratchPool {
    public:
     // An idle tensor of `numel` elements of `options`' dtype, or a new one (uninitialized),
