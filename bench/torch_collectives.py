@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """torch.distributed's collectives on the "ringsync" backend beside the same calls on
-torch's Gloo, N ranks on this machine: all_reduce, broadcast, all_gather, scatter and
-reduce_scatter (ringsync collectives; torch 1.13's Gloo has no reduce_scatter), and reduce
-and gather, which the ringsync backend composes from those (one all-reduce or all-gather
-each: more bytes than a dedicated algorithm). Each row: ITERS calls back
-to back after a barrier, the slowest rank's time per call, then one call on known inputs
+torch's Gloo, N ranks on this machine (or on namespace hosts): all_reduce, broadcast,
+all_gather, scatter and reduce_scatter (ringsync collectives; torch 1.13's Gloo has no
+reduce_scatter), and reduce and gather, which the ringsync backend composes from those
+(one all-reduce or all-gather each: more bytes than a dedicated algorithm). Each row:
+ITERS calls back to back after a barrier, the slowest rank's time per call, then one call on known inputs
 checked (#wrong counts the elements that differ); ratio = ringsync's time / Gloo's.
 
   PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
       /usr/bin/python3 bench/torch_collectives.py [--nranks 4] [--sizes 1M,16M] [--iters 7]
+      [--hosts=netns --rate=1gbit --security=token|tls --mtu=9000]
+
+--hosts=netns runs rank r on host wr of the compose topology (ringsync-netns; needs root),
+beside that host's worker, every link shaped to --rate; torch Gloo's ranks meet on w0.
 
 --sizes: bytes of float32 each rank contributes (all_gather, gather, reduce_scatter's
 output) or holds (all_reduce, reduce, broadcast, scatter's output).
@@ -59,7 +63,7 @@ def rank_main(args):
     if args.backend == "ringsync":
         import ringsync.torch  # noqa: F401  registers the backend
     torch.set_num_threads(1)
-    dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{args.port}",
+    dist.init_process_group(args.backend, init_method=f"tcp://{args.master}:{args.port}",
                             rank=args.rank, world_size=args.nranks)
     from gloo_allreduce import parse_bytes  # beside this file
     n, rank = args.nranks, args.rank
@@ -93,6 +97,7 @@ def run_backend(args, backend, hosts):
     """Runs every rank of `backend` on `hosts`; returns {(op, bytes): (seconds, wrong)}."""
     port = rank_hosts.free_port()
     argv = [sys.executable, os.path.abspath(__file__), f"--backend={backend}", f"--port={port}",
+            f"--master={hosts.master}",
             f"--nranks={args.nranks}", f"--sizes={args.sizes}", f"--iters={args.iters}",
             f"--warmup_iters={args.warmup_iters}"]
     procs = [hosts.start(r, argv + [f"--rank={r}"], {"RINGSYNC_WORKER": hosts.worker(r),
@@ -117,7 +122,13 @@ def main():
     p.add_argument("--sizes", default="1M,16M")
     p.add_argument("--iters", type=int, default=7)
     p.add_argument("--warmup_iters", type=int, default=2)
+    p.add_argument("--hosts", choices=("local", "netns"), default="local")
+    p.add_argument("--rate", default="1gbit", help="--hosts=netns: every link's rate")
+    p.add_argument("--security", choices=("token", "tls"), default="token",
+                   help="--hosts=netns: how the daemons authenticate")
+    p.add_argument("--mtu", type=int, help="--hosts=netns: every link's MTU (default 1500)")
     p.add_argument("--backend", help=argparse.SUPPRESS)
+    p.add_argument("--master", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -126,10 +137,14 @@ def main():
         rank_main(args)
         return
 
-    with rank_hosts.LocalHosts(args.nranks) as hosts:
+    hosts = rank_hosts.LocalHosts(args.nranks) if args.hosts == "local" else \
+        rank_hosts.NetnsHosts(args.nranks, args.rate, args.security, mtu=args.mtu)
+    with hosts:
         ours = run_backend(args, "ringsync", hosts)
         gloo = run_backend(args, "gloo", hosts)
-    print(f"== torch.distributed, N={args.nranks} on this machine, float32 SUM; {args.iters} "
+    where = "this machine" if args.hosts == "local" else \
+        f"4 namespace hosts, {args.rate} links, {args.security}"
+    print(f"== torch.distributed, N={args.nranks} on {where}, float32 SUM; {args.iters} "
           "calls back to back, the slowest rank's time per call; ratio = ringsync / gloo")
     print(f"{'op':>15} {'size (B)':>10} {'ringsync':>12} {'gloo':>12} {'ratio':>7} {'#wrong':>7}")
     for (op, size), (seconds, wrong) in ours.items():

@@ -154,6 +154,18 @@ class Client:
         return self._impl.reduce_scatter_async(tensor, name, op, prescale, postscale, timeout,
                                                out)
 
+    def scatter(self, tensor, root, name="scatter", timeout=None, out=None):
+        """Deals out rank `root`'s `tensor`, world_size blocks along its first dimension:
+        returns a new array of its kind and dtype holding block r on rank r (shape
+        (n / world_size, ...)). The root sends each other rank its block once. The other
+        ranks pass None and an `out` for their block (or an array of the root's shape,
+        whose values are unused). `out` as allgather's; a root's `tensor` from allocate()
+        whose `out` is its own block is scattered in place."""
+        return self._impl.scatter_async(tensor, root, name, timeout, out).wait()
+
+    def scatter_async(self, tensor, root, name="scatter", timeout=None, out=None):
+        return self._impl.scatter_async(tensor, root, name, timeout, out)
+
     def barrier(self, name="barrier", timeout=None):
         """Returns once every rank has entered the barrier."""
         self._impl.barrier_async(name, timeout).wait()

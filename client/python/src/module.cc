@@ -30,7 +30,7 @@ PYBIND11_MODULE(_ringsync, m) {
   py::class_<PyHandle>(m, "Handle", "A collective in flight, from one of Client's *_async methods.")
       .def("wait", &PyHandle::Wait, py::arg("timeout") = std::nullopt,
            "Waits until the collective completes and returns its result (the tensor for "
-           "in-place collectives, the new tensor for allgather and reduce_scatter, None for "
+           "in-place collectives, the new tensor for allgather, reduce_scatter and scatter, None for "
            "barrier). Raises "
            "ringsync.Error on failure, ringsync.TimeoutError when `timeout` (seconds) passes "
            "first (the collective goes on; wait again).")
@@ -56,6 +56,9 @@ PYBIND11_MODULE(_ringsync, m) {
       .def("reduce_scatter_async", &PyClient::ReduceScatterAsync, py::arg("tensor"),
            py::arg("name") = "reduce_scatter", py::arg("op") = ReduceOp::kSum,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("timeout") = std::nullopt,
+           py::arg("out") = py::none())
+      .def("scatter_async", &PyClient::ScatterAsync, py::arg("tensor"), py::arg("root"),
+           py::arg("name") = "scatter", py::arg("timeout") = std::nullopt,
            py::arg("out") = py::none())
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)

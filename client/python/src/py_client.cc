@@ -190,7 +190,8 @@ std::unique_ptr<PyHandle> PyClient::ReduceScatterAsync(py::handle tensor, const 
   auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kReduceScatter, name, [&] {
     TensorArg input = ToTensorArg(tensor, "reduce_scatter", Access::kRead);
     TensorArg output = out.is_none()
-                           ? NewScatterOutput(input, RingSizeFor("reduce_scatter", name))
+                           ? NewScatterOutput(input, RingSizeFor("reduce_scatter", name),
+                                              "reduce_scatter")
                            : OutArg(out, input, "reduce_scatter", name);
     return std::pair(std::move(input), std::move(output));
   });
@@ -204,6 +205,39 @@ std::unique_ptr<PyHandle> PyClient::ReduceScatterAsync(py::handle tensor, const 
                                     output.count, op, options);
       },
       output.owner, input.owner);
+}
+
+std::unique_ptr<PyHandle> PyClient::ScatterAsync(py::handle tensor, int root,
+                                                 const std::string& name,
+                                                 std::optional<double> timeout, py::handle out) {
+  auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kScatter, name, [&] {
+    if (tensor.is_none()) {
+      // Not the root: no input to read; `out` says the block's size and dtype.
+      if (out.is_none()) {
+        throw py::value_error(absl::StrCat(
+            "scatter '", name, "': pass the root's tensor, or on the other ranks an out= "
+            "for this rank's block"));
+      }
+      TensorArg output = ToTensorArg(out, "scatter's out", Access::kReadWrite);
+      TensorArg input;
+      input.dtype = output.dtype;
+      input.count = output.count * static_cast<size_t>(RingSizeFor("scatter", name));
+      return std::pair(std::move(input), std::move(output));
+    }
+    TensorArg input = ToTensorArg(tensor, "scatter", Access::kRead);
+    TensorArg output = out.is_none()
+                           ? NewScatterOutput(input, RingSizeFor("scatter", name), "scatter")
+                           : OutArg(out, input, "scatter", name);
+    return std::pair(std::move(input), std::move(output));
+  });
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) {
+        return c.ScatterAsync(name, input.data, input.count, input.dtype, output.data,
+                              output.count, root, options);
+      },
+      output.owner, input.owner ? input.owner : py::none());
 }
 
 std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,

@@ -63,6 +63,10 @@ class PyClient {
                                                ReduceOp op, double prescale, double postscale,
                                                std::optional<double> timeout,
                                                pybind11::handle out);
+  // `tensor`: the root's N blocks along its first dimension; on the other ranks None (then
+  // `out` gives the block) or an array of the root's shape, whose values are unused.
+  std::unique_ptr<PyHandle> ScatterAsync(pybind11::handle tensor, int root, const std::string& name,
+                                         std::optional<double> timeout, pybind11::handle out);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
 
   // Client::AllocateBytes as a zeroed 1-D uint8 numpy array over the registered memory,

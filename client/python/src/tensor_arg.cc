@@ -177,14 +177,14 @@ TensorArg NewGatherOutput(const TensorArg& like, int factor) {
   return NewLike(like, shape, "allgather");
 }
 
-TensorArg NewScatterOutput(const TensorArg& like, int divisor) {
+TensorArg NewScatterOutput(const TensorArg& like, int divisor, absl::string_view call) {
   std::vector<py::ssize_t> shape = like.shape;
   if (shape.empty()) {
     shape.push_back(0);
   } else {
     shape[0] /= divisor;
   }
-  return NewLike(like, shape, "reduce_scatter");
+  return NewLike(like, shape, call);
 }
 
 }  // namespace ringsync::python

@@ -43,8 +43,9 @@ TensorArg NewGatherOutput(const TensorArg& like, int factor);
 
 // A new, uninitialized array of the same kind and dtype as `like`, whose first dimension
 // is like's divided by `divisor`, rounded down (a 0-d `like` gives shape (0,)): the
-// output of a reduce-scatter. The SDK refuses a `like` that does not divide, telling
-// every rank, so a bad call fails everywhere instead of leaving the others waiting.
-TensorArg NewScatterOutput(const TensorArg& like, int divisor);
+// output of a reduce-scatter or a scatter (`call`). The SDK refuses a `like` that does
+// not divide, telling every rank, so a bad call fails everywhere instead of leaving the
+// others waiting.
+TensorArg NewScatterOutput(const TensorArg& like, int divisor, absl::string_view call);
 
 }  // namespace ringsync::python

@@ -144,6 +144,41 @@ def test_reduce_scatter_of_rows_the_ranks_do_not_divide_fails_on_every_rank(clie
     assert "rank 0" in errors[1], "the other ranks hear which rank refused"
 
 
+def test_scatter_deals_the_roots_blocks_out_and_the_others_pass_no_tensor(clients):
+    root = WORLD_SIZE - 1
+
+    def rank(client):
+        rows = torch.arange(2 * WORLD_SIZE * 3, dtype=torch.float64).view(2 * WORLD_SIZE, 3)
+        if client.rank == root:
+            mine = client.scatter(rows, root, "shards")
+        else:
+            mine = client.scatter(None, root, "shards", out=torch.empty(2, 3, dtype=torch.float64))
+        # numpy, a new array on the root; the others' tensor of the root's shape is not read.
+        ints = np.arange(WORLD_SIZE * 4, dtype=np.int8).reshape(WORLD_SIZE, 4)
+        block = client.scatter(ints if client.rank == root else np.zeros_like(ints), root)
+        return client.rank, mine, block
+
+    for r, mine, block in run_ranks(clients, rank):
+        assert mine.dtype == torch.float64 and mine.shape == (2, 3)
+        assert torch.equal(mine, torch.arange(6 * r, 6 * r + 6, dtype=torch.float64).view(2, 3))
+        assert isinstance(block, np.ndarray) and block.shape == (1, 4)
+        np.testing.assert_array_equal(block[0], np.arange(4 * r, 4 * r + 4, dtype=np.int8))
+
+
+def test_a_scatter_without_tensor_or_out_is_refused_on_every_rank(clients):
+    def rank(client):
+        if client.rank == 0:
+            with pytest.raises(ValueError, match="pass the root's tensor, or on the other ranks"):
+                client.scatter(None, 1, "no out")
+            return None
+        with pytest.raises(ringsync.Error, match="rank 0 gave up") as e:
+            client.scatter(np.ones(WORLD_SIZE, np.float32), 1, "no out")
+        return str(e.value)
+
+    assert all("pass the root's tensor" in m for m in run_ranks(clients, rank)[1:])
+    run_ranks(clients, lambda c: c.barrier("after"))
+
+
 def test_barrier_and_empty_tensor(clients):
     def rank(client):
         client.barrier()
