@@ -115,6 +115,12 @@ void RequestSeeds(const fs::path& dir) {
   v1::CollectiveRequest scatter = request(CollectiveKind::kReduceScatter, 8);
   scatter.set_inline_data(std::string(16, '\x3f'));
   Write(dir, "reducescatter-inline", seed(CollectiveKind::kReduceScatter, scatter));
+  v1::CollectiveRequest dealt = request(CollectiveKind::kScatter, 8);  // a non-root's
+  dealt.mutable_spec()->set_root(1);
+  dealt.mutable_shared()->set_path("/dev/shm/ringsync-4242-1");
+  dealt.mutable_shared()->set_size_bytes(16);
+  dealt.set_input_left_out(true);
+  Write(dir, "scatter-shared-left-out", seed(CollectiveKind::kScatter, dealt));
   v1::CollectiveRequest refused = request(CollectiveKind::kAllReduce, 4);
   refused.set_refused_by_client("count 4 but the tensor holds 3 elements");
   Write(dir, "refused-by-client", seed(CollectiveKind::kAllReduce, refused));
