@@ -26,11 +26,7 @@ absl::Status AllGather(const RingMember& me, Link& link, const CollectiveSpec& s
   }
   if (!valid.ok()) return exchange.Reject(valid);
   if (me.world_size == 1) return absl::OkStatus();
-  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
-    exchange.ExportStats(stats);
-    if (stats != nullptr) stats->buffer_untouched = true;
-    return agreed;
-  }
+  if (absl::Status agreed = exchange.AgreeBeforeTouching(stats); !agreed.ok()) return agreed;
   const size_t slot = spec.count * DTypeSize(spec.dtype);
   if (input_first && me.rank > 0 && slot > 0) {
     std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);

@@ -99,11 +99,7 @@ absl::Status RunAllReduceSteps(const RingMember& me, Link& link, Reducer& reduce
   RingExchange exchange(me, link, spec, options);
   if (!checked.ok()) return exchange.Reject(checked);
   RingStats local;
-  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
-    exchange.ExportStats(stats);
-    if (stats != nullptr) stats->buffer_untouched = true;
-    return agreed;
-  }
+  if (absl::Status agreed = exchange.AgreeBeforeTouching(stats); !agreed.ok()) return agreed;
   // Scaling first (and a ring of one) reads the whole input at once.
   const InputArrival* arrival = options.input_arrival;
   absl::Status result = arrival != nullptr && (spec.pre_scale != 1.0 || me.world_size == 1)

@@ -23,6 +23,23 @@ constexpr size_t kMinChainSegmentBytes = 128 << 10;
 
 }  // namespace
 
+absl::Status CheckChainSpec(const RingMember& me, const CollectiveSpec& spec,
+                            size_t buffer_bytes, CollectiveKind kind) {
+  if (absl::Status valid = CheckBufferSize(me, spec, buffer_bytes, spec.count); !valid.ok()) {
+    return valid;
+  }
+  if (spec.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", CollectiveKindName(kind),
+                                                   " chain cannot run a ",
+                                                   CollectiveKindName(spec.kind)));
+  }
+  if (spec.root < 0 || spec.root >= me.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(kind), " root ", spec.root,
+                                                   " is outside a ring of ", me.world_size));
+  }
+  return absl::OkStatus();
+}
+
 size_t ChainSegmentBytes(size_t buffer_bytes, size_t segment_bytes) {
   const size_t piece = (buffer_bytes + kChainSegments - 1) / kChainSegments;
   return std::min(segment_bytes, std::max(piece, kMinChainSegmentBytes));
@@ -32,23 +49,12 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
                            absl::Span<std::byte> buffer, const RingOptions& options,
                            RingStats* stats) {
   RingExchange exchange(me, link, spec, options);
-  absl::Status valid = CheckBufferSize(me, spec, buffer.size(), spec.count);
-  if (valid.ok() && spec.kind != CollectiveKind::kBroadcast) {
-    valid = absl::InvalidArgumentError(
-        absl::StrCat("RingBroadcast cannot run a ", CollectiveKindName(spec.kind)));
-  }
-  if (valid.ok() && (spec.root < 0 || spec.root >= me.world_size)) {
-    valid = absl::InvalidArgumentError(absl::StrCat("broadcast root ", spec.root,
-                                                    " is outside a ring of ", me.world_size));
-  }
+  const absl::Status valid =
+      CheckChainSpec(me, spec, buffer.size(), CollectiveKind::kBroadcast);
   if (!valid.ok()) return exchange.Reject(valid);
   const int n = me.world_size;
   if (n == 1) return absl::OkStatus();
-  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
-    exchange.ExportStats(stats);
-    if (stats != nullptr) stats->buffer_untouched = true;
-    return agreed;
-  }
+  if (absl::Status agreed = exchange.AgreeBeforeTouching(stats); !agreed.ok()) return agreed;
 
   // Hops from the root: the root is 0, the last rank of the chain n-1.
   const int distance = RingMod(me.rank - spec.root, n);

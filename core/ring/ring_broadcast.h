@@ -16,6 +16,11 @@
 
 namespace ringsync {
 
+// The checks a chain from the root (the broadcast, the scatter: `kind`) makes first: the
+// buffer holds spec.count elements, the spec is of `kind`, and its root is a rank.
+absl::Status CheckChainSpec(const RingMember& me, const CollectiveSpec& spec,
+                            size_t buffer_bytes, CollectiveKind kind);
+
 // The segment size of a chain broadcast of `buffer_bytes`: about an eighth of the
 // buffer, at least 128 KiB, at most `segment_bytes` (RingOptions). Every rank computes
 // the same from the spec and its options.

@@ -40,6 +40,15 @@ absl::Status RingExchange::CheckSpecOf(const Frame& frame,
   return absl::OkStatus();
 }
 
+absl::Status RingExchange::AgreeBeforeTouching(RingStats* stats) {
+  absl::Status agreed = Agree();
+  if (!agreed.ok()) {
+    ExportStats(stats);
+    if (stats != nullptr) stats->buffer_untouched = true;
+  }
+  return agreed;
+}
+
 absl::Status RingExchange::Agree() {
   if (me_.world_size < 2) return absl::OkStatus();
   std::optional<absl::Status> mismatch;

@@ -75,6 +75,9 @@ class RingExchange {
   // neighbour, the deadline) is told to the ring like a failure of the data phase. The
   // returned status is annotated. Call it before touching the caller's buffer.
   absl::Status Agree();
+  // Agree, for a collective that moves nothing before it: a failure also exports the
+  // counters into `stats` (if not null) and says the buffer is untouched.
+  absl::Status AgreeBeforeTouching(RingStats* stats);
 
   // Agree, with every rank's `contribution` travelling beside its spec (kRelay frames):
   // at step s this rank forwards the contribution it received at step s-1 (its own at

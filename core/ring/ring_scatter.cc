@@ -37,15 +37,7 @@ absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec&
                          absl::Span<std::byte> buffer, const RingOptions& options,
                          RingStats* stats) {
   RingExchange exchange(me, link, spec, options);
-  absl::Status valid = CheckBufferSize(me, spec, buffer.size(), spec.count);
-  if (valid.ok() && spec.kind != CollectiveKind::kScatter) {
-    valid = absl::InvalidArgumentError(
-        absl::StrCat("RingScatter cannot run a ", CollectiveKindName(spec.kind)));
-  }
-  if (valid.ok() && (spec.root < 0 || spec.root >= me.world_size)) {
-    valid = absl::InvalidArgumentError(
-        absl::StrCat("scatter root ", spec.root, " is outside a ring of ", me.world_size));
-  }
+  absl::Status valid = CheckChainSpec(me, spec, buffer.size(), CollectiveKind::kScatter);
   if (valid.ok() && spec.count % static_cast<size_t>(me.world_size) != 0) {
     valid = absl::InvalidArgumentError(absl::StrCat(
         "scatter of ", spec.count, " elements: not one block for each of ", me.world_size,
@@ -54,11 +46,7 @@ absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec&
   if (!valid.ok()) return exchange.Reject(valid);
   const int n = me.world_size;
   if (n == 1) return absl::OkStatus();
-  if (absl::Status agreed = exchange.Agree(); !agreed.ok()) {
-    exchange.ExportStats(stats);
-    if (stats != nullptr) stats->buffer_untouched = true;
-    return agreed;
-  }
+  if (absl::Status agreed = exchange.AgreeBeforeTouching(stats); !agreed.ok()) return agreed;
 
   PipelinePlan plan = ChainPlan(RingMod(me.rank - spec.root, n), n);
   const size_t block = spec.count / static_cast<size_t>(n);

@@ -62,6 +62,23 @@ inline std::vector<std::unique_ptr<Client>> ConnectAll(LocalCluster& cluster, in
   return clients;
 }
 
+// The two families of the SDK's paths to the worker, and the client options that pick
+// each: staged in registered memory (the staging arena below the shared-memory threshold,
+// staging buffers above it), or inline below it and in files above it.
+struct StagingPath {
+  const char* name;
+  ClientOptions options;
+};
+inline std::vector<StagingPath> StagingPaths() {
+  ClientOptions staged;
+  staged.stage_in_registered_memory = true;
+  staged.staging_arena_bytes = size_t{16} << 20;
+  ClientOptions unstaged;
+  unstaged.stage_in_registered_memory = false;
+  unstaged.staging_arena_bytes = 0;
+  return {{"registered memory", staged}, {"inline and files", unstaged}};
+}
+
 // Runs fn(rank, client) for every rank concurrently; returns each rank's status.
 inline std::vector<absl::Status> OnEveryRank(
     std::vector<std::unique_ptr<Client>>& clients,

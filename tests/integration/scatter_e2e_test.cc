@@ -37,17 +37,10 @@ Bytes BlockOf(const Bytes& input, size_t block_bytes, int r) {
 TEST(ScatterEndToEnd, EachRankGetsItsBlockOfTheRootsInputThroughEveryPath) {
   auto cluster = StartCluster(kRanks);
   ASSERT_NE(cluster, nullptr);
-  struct Path {
-    const char* name;
-    bool staged;  // registered memory (the arena, staging buffers); else inline or a file
-  };
   // 1 and 1,000 elements a block go below the shared-memory threshold (the arena, or
   // inline); 300,001 past it (a staging buffer, or a file).
-  for (const Path path : {Path{"registered memory", true}, Path{"inline and files", false}}) {
-    ClientOptions options;
-    options.stage_in_registered_memory = path.staged;
-    options.staging_arena_bytes = path.staged ? size_t{16} << 20 : 0;
-    auto clients = ConnectAll(*cluster, -1, options);
+  for (const testing::StagingPath& path : testing::StagingPaths()) {
+    auto clients = ConnectAll(*cluster, -1, path.options);
     for (const DType dtype : {DType::kFloat32, DType::kInt8}) {
       for (const size_t block : {size_t{1}, size_t{1000}, size_t{300'001}}) {
         for (const int root : {0, 2}) {
