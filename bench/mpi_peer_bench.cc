@@ -1,7 +1,8 @@
 // mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
-// its MPI_Bcast, MPI_Allgather or MPI_Scatter, the MPI peer ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
-// bench/ringsync_bench.cc and bench/gloo_peer_bench.cc (bench/peer_sweep.h), so
-// bench/compare_with_gloo.sh joins the tables row by row.
+// its MPI_Bcast, MPI_Allgather or MPI_Scatter, the MPI peer ringsync-bench is compared
+// with. Same sizes, inputs, iteration policy and columns as bench/ringsync_bench.cc and
+// bench/gloo_peer_bench.cc (bench/peer_sweep.h), so bench/compare_with_gloo.sh joins the
+// tables row by row.
 //
 //   mpirun -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo mpi-peer-bench --min_bytes=1M
 //   mpirun -np 4 --mca btl vader,self mpi-peer-bench --min_bytes=1M     # shared memory

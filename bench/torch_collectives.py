@@ -4,8 +4,9 @@ torch's Gloo, N ranks on this machine (or on namespace hosts): all_reduce, broad
 all_gather, scatter and reduce_scatter (ringsync collectives; torch 1.13's Gloo has no
 reduce_scatter), and reduce and gather, which the ringsync backend composes from those
 (one all-reduce or all-gather each: more bytes than a dedicated algorithm). Each row:
-ITERS calls back to back after a barrier, the slowest rank's time per call, then one call on known inputs
-checked (#wrong counts the elements that differ); ratio = ringsync's time / Gloo's.
+ITERS calls back to back after a barrier, the slowest rank's time per call, then one call
+on known inputs checked (#wrong counts the elements that differ); ratio = ringsync's
+time / Gloo's.
 
   PYTHONPATH=build/python RINGSYNC_BIN_DIR=build/bin \\
       /usr/bin/python3 bench/torch_collectives.py [--nranks 4] [--sizes 1M,16M] [--iters 7]

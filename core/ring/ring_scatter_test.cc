@@ -96,7 +96,8 @@ TEST(RingScatter, ForwardsEachBlockSegmentBySegmentInDefaultSegmentsToo) {
   std::vector<Bytes> inputs;
   for (int r = 0; r < n; ++r) inputs.push_back(testing::RandomInput(DType::kFloat32, count, r, 8));
   const ScatterRun run = RunScatter(
-      std::vector<CollectiveSpec>(n, ScatterSpec(DType::kFloat32, count, 1)), inputs, RingOptions{});
+      std::vector<CollectiveSpec>(n, ScatterSpec(DType::kFloat32, count, 1)), inputs,
+      RingOptions{});
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
     EXPECT_TRUE(BlockOf(run.buffers[r], count, r) == BlockOf(inputs[1], count, r)) << r;

@@ -463,7 +463,7 @@ void CollectiveExecutor::PlaceBlockResult(CollectiveJob& job, const RingMember& 
   }
 }
 
-absl::Status CollectiveExecutor::RejectLeftOutRoot(CollectiveJob& job, RingEpoch& epoch,
+absl::Status CollectiveExecutor::RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
                                                    const RingOptions& options) {
   // The client copied nothing in, taking its rank for another: what the memory holds is
   // stale. Every rank fails before a byte moves.

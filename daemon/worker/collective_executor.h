@@ -119,8 +119,8 @@ class CollectiveExecutor {
   static void PlaceBlockResult(CollectiveJob& job, const RingMember& me);
   // A broadcast or scatter whose client left its input out finds this rank is the root:
   // fails it on every rank.
-  absl::Status RejectLeftOutRoot(CollectiveJob& job, RingEpoch& epoch,
-                                 const RingOptions& options);
+  static absl::Status RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
+                                        const RingOptions& options);
   // An all-reduce's `algorithm` over `data` (its input there, or arriving for the ring).
   absl::Status RunAllReduceAlgorithm(AllReduceAlgorithm algorithm, CollectiveJob& job,
                                      RingEpoch& epoch, absl::Span<std::byte> data,

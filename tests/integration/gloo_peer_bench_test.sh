@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gloo-peer-bench (the Gloo C++ peer of bench/compare_with_gloo.sh) checks what it
 # measures: at N=3 each collective it times (gloo::allreduce, gloo::broadcast,
-# gloo::allgather, gloo::scatter) gives an exact result on every rank at every size (#wrong 0 on every
-# row, one row per size), and the run exits 0. Bad sweep flags are refused.
+# gloo::allgather, gloo::scatter) gives an exact result on every rank at every size
+# (#wrong 0 on every row, one row per size), and the run exits 0. Bad sweep flags are
+# refused.
 #
 #   tests/integration/gloo_peer_bench_test.sh BUILD/bin/gloo-peer-bench
 set -euo pipefail

@@ -30,8 +30,8 @@ PYBIND11_MODULE(_ringsync, m) {
   py::class_<PyHandle>(m, "Handle", "A collective in flight, from one of Client's *_async methods.")
       .def("wait", &PyHandle::Wait, py::arg("timeout") = std::nullopt,
            "Waits until the collective completes and returns its result (the tensor for "
-           "in-place collectives, the new tensor for allgather, reduce_scatter and scatter, None for "
-           "barrier). Raises "
+           "in-place collectives, the new tensor for allgather, reduce_scatter and scatter, "
+           "None for barrier). Raises "
            "ringsync.Error on failure, ringsync.TimeoutError when `timeout` (seconds) passes "
            "first (the collective goes on; wait again).")
       .def("done", &PyHandle::Done, "True once the collective has completed; never blocks.");
