@@ -57,6 +57,11 @@ void PendingCollective::PrepareData(std::shared_ptr<SharedMemoryPool> pool) {
     }
   }
   std::string* inline_data = request_.mutable_inline_data();  // selects inline even when empty
+  if (leave_input_out_ && call_.spec.kind == CollectiveKind::kScatter) {
+    // The worker makes the ring's room itself: nothing of this rank's is read.
+    request_.set_input_left_out(true);
+    return;
+  }
   if (bytes_.input > 0) {
     inline_data->resize(bytes_.input);
     GatherInput(inline_data->data());

@@ -40,9 +40,10 @@ class PendingCollective {
 
   PendingCollective(CollectiveCall call, CallBytes bytes);
 
-  // For a broadcast from another rank (the root's bytes overwrite this one's): the shared
-  // or registered memory the input would be copied into is left as it is, and the request
-  // says so (CollectiveRequest.input_left_out); inline data is still carried. Call first.
+  // For a broadcast or scatter from another rank (the root's bytes overwrite this one's):
+  // the shared or registered memory the input would be copied into is left as it is, and
+  // the request says so (CollectiveRequest.input_left_out); a broadcast's inline data is
+  // still carried, a scatter's not (the worker makes the room). Call first.
   void LeaveInputOut() { leave_input_out_ = true; }
 
   // Copies the caller's input into the request: into a shared-memory region from `pool`

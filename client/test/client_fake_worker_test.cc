@@ -496,6 +496,32 @@ TEST_F(ClientTest, AReduceScatterRunOnARingOfAnotherSizeLeavesTheOutputUntouched
   EXPECT_EQ(block, std::vector<float>(4, -1.0f)) << "the output is untouched";
 }
 
+class ScatterTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
+
+// Inline or in a file (the threshold param): a rank other than the root sends none of its
+// own (it has no input), only input_left_out, and gets its block.
+TEST_P(ScatterTest, ARankOtherThanTheRootSendsNothingAndGetsItsBlock) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_rank(1);
+  info.set_world_size(2);
+  worker_.SetInfo(info);
+  ClientOptions options = WithThreshold(GetParam());
+  options.stage_in_registered_memory = false;
+  options.staging_arena_bytes = 0;
+  std::unique_ptr<Client> client = Connect("", options);
+  ASSERT_NE(client, nullptr);
+  std::vector<uint8_t> block(512, 0);
+  ASSERT_TRUE(client->Scatter("shards", nullptr, 1024, DType::kUInt8, block.data(), 512, 0).ok());
+  EXPECT_EQ(block, std::vector<uint8_t>(512, 0x40)) << "the root's bytes";
+  const SeenRequest seen = worker_.seen().back();
+  EXPECT_EQ(seen.method, "Scatter");
+  EXPECT_TRUE(seen.request.input_left_out());
+  EXPECT_EQ(seen.request.spec().count(), 1024u) << "count is the root's whole input";
+  if (seen.was_inline) EXPECT_EQ(seen.inline_bytes, 0u) << "the worker makes the room";
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndShared, ScatterTest, ::testing::Values(size_t{1} << 20, 1));
+
 class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {

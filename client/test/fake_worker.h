@@ -379,6 +379,28 @@ class FakeWorker final : public v1::Worker::Service {
     });
   }
 
+  // Stand-in: the rank's block of the root's data — the root's own input at the root,
+  // elsewhere bytes of 0x40 + root — as the worker answers (inline: only the block).
+  grpc::Status Scatter(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                       v1::CollectiveResponse* response) override {
+    const int rank = info().rank();
+    const int world = info().world_size();
+    const int root = request->spec().root();
+    const size_t bytes = request->spec().count() *
+                         DTypeSize(static_cast<DType>(request->spec().dtype()));
+    return Serve("Scatter", context, request, response, [&](std::string& data) {
+      if (root != rank) data.assign(bytes, static_cast<char>(0x40 + root));
+      const size_t block = bytes / static_cast<size_t>(world);
+      response->set_result_bytes(block);
+      if (request->has_shared()) {  // the block stays where it lies in the region
+        response->set_result_offset(static_cast<size_t>(rank) * block);
+      } else {
+        data = data.substr(static_cast<size_t>(rank) * block, block);
+      }
+      return grpc::Status::OK;
+    });
+  }
+
   grpc::Status Barrier(grpc::ServerContext* context, const v1::CollectiveRequest* request,
                        v1::CollectiveResponse* response) override {
     return Serve("Barrier", context, request, response, [&](std::string& data) {

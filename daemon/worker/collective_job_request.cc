@@ -40,13 +40,25 @@ void StartClock(const v1::CollectiveRequest& request, const JobRequestLimits& li
 
 // The data the request carries for `spec`: inline bytes copied into the job, or a shared
 // region whose size is checked (opened later, by OpenShared). An all-gather's region holds
-// every rank's slot, so it may be larger than the input.
-absl::Status CheckData(const v1::CollectiveRequest& request, CollectiveJob& job) {
+// every rank's slot, so it may be larger than the input. A scatter's rank other than the
+// root may carry no inline bytes (input_left_out): the worker makes the ring's room.
+absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLimits& limits,
+                       CollectiveJob& job) {
   const CollectiveSpec& spec = job.spec;
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);  // no overflow: count <= 2^40
   switch (request.data_case()) {
     case v1::CollectiveRequest::kInlineData:
+      if (request.input_left_out() && spec.kind == CollectiveKind::kScatter) {
+        if (!request.inline_data().empty() || bytes > limits.max_inline_bytes) {
+          return Invalid("inline_data", absl::StrCat(
+              "a scatter that leaves its input out carries none, and its ", bytes,
+              " bytes must fit the worker's --max_inline_bytes (", limits.max_inline_bytes,
+              "); it carries ", request.inline_data().size()));
+        }
+        job.inline_data.resize(bytes);
+        return absl::OkStatus();
+      }
       if (request.inline_data().size() != bytes) {
         return Invalid("inline_data", absl::StrCat(request.inline_data().size(), " bytes for ",
                                                    spec.count, " x ", DTypeName(spec.dtype),
@@ -165,12 +177,13 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   job->client_sequence = request.client_sequence();
   if (request.has_membership()) job->membership = request.membership();
   StartClock(request, limits, *job);
-  if (absl::Status data = CheckData(request, *job); !data.ok()) return data;
+  if (absl::Status data = CheckData(request, limits, *job); !data.ok()) return data;
   if (request.input_left_out()) {
+    const bool inline_data = request.data_case() == v1::CollectiveRequest::kInlineData;
     if (!TraitsOf(job->spec.kind).has_root ||
-        request.data_case() == v1::CollectiveRequest::kInlineData) {
-      return Invalid("input_left_out", "only a broadcast's or a scatter's shared or registered "
-                                       "tensor may leave its input out");
+        (inline_data && job->spec.kind != CollectiveKind::kScatter)) {
+      return Invalid("input_left_out", "only a broadcast's shared or registered tensor, or a "
+                                       "scatter's, may leave its input out");
     }
     job->input_left_out = true;
   }

@@ -28,6 +28,9 @@ struct JobRequestLimits {
   std::optional<PeerCredentials> shared_owner;
   // The attached client's registered buffers (null: registered tensors are refused).
   const RegisteredBuffers* registered = nullptr;
+  // The most bytes a request carries inline (the worker's --max_inline_bytes), and so the
+  // most an inline scatter that left its input out has the worker allocate for the ring.
+  uint64_t max_inline_bytes = uint64_t{64} << 20;
 };
 
 // InvalidArgument ("invalid <field>: why") for a bad request, or one the client marked

@@ -281,7 +281,7 @@ TEST(JobFromRequest, OnlyABroadcastOrAScatterInSharedOrRegisteredMemoryMayLeaveI
   EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kBroadcast, inline_broadcast, limits)
                               .status()
                               .message()),
-              HasSubstr("only a broadcast's or a scatter's shared or registered tensor may "
+              HasSubstr("only a broadcast's shared or registered tensor, or a scatter's, may "
                         "leave its input out"))
       << "inline data is the input itself";
   v1::CollectiveRequest scatter = broadcast;  // a scatter's other ranks leave theirs out too
@@ -289,6 +289,23 @@ TEST(JobFromRequest, OnlyABroadcastOrAScatterInSharedOrRegisteredMemoryMayLeaveI
   job = JobFromRequest(CollectiveKind::kScatter, scatter, limits);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE((*job)->input_left_out);
+  // Inline, a scatter's other rank carries nothing: the worker makes the ring's room.
+  v1::CollectiveRequest inline_scatter = Request(Floats(CollectiveKind::kScatter, 4));
+  inline_scatter.set_input_left_out(true);
+  inline_scatter.set_inline_data("");
+  job = JobFromRequest(CollectiveKind::kScatter, inline_scatter, limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)->inline_data.size(), 16u);
+  inline_scatter.set_inline_data(std::string(16, '\0'));
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kScatter, inline_scatter, limits).ok())
+      << "it carries none";
+  JobRequestLimits small = limits;
+  small.max_inline_bytes = 8;
+  inline_scatter.set_inline_data("");
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kScatter, inline_scatter, small)
+                              .status()
+                              .message()),
+              HasSubstr("must fit the worker's --max_inline_bytes (8)"));
   v1::CollectiveRequest allreduce = Request(Floats(CollectiveKind::kAllReduce, 4));
   *allreduce.mutable_registered() = broadcast.registered();
   allreduce.set_input_left_out(true);

@@ -177,7 +177,9 @@ WorkerService::WorkerService(WorkerServiceOptions options, RingManager& ring,
               .max_timeout = kMaxRequestTimeout,
               // LimitsFor grants these to a client attached on the unix socket.
               .shared_owner = std::nullopt,
-              .registered = nullptr},
+              .registered = nullptr,
+              .max_inline_bytes = options_.max_inline_bytes > 0 ? options_.max_inline_bytes
+                                                                : uint64_t{64} << 20},
       ring_(ring),
       executor_(executor),
       peers_(peers),
