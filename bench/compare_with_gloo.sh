@@ -180,10 +180,12 @@ done
 echo "== side by side: N=$NRANKS, $COLLECTIVE ${DTYPE:-float32}${OP:+ $OP}, median over $ROUNDS rounds of" \
      "(time = max over ranks); ratio = ringsync time / peer time (< 1: ringsync faster)"
 /usr/bin/python3 - "$WORK" "$ROUNDS" "$NRANKS" "$COLLECTIVE" "${PEERS[@]}" <<'PY'
-import statistics, sys
+import re, statistics, sys
 work, rounds, n, collective = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 peers = sys.argv[5:]
-times, busbw, wrong, sizes = {}, {}, {}, []
+times, bus, wrong, sizes = {}, {}, {}, []
+# Each bench states its busbw factor in its heading ("busbw = algbw * ... = algbw * F").
+factor = re.compile(r"busbw = algbw \* (?:.*= algbw \* )?([0-9.]+)")
 for peer in peers:
     for r in range(rounds):
         try:
@@ -191,6 +193,8 @@ for peer in peers:
         except OSError:
             continue
         for line in lines:
+            if m := factor.search(line):
+                bus[peer] = float(m.group(1))
             f = line.split()
             if len(f) != 8 or line.startswith("#") or not f[0].isdigit():
                 continue
@@ -199,8 +203,6 @@ for peer in peers:
                 sizes.append(size)
             times.setdefault((peer, size), []).append(float(f[4]))
             wrong[(peer, size)] = wrong.get((peer, size), 0) + int(f[7])
-bus = {"broadcast": 1.0, "allgather": (n - 1) / n,
-       "reducescatter": (n - 1) / n, "scatter": (n - 1) / n}.get(collective, 2.0 * (n - 1) / n)
 def fmt_time(us):
     return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
 head = f"{'size (B)':>12}"
@@ -219,7 +221,8 @@ for size in sorted(sizes):
             row += f"  {'-':>16} {'-':>10}"
             continue
         med[peer] = statistics.median(t)
-        row += f"  {fmt_time(med[peer]):>16} {size / med[peer] / 1e3 * bus:>10.3f}"
+        busbw = f"{size / med[peer] / 1e3 * bus[peer]:.3f}" if peer in bus else "-"
+        row += f"  {fmt_time(med[peer]):>16} {busbw:>10}"
     if "ringsync" in med:
         for p in others:
             row += f"  {med['ringsync'] / med[p]:>14.2f}" if p in med else f"  {'-':>14}"
