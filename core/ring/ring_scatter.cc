@@ -11,22 +11,23 @@ namespace {
 
 // Chunk d (1..N-1) is the block of the rank d hops from the root; chunk N is the last
 // rank's empty "done" notice to the root. Every frame a rank sends carries its own
-// distance from the root as its step.
+// distance from the root as its step. The farthest block leaves first: every hop of the
+// chain is busy from the start, and the last block out has one hop to go, not N-1.
 PipelinePlan ChainPlan(int distance, int n) {
   const int done = n;
   PipelinePlan plan;
   if (distance == 0) {
-    for (int chunk = 1; chunk < n; ++chunk) plan.steps.push_back({0, chunk, -1});
+    for (int chunk = n - 1; chunk >= 1; --chunk) plan.steps.push_back({0, chunk, -1});
     plan.steps.push_back({n - 1, -1, done});
     return plan;
   }
-  // Its own block first, then each later one received and forwarded as it arrives (a
-  // send right after the receive of its chunk flows segment by segment).
-  plan.steps.push_back({distance - 1, -1, distance});
-  for (int chunk = distance + 1; chunk < n; ++chunk) {
+  // Each later block received and forwarded as it arrives (a send right after the receive
+  // of its chunk flows segment by segment), then its own.
+  for (int chunk = n - 1; chunk > distance; --chunk) {
     plan.steps.push_back({distance - 1, -1, chunk});
     plan.steps.push_back({distance, chunk, -1});
   }
+  plan.steps.push_back({distance - 1, -1, distance});
   if (distance == n - 1) plan.steps.push_back({distance, done, -1});
   return plan;
 }

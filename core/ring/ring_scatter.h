@@ -1,8 +1,10 @@
 // Ring scatter: the root's buffer holds one block per rank (spec.count elements, N
 // blocks of count / N), and rank r ends with block r in its place. The blocks flow along
 // the chain root -> root+1 -> ... -> root-1, each hop carrying only the blocks of the
-// ranks after it: the root sends N-1 blocks, the rank d hops on forwards the N-1-d blocks
-// behind its own, segment by segment as they arrive. So the root sends what a scatter
+// ranks after it: the root sends N-1 blocks, the farthest rank's first, and the rank d
+// hops on forwards the N-1-d blocks behind its own, segment by segment as they arrive,
+// before it receives its own (so every hop is busy from the start, and the last block out
+// has one hop to go). So the root sends what a scatter
 // must (S (N-1)/N bytes) and the chain's links run at once, where a broadcast of the whole
 // buffer would carry S over every hop. The last rank then sends an empty "done" frame back
 // to the root, so the root, too, returns success only once every rank has its block.
