@@ -14,7 +14,7 @@
 #include "ringsync/registered_buffer.h"
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/http_get.h"
-#include "tests/integration/metric_page.h"
+#include "tests/integration/worker_metric.h"
 
 namespace ringsync {
 namespace {
@@ -22,10 +22,9 @@ namespace {
 using testing::Bytes;
 using testing::ConnectAll;
 using testing::ExpectAllOk;
-using testing::HttpGet;
 using testing::OnEveryRank;
 using testing::StartCluster;
-using testing::SumMetric;
+using testing::WorkerMetric;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -127,10 +126,7 @@ TEST(StagedSpanEndToEnd, TheTrainerHandsItsIdleStagingMemoryBackAndTheWorkerLets
   ASSERT_NE(clients[0], nullptr);
   Client& client = *clients[0];
   auto registered_bytes = [&] {
-    return SumMetric(
-               HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
-               "ringsync_registered_bytes")
-        .value_or(-1);
+    return WorkerMetric(*cluster, 0, "ringsync_registered_bytes").value_or(-1);
   };
   const double before = registered_bytes();
   ASSERT_GE(before, 0) << "no ringsync_registered_bytes on the worker's /metrics";
@@ -228,9 +224,7 @@ TEST(StagedSpanEndToEnd, AnAllGatherStagedInRegisteredMemoryEqualsAFileOrInlineO
   auto cluster = StartCluster(kRanks, {}, {}, /*http=*/true);
   ASSERT_NE(cluster, nullptr);
   const auto registered_so_far = [&] {
-    return SumMetric(
-               HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
-               "ringsync_collective_data_total", "path=\"registered\"")
+    return WorkerMetric(*cluster, 0, "ringsync_collective_data_total", "path=\"registered\"")
         .value_or(0);
   };
   std::vector<std::vector<Bytes>> results;  // [staged, not][rank x count]
@@ -358,10 +352,7 @@ TEST(RegisteredBufferEndToEnd, AnAllGatherIntoARegisteredOutputGathersInPlaceFro
   ASSERT_NE(cluster, nullptr);
   auto clients = ConnectAll(*cluster);
   const auto registered_bytes = [&] {
-    return SumMetric(
-               HttpGet(cluster->worker_http_address(0), "/metrics", cluster->http_token()).body,
-               "ringsync_registered_bytes")
-        .value_or(-1);
+    return WorkerMetric(*cluster, 0, "ringsync_registered_bytes").value_or(-1);
   };
   for (const size_t count : {size_t{300'001}, size_t{1000}}) {  // 1.2 MB and 4 KB a rank
     for (const bool own_slot : {false, true}) {

@@ -10,8 +10,7 @@
 #include "gmock/gmock.h"
 #include "ringsync/registered_buffer.h"
 #include "tests/integration/cluster_fixture.h"
-#include "tests/integration/http_get.h"
-#include "tests/integration/metric_page.h"
+#include "tests/integration/worker_metric.h"
 
 namespace ringsync {
 namespace {
@@ -70,11 +69,7 @@ TEST(ScatterEndToEnd, TheInPlaceFormInRegisteredBuffersRunsThere) {
   ASSERT_NE(cluster, nullptr);
   auto clients = ConnectAll(*cluster);
   const auto registered_bytes = [&] {
-    return testing::SumMetric(testing::HttpGet(cluster->worker_http_address(0), "/metrics",
-                                               cluster->http_token())
-                                  .body,
-                              "ringsync_registered_bytes")
-        .value_or(-1);
+    return testing::WorkerMetric(*cluster, 0, "ringsync_registered_bytes").value_or(-1);
   };
   constexpr size_t kBlock = 400'000;
   constexpr int kRoot = 1;

@@ -163,14 +163,22 @@ int PyClient::RingSizeFor(absl::string_view call, absl::string_view name) const 
   return world_size;
 }
 
+std::pair<TensorArg, TensorArg> PyClient::InputAndOutput(py::handle tensor, py::handle out,
+                                                        absl::string_view call,
+                                                        absl::string_view name,
+                                                        bool gathers) const {
+  TensorArg input = ToTensorArg(tensor, call, Access::kRead);
+  TensorArg output = !out.is_none() ? OutArg(out, input, call, name)
+                     : gathers      ? NewGatherOutput(input, RingSizeFor(call, name))
+                                    : NewScatterOutput(input, RingSizeFor(call, name), call);
+  return {std::move(input), std::move(output)};
+}
+
 std::unique_ptr<PyHandle> PyClient::AllGatherAsync(py::handle tensor, const std::string& name,
                                                    std::optional<double> timeout,
                                                    py::handle out) {
   auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kAllGather, name, [&] {
-    TensorArg input = ToTensorArg(tensor, "allgather", Access::kRead);
-    TensorArg output = out.is_none() ? NewGatherOutput(input, RingSizeFor("allgather", name))
-                                     : OutArg(out, input, "allgather", name);
-    return std::pair(std::move(input), std::move(output));
+    return InputAndOutput(tensor, out, "allgather", name, /*gathers=*/true);
   });
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
@@ -188,12 +196,7 @@ std::unique_ptr<PyHandle> PyClient::ReduceScatterAsync(py::handle tensor, const 
                                                        std::optional<double> timeout,
                                                        py::handle out) {
   auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kReduceScatter, name, [&] {
-    TensorArg input = ToTensorArg(tensor, "reduce_scatter", Access::kRead);
-    TensorArg output = out.is_none()
-                           ? NewScatterOutput(input, RingSizeFor("reduce_scatter", name),
-                                              "reduce_scatter")
-                           : OutArg(out, input, "reduce_scatter", name);
-    return std::pair(std::move(input), std::move(output));
+    return InputAndOutput(tensor, out, "reduce_scatter", name, /*gathers=*/false);
   });
   AllReduceOptions options;
   options.pre_scale = prescale;
@@ -224,11 +227,7 @@ std::unique_ptr<PyHandle> PyClient::ScatterAsync(py::handle tensor, int root,
       input.count = output.count * static_cast<size_t>(RingSizeFor("scatter", name));
       return std::pair(std::move(input), std::move(output));
     }
-    TensorArg input = ToTensorArg(tensor, "scatter", Access::kRead);
-    TensorArg output = out.is_none()
-                           ? NewScatterOutput(input, RingSizeFor("scatter", name), "scatter")
-                           : OutArg(out, input, "scatter", name);
-    return std::pair(std::move(input), std::move(output));
+    return InputAndOutput(tensor, out, "scatter", name, /*gathers=*/false);
   });
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);

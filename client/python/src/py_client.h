@@ -14,10 +14,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "client/python/src/py_handle.h"
+#include "client/python/src/tensor_arg.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "ringsync/client.h"
@@ -86,6 +88,12 @@ class PyClient {
   // The ring's size, which sizes `call`'s output; raises ringsync.Error (FAILED_PRECONDITION)
   // while no ring is formed.
   int RingSizeFor(absl::string_view call, absl::string_view name) const;
+  // `tensor` read as `call`'s input, and the array its result goes into: `out` (of the
+  // input's dtype), else a new one of world_size times (`gathers`) or 1 / world_size of
+  // the input's first dimension.
+  std::pair<TensorArg, TensorArg> InputAndOutput(pybind11::handle tensor, pybind11::handle out,
+                                                 absl::string_view call, absl::string_view name,
+                                                 bool gathers) const;
   // Starts a collective with the GIL released; the handle returns `result` from wait().
   std::unique_ptr<PyHandle> Start(absl::FunctionRef<CollectiveHandle(Client&)> start,
                                   pybind11::object result, pybind11::object keep_alive);
