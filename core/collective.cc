@@ -83,7 +83,7 @@ absl::Status MemberMismatch(const CollectiveSpec& mine, int my_rank, const Colle
 }  // namespace
 
 bool IsValid(CollectiveKind kind) {
-  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kScatter;
+  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kGather;
 }
 
 CollectiveKindTraits TraitsOf(CollectiveKind kind) {
@@ -94,6 +94,7 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind) {
     case CollectiveKind::kBarrier: return {.carries_data = false};
     case CollectiveKind::kReduceScatter: return {.reduces = true, .scatters = true};
     case CollectiveKind::kScatter: return {.has_root = true, .scatters = true};
+    case CollectiveKind::kGather: return {.has_root = true, .gathers = true};
   }
   return {};
 }
@@ -102,7 +103,7 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
   if (!IsValid(spec.kind)) {
     return Invalid(absl::StrCat("kind ", static_cast<int>(spec.kind),
                                 " is unknown; expected allreduce, broadcast, allgather, barrier, "
-                                "reducescatter or scatter"));
+                                "reducescatter, scatter or gather"));
   }
   if (spec.name.empty()) {
     return Invalid(
@@ -162,6 +163,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kBarrier: return "barrier";
     case CollectiveKind::kReduceScatter: return "reducescatter";
     case CollectiveKind::kScatter: return "scatter";
+    case CollectiveKind::kGather: return "gather";
   }
   return "invalid-collective";
 }
@@ -180,6 +182,9 @@ std::string DescribeShape(const CollectiveSpec& spec) {
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kScatter:
       absl::StrAppend(&shape, " from root ", spec.root);
+      break;
+    case CollectiveKind::kGather:
+      absl::StrAppend(&shape, " to root ", spec.root);
       break;
     default:
       break;

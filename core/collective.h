@@ -26,9 +26,10 @@ absl::string_view CollectiveKindName(CollectiveKind kind);
 // read one table instead of each switching on kind.
 struct CollectiveKindTraits {
   bool reduces = false;      // op, pre_scale and post_scale apply (all-reduce)
-  bool has_root = false;     // root applies (broadcast, scatter)
+  bool has_root = false;     // root applies (broadcast, scatter, gather)
   bool carries_data = true;  // false: a barrier, whose count is 0
-  bool gathers = false;      // the result holds world_size x count elements (all-gather)
+  bool gathers = false;      // the result holds world_size x count elements (all-gather;
+                             // gather: on the root only)
   bool scatters = false;     // the result holds count / world_size elements, the rank's
                              // block of the input (reduce-scatter; scatter: of the root's)
 };
@@ -81,7 +82,8 @@ struct CollectiveSpec {
 // e.g. "name is empty; ...".
 absl::Status ValidateSpec(const CollectiveSpec& spec);
 
-// Elements of the result on each rank: count, world_size x count for an all-gather, or
+// Elements of the result on each rank: count, world_size x count for an all-gather (and a
+// gather's root; its other ranks have none), or
 // count / world_size for a reduce-scatter or a scatter; nullopt when that overflows, or
 // when their count is not a multiple of world_size (or world_size is not positive).
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size);

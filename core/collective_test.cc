@@ -107,8 +107,12 @@ TEST(CollectiveKindTraits, SayWhatEachKindTakesAndReturns) {
   EXPECT_TRUE(TraitsOf(CollectiveKind::kScatter).scatters);
   EXPECT_FALSE(TraitsOf(CollectiveKind::kScatter).reduces);
   EXPECT_EQ(CollectiveKindName(CollectiveKind::kScatter), "scatter");
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kGather).has_root);
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kGather).gathers);
+  EXPECT_FALSE(TraitsOf(CollectiveKind::kGather).scatters);
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kGather), "gather");
   EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(0)));
-  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(7)));
+  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(8)));
 }
 
 TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForTheScatters) {
@@ -126,6 +130,8 @@ TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForTheScatters)
   spec.kind = CollectiveKind::kScatter;
   EXPECT_EQ(ResultElements(spec, 4), 256u) << "the rank's block of the root's buffer";
   EXPECT_EQ(ResultElements(spec, 3), std::nullopt);
+  spec.kind = CollectiveKind::kGather;
+  EXPECT_EQ(ResultElements(spec, 3), 3072u) << "the root's: every rank's input";
 }
 
 TEST(DescribeShape, NamesWhatTwoRanksCompare) {
@@ -143,6 +149,8 @@ TEST(DescribeShape, NamesWhatTwoRanksCompare) {
   spec.kind = CollectiveKind::kScatter;
   spec.root = 1;
   EXPECT_EQ(DescribeShape(spec), "scatter 1024 x float32 from root 1");
+  spec.kind = CollectiveKind::kGather;
+  EXPECT_EQ(DescribeShape(spec), "gather 1024 x float32 to root 1");
 }
 
 TEST(CheckAgreement, QuotesBothRanks) {

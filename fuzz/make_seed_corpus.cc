@@ -121,6 +121,11 @@ void RequestSeeds(const fs::path& dir) {
   dealt.mutable_shared()->set_size_bytes(16);
   dealt.set_input_left_out(true);
   Write(dir, "scatter-shared-left-out", seed(CollectiveKind::kScatter, dealt));
+  v1::CollectiveRequest collected = request(CollectiveKind::kGather, 2);  // a non-root's
+  collected.mutable_spec()->set_root(2);
+  collected.set_inline_data(std::string(8, '\x3f'));
+  collected.set_output_left_out(true);
+  Write(dir, "gather-inline-output-left-out", seed(CollectiveKind::kGather, collected));
   v1::CollectiveRequest refused = request(CollectiveKind::kAllReduce, 4);
   refused.set_refused_by_client("count 4 but the tensor holds 3 elements");
   Write(dir, "refused-by-client", seed(CollectiveKind::kAllReduce, refused));

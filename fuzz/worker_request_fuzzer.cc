@@ -3,7 +3,7 @@
 // names) and RefusedJob, which stands in for a request the worker refuses.
 //
 // Input: one byte choosing the RPC (all-reduce, broadcast, all-gather, barrier,
-// reduce-scatter, scatter), then a
+// reduce-scatter, scatter, gather), then a
 // serialized ringsync.v1.CollectiveRequest. Properties of an accepted request: its spec
 // passes ValidateSpec and has the RPC's kind, the inline data is exactly count elements,
 // the deadline lies within the allowed timeout, and the spec survives the way the SDK
@@ -31,6 +31,7 @@ void CheckAccepted(CollectiveKind rpc_kind, const CollectiveJob& job,
   FUZZ_CHECK(ValidateSpec(job.spec).ok());
   FUZZ_CHECK(job.spec.kind == rpc_kind);
   FUZZ_CHECK(job.client_sequence != 0);
+  FUZZ_CHECK(!job.output_left_out || job.spec.kind == CollectiveKind::kGather);
   FUZZ_CHECK(!job.is_shared);  // nothing is mapped before the caller maps it
   FUZZ_CHECK(job.inline_data.empty() ||
              job.inline_data.size() == job.spec.count * DTypeSize(job.spec.dtype));
@@ -64,7 +65,7 @@ void CheckRefused(CollectiveKind rpc_kind, const v1::CollectiveRequest& request,
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ringsync;
   if (size < 1) return 0;
-  const auto rpc_kind = static_cast<CollectiveKind>(data[0] % 6 + 1);
+  const auto rpc_kind = static_cast<CollectiveKind>(data[0] % 7 + 1);
   v1::CollectiveRequest request;
   if (!request.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
   const JobRequestLimits limits;

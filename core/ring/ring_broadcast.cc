@@ -24,8 +24,8 @@ constexpr size_t kMinChainSegmentBytes = 128 << 10;
 }  // namespace
 
 absl::Status CheckChainSpec(const RingMember& me, const CollectiveSpec& spec,
-                            size_t buffer_bytes, CollectiveKind kind) {
-  if (absl::Status valid = CheckBufferSize(me, spec, buffer_bytes, spec.count); !valid.ok()) {
+                            size_t buffer_bytes, size_t elements, CollectiveKind kind) {
+  if (absl::Status valid = CheckBufferSize(me, spec, buffer_bytes, elements); !valid.ok()) {
     return valid;
   }
   if (spec.kind != kind) {
@@ -50,7 +50,7 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
                            RingStats* stats) {
   RingExchange exchange(me, link, spec, options);
   const absl::Status valid =
-      CheckChainSpec(me, spec, buffer.size(), CollectiveKind::kBroadcast);
+      CheckChainSpec(me, spec, buffer.size(), spec.count, CollectiveKind::kBroadcast);
   if (!valid.ok()) return exchange.Reject(valid);
   const int n = me.world_size;
   if (n == 1) return absl::OkStatus();

@@ -16,10 +16,11 @@
 
 namespace ringsync {
 
-// The checks a chain from the root (the broadcast, the scatter: `kind`) makes first: the
-// buffer holds spec.count elements, the spec is of `kind`, and its root is a rank.
+// The checks a chain from or to the root (the broadcast, the scatter, the gather: `kind`)
+// makes first: the buffer holds `elements` elements, the spec is of `kind`, and its root
+// is a rank.
 absl::Status CheckChainSpec(const RingMember& me, const CollectiveSpec& spec,
-                            size_t buffer_bytes, CollectiveKind kind);
+                            size_t buffer_bytes, size_t elements, CollectiveKind kind);
 
 // The segment size of a chain broadcast of `buffer_bytes`: about an eighth of the
 // buffer, at least 128 KiB, at most `segment_bytes` (RingOptions). Every rank computes

@@ -18,6 +18,7 @@
 #include "core/ring/rank_messages.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/ring_gather.h"
 #include "core/ring/ring_scatter.h"
 #include "core/sync/steady_stopwatch.h"
 #include "core/testing/ring_test_data.h"
@@ -65,7 +66,7 @@ CutRun RunCut(CollectiveKind kind, int faulty_rank, std::optional<uint64_t> cut,
   const CollectiveSpec spec = Spec(kind);
   CutRun run;
   for (int r = 0; r < kRanks; ++r) {
-    const size_t elements = kind == CollectiveKind::kAllGather ? kCount * kRanks : spec.count;
+    const size_t elements = TraitsOf(kind).gathers ? kCount * kRanks : spec.count;
     Bytes buffer = testing::ExactInput(DType::kFloat32, ReduceOp::kSum, elements, r, 5);
     run.buffers.push_back(std::move(buffer));
   }
@@ -81,6 +82,7 @@ CutRun RunCut(CollectiveKind kind, int faulty_rank, std::optional<uint64_t> cut,
       case CollectiveKind::kBroadcast: return RingBroadcast(me, link, spec, buffer, options);
       case CollectiveKind::kScatter: return RingScatter(me, link, spec, buffer, options);
       case CollectiveKind::kAllGather: return RingAllGather(me, link, spec, buffer, options);
+      case CollectiveKind::kGather: return RingGatherFromFirstSlot(me, link, spec, buffer, options);
       case CollectiveKind::kReduceScatter:
         return RingReduceScatter(me, link, reducer, spec, buffer, options);
     }
@@ -144,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(EveryKind, RingCommit,
                          ::testing::Values(CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
                                            CollectiveKind::kAllGather, CollectiveKind::kBarrier,
                                            CollectiveKind::kReduceScatter,
-                                           CollectiveKind::kScatter),
+                                           CollectiveKind::kScatter, CollectiveKind::kGather),
                          [](const auto& info) { return std::string(CollectiveKindName(info.param)); });
 
 TEST(RingCommitOutcome, LosingTheLastCommitFrameLeavesItsReceiverInDoubtNamingTheRankItMissed) {

@@ -38,7 +38,8 @@ absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec&
                          absl::Span<std::byte> buffer, const RingOptions& options,
                          RingStats* stats) {
   RingExchange exchange(me, link, spec, options);
-  absl::Status valid = CheckChainSpec(me, spec, buffer.size(), CollectiveKind::kScatter);
+  absl::Status valid =
+      CheckChainSpec(me, spec, buffer.size(), spec.count, CollectiveKind::kScatter);
   if (valid.ok() && spec.count % static_cast<size_t>(me.world_size) != 0) {
     valid = absl::InvalidArgumentError(absl::StrCat(
         "scatter of ", spec.count, " elements: not one block for each of ", me.world_size,

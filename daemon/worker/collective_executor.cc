@@ -6,6 +6,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
+#include "core/ring/ring_gather.h"
 #include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
 #include "core/ring/relay_allreduce.h"
@@ -447,6 +448,13 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       return RingScatter(me, link, job.spec, data, options, &job.stats);
     case CollectiveKind::kAllGather:
       return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+    case CollectiveKind::kGather:
+      if (job.output_left_out && me.rank == job.spec.root) {
+        return RejectLeftOutRoot(job, epoch, options);
+      }
+      // Only the root has a result; the others' buffers only gave the ring room.
+      job.result_bytes = me.rank == job.spec.root ? data.size() : 0;
+      return RingGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
     case CollectiveKind::kReduceScatter:
       // The rest of the buffer holds partial sums.
       PlaceBlockResult(job, me);
@@ -465,13 +473,13 @@ void CollectiveExecutor::PlaceBlockResult(CollectiveJob& job, const RingMember& 
 
 absl::Status CollectiveExecutor::RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
                                                    const RingOptions& options) {
-  // The client copied nothing in, taking its rank for another: what the memory holds is
-  // stale. Every rank fails before a byte moves.
+  // The client copied nothing in (or has nowhere to take a gather's result), taking its
+  // rank for another: what the memory holds is stale. Every rank fails before a byte moves.
   return RingExchange(epoch.me, *epoch.link, job.spec, options)
       .Reject(absl::FailedPreconditionError(absl::StrCat(
           "this rank is the ", CollectiveKindName(job.spec.kind), "'s root, but its training "
-          "process left its tensor out, taking its rank for another (the ring re-formed since "
-          "the call); call again")));
+          "process left its ", job.output_left_out ? "output" : "tensor",
+          " out, taking its rank for another (the ring re-formed since the call); call again")));
 }
 
 absl::Status CollectiveExecutor::RunAllReduceAlgorithm(AllReduceAlgorithm algorithm,

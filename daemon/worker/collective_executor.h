@@ -117,8 +117,8 @@ class CollectiveExecutor {
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
   // A reduce-scatter's or a scatter's result: the block of the rank it runs as.
   static void PlaceBlockResult(CollectiveJob& job, const RingMember& me);
-  // A broadcast or scatter whose client left its input out finds this rank is the root:
-  // fails it on every rank.
+  // A broadcast or scatter whose client left its input out, or a gather whose client left
+  // its output out, finds this rank is the root: fails it on every rank.
   static absl::Status RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
                                         const RingOptions& options);
   // An all-reduce's `algorithm` over `data` (its input there, or arriving for the ring).

@@ -205,6 +205,43 @@ TEST(CollectiveExecutor, AScatterLeavesEachRanksBlockOfTheRootsDataWhereItsResul
   }
 }
 
+TEST(CollectiveExecutor, AGathersResultIsEveryRanksInputAtTheRootAndNothingElsewhere) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    const float x = static_cast<float>(r + 1);
+    jobs.push_back(Job(CollectiveKind::kGather, "ids", 1, {x, 10 * x}));
+    jobs.back()->spec.root = 1;
+    jobs.back()->output_left_out = r != 1;
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(jobs[r]->status.ok()) << jobs[r]->status;
+    EXPECT_EQ(jobs[r]->result_offset, 0u);
+    EXPECT_EQ(jobs[r]->result_bytes, r == 1 ? 6 * sizeof(float) : 0) << "rank " << r;
+  }
+  std::vector<float> result(6);
+  ASSERT_EQ(jobs[1]->Result().size(), result.size() * sizeof(float));
+  std::memcpy(result.data(), jobs[1]->Result().data(), jobs[1]->Result().size());
+  EXPECT_EQ(result, (std::vector<float>{1, 10, 2, 20, 3, 30})) << "every rank's input, in order";
+  EXPECT_TRUE(jobs[0]->Result().empty());
+  // A root whose client has no output (its rank taken for another's) fails every rank.
+  for (int r = 0; r < 3; ++r) {
+    jobs[r] = Job(CollectiveKind::kGather, "ids", 2, {0, 0});
+    jobs[r]->spec.root = 0;
+    jobs[r]->output_left_out = true;
+    EXPECT_TRUE(ring.executor(r).Submit(jobs[r]).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(std::string(jobs[r]->status.message()),
+                HasSubstr("this rank is the gather's root, but its training process left its "
+                          "output out"))
+        << "rank " << r;
+  }
+}
+
 TEST(CollectiveExecutor, ABroadcastWhoseRootLeftItsInputOutFailsOnEveryRankBeforeAnyByteMoved) {
   ExecutorRing ring(3);
   std::vector<std::shared_ptr<CollectiveJob>> jobs;

@@ -56,6 +56,9 @@ struct CollectiveJob {
   // A broadcast or scatter whose client left its input out
   // (CollectiveRequest.input_left_out): it must not run with this rank as the root.
   bool input_left_out = false;
+  // A gather whose client has no output (CollectiveRequest.output_left_out): it must not
+  // run with this rank as the root.
+  bool output_left_out = false;
   // Set once the ring may have written into the caller's memory (a registered buffer):
   // a failure after it leaves that memory unspecified, before it untouched.
   bool touched_caller_memory = false;
@@ -75,7 +78,8 @@ struct CollectiveJob {
   absl::Duration elapsed;
 
   // Where the result lies in bytes() once the collective ran: all of it, except a
-  // reduce-scatter's or a scatter's, the block of the rank it ran as (set by the executor).
+  // reduce-scatter's or a scatter's, the block of the rank it ran as, and a gather's on a
+  // rank other than the root, none (set by the executor).
   uint64_t result_offset = 0;
   std::optional<uint64_t> result_bytes;
 
@@ -119,8 +123,8 @@ struct CollectiveJob {
     std::vector<std::byte>().swap(inline_data);
     return stored;
   }
-  // What the ring works in on a ring of `world_size`: the data, an inline all-gather's
-  // grown to hold every rank's slot (its input stays first). (A reduce-scatter's or a
+  // What the ring works in on a ring of `world_size`: the data, an inline all-gather's or
+  // gather's grown to hold every rank's slot (its input stays first). (A reduce-scatter's or a
   // scatter's is its input: the result is a block of it, result_offset.)
   absl::Span<std::byte> ResultBuffer(int world_size) {
     const std::optional<uint64_t> elements = ResultElements(spec, world_size);

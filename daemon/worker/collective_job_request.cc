@@ -180,12 +180,18 @@ absl::StatusOr<std::shared_ptr<CollectiveJob>> CheckedJobFromRequest(
   if (absl::Status data = CheckData(request, limits, *job); !data.ok()) return data;
   if (request.input_left_out()) {
     const bool inline_data = request.data_case() == v1::CollectiveRequest::kInlineData;
-    if (!TraitsOf(job->spec.kind).has_root ||
-        (inline_data && job->spec.kind != CollectiveKind::kScatter)) {
+    if (job->spec.kind != CollectiveKind::kScatter &&
+        (job->spec.kind != CollectiveKind::kBroadcast || inline_data)) {
       return Invalid("input_left_out", "only a broadcast's shared or registered tensor, or a "
                                        "scatter's, may leave its input out");
     }
     job->input_left_out = true;
+  }
+  if (request.output_left_out()) {
+    if (job->spec.kind != CollectiveKind::kGather) {
+      return Invalid("output_left_out", "only a gather's may leave its output out");
+    }
+    job->output_left_out = true;
   }
   return job;
 }

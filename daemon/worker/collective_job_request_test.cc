@@ -310,6 +310,25 @@ TEST(JobFromRequest, OnlyABroadcastOrAScatterInSharedOrRegisteredMemoryMayLeaveI
   *allreduce.mutable_registered() = broadcast.registered();
   allreduce.set_input_left_out(true);
   EXPECT_FALSE(JobFromRequest(CollectiveKind::kAllReduce, allreduce, limits).ok());
+  v1::CollectiveRequest gather = Request(Floats(CollectiveKind::kGather, 4));
+  gather.set_input_left_out(true);
+  EXPECT_FALSE(JobFromRequest(CollectiveKind::kGather, gather, limits).ok())
+      << "every rank's input goes to the root";
+}
+
+TEST(JobFromRequest, OnlyAGatherMayLeaveItsOutputOutInlineOrNot) {
+  const JobRequestLimits limits;
+  v1::CollectiveRequest gather = Request(Floats(CollectiveKind::kGather, 4));
+  gather.set_output_left_out(true);
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kGather, gather, limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE((*job)->output_left_out);
+  v1::CollectiveRequest allgather = Request(Floats(CollectiveKind::kAllGather, 4));
+  allgather.set_output_left_out(true);
+  EXPECT_THAT(std::string(
+                  JobFromRequest(CollectiveKind::kAllGather, allgather, limits).status().message()),
+              HasSubstr("only a gather's may leave its output out"));
 }
 
 TEST(JobFromRequest, ARegisteredAllGatherRunsInARangeOfWholeSlotsItsInputFirst) {

@@ -421,6 +421,12 @@ grpc::ServerUnaryReactor* WorkerService::Scatter(grpc::CallbackServerContext* co
   return RunCollective(CollectiveKind::kScatter, context, *request, response);
 }
 
+grpc::ServerUnaryReactor* WorkerService::Gather(grpc::CallbackServerContext* context,
+                                                const v1::CollectiveRequest* request,
+                                                v1::CollectiveResponse* response) {
+  return RunCollective(CollectiveKind::kGather, context, *request, response);
+}
+
 grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                                    grpc::ServerWriter<v1::WorkerEvent>* writer) {
   // Who is at the other end, from the kernel (SO_PEERCRED), not from the request.

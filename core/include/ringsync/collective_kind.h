@@ -16,6 +16,7 @@ enum class CollectiveKind : uint8_t {
   kBarrier = 4,
   kReduceScatter = 5,
   kScatter = 6,
+  kGather = 7,
 };
 
 }  // namespace ringsync
