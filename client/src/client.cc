@@ -172,6 +172,25 @@ CollectiveHandle Client::ScatterAsync(absl::string_view name, const void* input,
   return core_->Start(std::move(call));
 }
 
+absl::Status Client::Gather(absl::string_view name, const void* input, size_t input_count,
+                            DType dtype, void* output, size_t output_count, int root,
+                            const CollectiveOptions& options) {
+  return GatherAsync(name, input, input_count, dtype, output, output_count, root, options).Wait();
+}
+
+CollectiveHandle Client::GatherAsync(absl::string_view name, const void* input,
+                                     size_t input_count, DType dtype, void* output,
+                                     size_t output_count, int root,
+                                     const CollectiveOptions& options) {
+  CollectiveCall call =
+      MakeCall(CollectiveKind::kGather, name, dtype, input_count, options.timeout);
+  call.spec.root = root;
+  call.input = input;
+  call.output = output;
+  call.output_count = output_count;
+  return core_->Start(std::move(call));
+}
+
 absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& options) {
   return BarrierAsync(name, options).Wait();
 }

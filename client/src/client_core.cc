@@ -271,10 +271,14 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     TellRingOfRefusal(call, refused);
     return completed(refused);
   }
-  if (call.spec.kind == CollectiveKind::kScatter && rank == call.spec.root &&
-      call.input == nullptr && bytes->input > 0) {
-    const absl::Status refused = absl::InvalidArgumentError(
-        absl::StrCat(DescribeCall(call), ": this rank is the root, and its input is null"));
+  const bool root_without_data =
+      rank == call.spec.root &&
+      ((call.spec.kind == CollectiveKind::kScatter && call.input == nullptr && bytes->input > 0) ||
+       (call.spec.kind == CollectiveKind::kGather && call.output == nullptr && bytes->output > 0));
+  if (root_without_data) {
+    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+        DescribeCall(call), ": this rank is the root, and its ",
+        call.spec.kind == CollectiveKind::kScatter ? "input" : "output", " is null"));
     TellRingOfRefusal(call, refused);
     return completed(refused);
   }
@@ -288,6 +292,10 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
   if (takes_no_input && rank >= 0 && rank != spec.root) {
     // The root's bytes overwrite this rank's: no copy in (the worker checks the rank).
     pending->LeaveInputOut();
+  }
+  if (spec.kind == CollectiveKind::kGather && pending->call().output == nullptr) {
+    // Nowhere to take a result: the worker must not run it as the root.
+    pending->request()->set_output_left_out(true);
   }
   const bool staged_in_place = RunsInStaging(pending->call(), *bytes, worker.gathers_in_registered());
   if (std::optional<RegisteredBufferRegistry::Location> in =
@@ -331,8 +339,14 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
       if (call.input != call.output) return std::nullopt;
       return registered_->Find(call.output, bytes.output);
     case CollectiveKind::kAllGather:
-      // In the output, whose first slot takes the input (PendingCollective::UseRegistered).
-      if (!worker.gathers_in_registered()) return std::nullopt;
+    case CollectiveKind::kGather:
+      // In the output, whose first slot takes the input (PendingCollective::UseRegistered);
+      // a gather's other ranks stage theirs, which the chain passes through, so their
+      // output stays untouched.
+      if (!worker.gathers_in_registered() ||
+          (call.spec.kind == CollectiveKind::kGather && worker.rank() != call.spec.root)) {
+        return std::nullopt;
+      }
       return registered_->Find(call.output, bytes.output);
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kScatter: {
@@ -361,7 +375,8 @@ bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call, const v1::Worke
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kAllGather:
     case CollectiveKind::kBarrier:
-    case CollectiveKind::kScatter: return false;
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kGather: return false;
   }
   return false;
 }
@@ -372,7 +387,8 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
   switch (call.spec.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast: return bytes.input == bytes.output;
-    case CollectiveKind::kAllGather: return gathers_in_registered;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather: return gathers_in_registered;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kScatter: return true;  // its input is the range
     case CollectiveKind::kBarrier: return false;
@@ -574,6 +590,9 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
       break;
     case CollectiveKind::kScatter:
       async->Scatter(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kGather:
+      async->Gather(context, request, response, std::move(done));
       break;
   }
 }

@@ -113,8 +113,7 @@ void PendingCollective::NameRegistered(uint64_t id, uint64_t offset) {
 void PendingCollective::UseRegistered(uint64_t id, uint64_t offset) {
   NameRegistered(id, offset);
   registered_ = true;
-  if (call_.spec.kind == CollectiveKind::kAllGather && call_.input != call_.output &&
-      bytes_.input > 0) {
+  if (TraitsOf(call_.spec.kind).gathers && call_.input != call_.output && bytes_.input > 0) {
     // The input may be the rank's own slot of the output (NCCL's in-place all-gather).
     std::memmove(call_.output, call_.input, bytes_.input);
     wrote_registered_ = true;
@@ -241,6 +240,19 @@ const void* PendingCollective::ResultInSharedMemory() const {
 }
 
 absl::Status PendingCollective::CopyResultOut() {
+  if (call_.spec.kind == CollectiveKind::kGather) {
+    // Only the rank the worker ran as the root has a result: all of the output.
+    if (response_.result_bytes() == 0 && bytes_.output > 0) return absl::OkStatus();
+    if (response_.result_bytes() != bytes_.output || call_.output == nullptr) {
+      return absl::InternalError(absl::StrCat(
+          DescribeCall(call_), ": the worker returned a gather's result of ",
+          response_.result_bytes(), " bytes for an output of ", bytes_.output,
+          call_.output == nullptr ? " left out" : "", "; the output was left ",
+          registered_ ? "as the worker left it" : "untouched",
+          " (did the ring change size? It had ", bytes_.output / std::max<size_t>(bytes_.input, 1),
+          " ranks when the call began)"));
+    }
+  }
   if (TraitsOf(call_.spec.kind).scatters && response_.result_bytes() != bytes_.output) {
     // The block's size follows the ring's, which may have changed since the call began.
     return absl::InternalError(absl::StrCat(

@@ -334,6 +334,36 @@ class Client {
                                 DType dtype, void* output, size_t output_count, int root,
                                 const CollectiveOptions& options = {});
 
+  // Every rank contributes `input`; rank `root`'s `output` receives all ranks' inputs in
+  // rank order. Each rank sends its own block and those of the ranks before it on the way
+  // to the root, which receives S (N-1)/N bytes of its S-byte output (an AllGather
+  // delivers that to every rank). Every rank passes the output's size, which the ranks
+  // agree on, but only the root's output is written: the others may pass null data of
+  // that size (`{nullptr, n}`), and theirs is left untouched. `input` may be the root's
+  // own slot of `output`. REQUIRES: 0 <= root < world_size();
+  // output.size() == world_size() * input.size().
+  template <Element T>
+  absl::Status Gather(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
+                      absl::Span<T> output, int root, const CollectiveOptions& options = {}) {
+    return GatherAsync<T>(name, input, output, root, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle GatherAsync(absl::string_view name,
+                               absl::Span<const std::type_identity_t<T>> input,
+                               absl::Span<T> output, int root,
+                               const CollectiveOptions& options = {}) {
+    return GatherAsync(name, input.data(), input.size(), kDTypeOf<T>, output.data(),
+                       output.size(), root, options);
+  }
+  // Raw form: `input_count` elements in, `output_count` (= world_size() * input_count) out
+  // at the root (null elsewhere is fine).
+  absl::Status Gather(absl::string_view name, const void* input, size_t input_count, DType dtype,
+                      void* output, size_t output_count, int root,
+                      const CollectiveOptions& options = {});
+  CollectiveHandle GatherAsync(absl::string_view name, const void* input, size_t input_count,
+                               DType dtype, void* output, size_t output_count, int root,
+                               const CollectiveOptions& options = {});
+
   // Returns once every rank has entered the barrier. No data.
   absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
   CollectiveHandle BarrierAsync(absl::string_view name, const CollectiveOptions& options = {});
