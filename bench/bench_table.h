@@ -18,8 +18,8 @@ namespace ringsync::bench {
 
 // The bytes each rank moves on a ring per byte of a collective's result (busbw / algbw), as
 // nccl-tests counts them, for `collective` named as ringsync-bench --collective names it:
-// 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather (whose size is
-// its whole result) and a reduce-scatter (whose size is its whole input).
+// 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather or a gather
+// (whose size is the whole result), a reduce-scatter or a scatter (the whole input).
 struct BusFactor {
   const char* formula;  // as the tables' heading line prints it
   double value;
@@ -27,7 +27,8 @@ struct BusFactor {
 inline BusFactor BusFactorOf(absl::string_view collective, int nranks) {
   const double n = nranks;
   if (collective == "broadcast") return {"1", 1.0};
-  if (collective == "allgather" || collective == "reducescatter" || collective == "scatter") {
+  if (collective == "allgather" || collective == "reducescatter" || collective == "scatter" ||
+      collective == "gather") {
     return {"(N-1)/N", (n - 1) / n};
   }
   return {"2(N-1)/N", 2 * (n - 1) / n};

@@ -17,9 +17,10 @@
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
 # is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast,
-# allgather or scatter times that collective instead of the all-reduce (ringsync, Gloo C++
-# and MPI; an all-gather's size is its whole result, a scatter's the root's input,
-# nccl-tests' busbw factors); reducescatter (ringsync alone; its size is its whole input).
+# allgather, scatter or gather times that collective instead of the all-reduce (ringsync,
+# Gloo C++ and MPI; an all-gather's or gather's size is its whole result, a scatter's the
+# root's input, nccl-tests' busbw factors); reducescatter (ringsync alone; its size is its
+# whole input).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -63,8 +64,8 @@ read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 if [[ $COLLECTIVE != allreduce ]]; then
   for peer in "${PEERS[@]}"; do
     case $peer:$COLLECTIVE in
-      ringsync:*|gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter) ;;
-      mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter) ;;
+      ringsync:*|gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter|gloo-cpp:gather) ;;
+      mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter|mpi-*:gather) ;;
       *) echo "$peer does not time a $COLLECTIVE here" >&2; exit 2 ;;
     esac
   done

@@ -1,7 +1,8 @@
 // gloo-peer-bench: the Gloo C++ library's own all-reduce (gloo::allreduce over its TCP
-// transport), or with --collective its gloo::broadcast, gloo::allgather or gloo::scatter,
-// the peer ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
-// bench/ringsync_bench.cc, so bench/compare_with_gloo.sh joins the tables row by row.
+// transport), or with --collective its gloo::broadcast, gloo::allgather, gloo::scatter or
+// gloo::gather, the peer ringsync-bench is compared with. Same sizes, inputs, iteration
+// policy and columns as bench/ringsync_bench.cc, so bench/compare_with_gloo.sh joins the
+// tables row by row.
 //
 //   gloo-peer-bench --nranks=4 --min_bytes=1M --max_bytes=256M
 //   gloo-peer-bench --nranks=4 --rank=R --hostname=H --store_dir=DIR ...   # one per host
@@ -36,6 +37,7 @@
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
+#include "gloo/gather.h"
 #include "gloo/scatter.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
@@ -105,6 +107,15 @@ class RankBench {
       opts.setTag(next_tag_++);
       opts.setTimeout(c_.timeout);
       gloo::scatter(opts);
+    };
+    peer.gather = [this](const T* input, size_t count, T* output) {
+      gloo::GatherOptions opts(context_);
+      opts.setInput(const_cast<T*>(input), count);
+      if (context_->rank == 0) opts.setOutput(output, count * static_cast<size_t>(context_->size));
+      opts.setRoot(0);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(c_.timeout);
+      gloo::gather(opts);
     };
     peer.barrier = [this] { Barrier(); };
     peer.max_over_ranks = [this](double v) {

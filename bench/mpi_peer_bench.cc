@@ -1,5 +1,5 @@
 // mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
-// its MPI_Bcast, MPI_Allgather or MPI_Scatter, the MPI peer ringsync-bench is compared
+// its MPI_Bcast, MPI_Allgather, MPI_Scatter or MPI_Gather, the MPI peer ringsync-bench is compared
 // with. Same sizes, inputs, iteration policy and columns as bench/ringsync_bench.cc and
 // bench/gloo_peer_bench.cc (bench/peer_sweep.h), so bench/compare_with_gloo.sh joins the
 // tables row by row.
@@ -65,6 +65,7 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
     const char* call = sweep.collective == "broadcast"   ? "MPI_Bcast"
                        : sweep.collective == "allgather" ? "MPI_Allgather"
                        : sweep.collective == "scatter"   ? "MPI_Scatter"
+                       : sweep.collective == "gather"    ? "MPI_Gather"
                                                          : "MPI_Allreduce in place";
     std::printf("# mpi-peer-bench %s: nranks %d, %s, %s (%s)\n", sweep.collective.c_str(), n,
                 call, Transport().c_str(), library.c_str());
@@ -82,6 +83,10 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
   peer.scatter = [](const T* input, size_t count, T* output) {
     MPI_Scatter(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
                 TypeOf<T>(), 0, MPI_COMM_WORLD);
+  };
+  peer.gather = [](const T* input, size_t count, T* output) {
+    MPI_Gather(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
+               TypeOf<T>(), 0, MPI_COMM_WORLD);
   };
   peer.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
   peer.max_over_ranks = [](double v) {

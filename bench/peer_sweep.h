@@ -27,9 +27,9 @@ struct PeerSweep {
   std::string dtype;  // float32, float64, int32 or int64
   std::string op;     // sum, min or max
   bool check;         // check one collective of known inputs per size
-  // allreduce, broadcast (from rank 0), allgather (a size is its whole result, N blocks)
-  // or scatter (from rank 0; a size is the root's input, N blocks), as ringsync-bench
-  // --collective.
+  // allreduce, broadcast (from rank 0), allgather (a size is its whole result, N blocks),
+  // scatter (from rank 0; a size is the root's input, N blocks) or gather (to rank 0; a
+  // size is the root's result, N blocks), as ringsync-bench --collective.
   std::string collective = "allreduce";
 };
 
@@ -91,9 +91,10 @@ double PeakRssMiB();
 
 // What a peer library lends the sweep: its all-reduce of `count` elements of T in place
 // with the sweep's op, its broadcast of rank 0's `count` elements in place, its
-// all-gather of each rank's `count` elements into N x count and its scatter of rank 0's
-// N x `count` elements, block r into rank r's output (any but the all-reduce may be
-// empty: the peer has none), a barrier, and one scalar's max and sum over all ranks
+// all-gather of each rank's `count` elements into N x count, its scatter of rank 0's
+// N x `count` elements, block r into rank r's output, and its gather of each rank's
+// `count` elements into rank 0's N x count (any but the all-reduce may be empty: the
+// peer has none), a barrier, and one scalar's max and sum over all ranks
 // (every rank gets the result). Each is called by every rank in the same order.
 template <typename T>
 struct PeerCollectives {
@@ -101,6 +102,7 @@ struct PeerCollectives {
   std::function<void(T* data, size_t count)> broadcast;
   std::function<void(const T* input, size_t count, T* output)> all_gather;
   std::function<void(const T* input, size_t count, T* output)> scatter;
+  std::function<void(const T* input, size_t count, T* output)> gather;
   std::function<void()> barrier;
   std::function<double(double)> max_over_ranks;
   std::function<int64_t(int64_t)> sum_over_ranks;
@@ -109,8 +111,8 @@ struct PeerCollectives {
 // One rank's sweep over `sweep`'s sizes with the peer's collective: per size the warm-up,
 // a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
 // sweep.check, one collective of known inputs whose wrong elements are summed over ranks.
-// An all-gather's sizes are whole results, a scatter's the root's input, each rounded down
-// to N blocks. Rank 0 prints how
+// An all-gather's or a gather's sizes are whole results, a scatter's the root's input, each
+// rounded down to N blocks. Rank 0 prints how
 // time and bandwidth are measured, the column heads, a row per size and the verdict lines
 // (`who` names the peer in the RSS line), after the bench's own first '#' line.
 // Returns the wrong elements over all ranks and sizes (the same on every rank); -1 if
@@ -120,11 +122,12 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
                  const char* who) {
   const bool print = rank == 0;
   const bool reduces = sweep.collective == "allreduce";
-  const bool gathers = sweep.collective == "allgather";
+  const bool to_root = sweep.collective == "gather";
+  const bool gathers = sweep.collective == "allgather" || to_root;
   const bool broadcasts = sweep.collective == "broadcast";
   const bool scatters = sweep.collective == "scatter";
-  if ((gathers && !peer.all_gather) || (broadcasts && !peer.broadcast) ||
-      (scatters && !peer.scatter)) {
+  if ((gathers && !(to_root ? peer.gather : peer.all_gather)) ||
+      (broadcasts && !peer.broadcast) || (scatters && !peer.scatter)) {
     if (print) std::fprintf(stderr, "%s: no %s in this peer\n", who, sweep.collective.c_str());
     return -1;
   }
@@ -134,9 +137,10 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     if (counts.empty() || counts.back() != count) counts.push_back(count);
   }
   std::vector<T> buffer(counts.back());
-  // An all-gather's input, a scatter's output: one block.
+  // An all-gather's or a gather's input, a scatter's output: one block.
   std::vector<T> input(gathers || scatters ? counts.back() / nranks : 0);
   const auto run = [&](size_t count) {
+    if (to_root) return peer.gather(input.data(), count / nranks, buffer.data());
     if (gathers) return peer.all_gather(input.data(), count / nranks, buffer.data());
     if (scatters) return peer.scatter(buffer.data(), count / nranks, input.data());
     if (broadcasts) return peer.broadcast(buffer.data(), count);
@@ -156,6 +160,7 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     }
     int64_t wrong = 0;
     const size_t block = count / nranks;
+    if (to_root && rank != 0) return wrong;  // only the root has a result
     for (int r = 0; r < nranks; ++r) wrong += CountNotFrom(buffer.data() + r * block, block, r);
     return wrong;
   };

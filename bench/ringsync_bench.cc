@@ -1,6 +1,6 @@
 // ringsync-bench: collective latency and bandwidth through the SDK, like nccl-tests'
-// all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf, scatter_perf with
-// --collective).
+// all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf, scatter_perf,
+// gather_perf with --collective).
 // Start one process per rank, each with --worker naming its own worker:
 //
 //   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
@@ -10,9 +10,10 @@
 // batch wall time / iterations, and the reported time is the MAX over ranks (all-reduced
 // through ringsync itself), as nccl-tests reports it. algbw = size / time and busbw =
 // algbw * the bytes each rank must move on a ring per byte of result, in GB/s = 1e9 B/s:
-// 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather, whose size is
-// its whole result (N blocks, one from each rank), and for a reduce-scatter, whose size is
-// its whole input (N blocks, one for each rank), as in nccl-tests. (ringsync's
+// 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather or a gather
+// (to rank 0), whose size is its whole result (N blocks, one from each rank), and for a
+// reduce-scatter or a scatter (from rank 0), whose size is its whole input (N blocks, one
+// for each rank), as in nccl-tests. (ringsync's
 // reduce-scatter moves S per rank, not the (N-1)/N x S busbw counts: see client.h.)
 //
 // Checking: the timed batch reduces its own results again and again (values run off to
@@ -57,8 +58,8 @@
 #include "ringsync/client.h"
 
 ABSL_FLAG(std::string, collective, "allreduce",
-          "allreduce, broadcast (from rank 0), allgather, reducescatter or scatter (from rank 0; "
-          "the size is the root's input)");
+          "allreduce, broadcast (from rank 0), allgather, reducescatter, scatter (from rank 0; "
+          "the size is the root's input) or gather (to rank 0; the size is the root's result)");
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
 ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
@@ -220,12 +221,12 @@ int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
 absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name) {
   for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
                               CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                              CollectiveKind::kScatter}) {
+                              CollectiveKind::kScatter, CollectiveKind::kGather}) {
     if (name == CollectiveKindName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("bad --collective '", name,
-                   "': expected allreduce, broadcast, allgather, reducescatter or scatter"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad --collective '", name,
+      "': expected allreduce, broadcast, allgather, reducescatter, scatter or gather"));
 }
 
 struct Config {
@@ -278,9 +279,8 @@ struct Row {
 };
 
 // One size's collective over `count` elements in `whole` (the all-reduce's or broadcast's
-// data, the all-gather's result, the reduce-scatter's input) and, for the all-gather and
-// the reduce-scatter, count / N in `block` (the all-gather's input, the reduce-scatter's
-// result).
+// data, the all-gather's or gather's result, the reduce-scatter's or scatter's input) and,
+// for those four, count / N in `block` (the gathers' input, the scatters' result).
 class SizedCollective {
  public:
   SizedCollective(Client& client, const Config& c, std::byte* whole, std::byte* block, size_t count)
@@ -301,6 +301,7 @@ class SizedCollective {
         if (rank == 0) Fill(whole_, count_ * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
         return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank + 1));
       case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather:
         return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
       case CollectiveKind::kBarrier: return;  // refused by ParseCollective
     }
@@ -318,6 +319,9 @@ class SizedCollective {
       case CollectiveKind::kScatter:
         return client_.Scatter(name, client_.rank() == 0 ? whole_ : nullptr, count_, c_.dtype,
                                block_, Block(), /*root=*/0);
+      case CollectiveKind::kGather:  // only the root has an output
+        return client_.Gather(name, block_, Block(), c_.dtype,
+                              client_.rank() == 0 ? whole_ : nullptr, count_, /*root=*/0);
       case CollectiveKind::kBarrier: break;
     }
     return absl::InternalError("unknown collective");
@@ -330,8 +334,10 @@ class SizedCollective {
         return CountWrong(whole_, count_, element_, Pattern(c_.dtype, c_.op, n_, -1));
       case CollectiveKind::kBroadcast:
         return CountWrong(whole_, count_, element_, Pattern(c_.dtype, ReduceOp::kSum, n_, 0));
-      case CollectiveKind::kAllGather: {
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather: {
         int64_t wrong = 0;
+        if (c_.collective == CollectiveKind::kGather && client_.rank() != 0) return wrong;
         for (int r = 0; r < n_; ++r) {
           wrong += CountWrong(whole_ + r * Block() * element_, Block(), element_,
                               Pattern(c_.dtype, ReduceOp::kSum, n_, r));
@@ -534,7 +540,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "collective latency and bandwidth through ringsync, nccl-tests style; one process per "
       "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--collective=allreduce|broadcast|"
-      "allgather|reducescatter --min_bytes=4 "
+      "allgather|reducescatter|scatter|gather --min_bytes=4 "
       "--max_bytes=256M --dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
       "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
   absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("bench/ringsync_bench.cc"));

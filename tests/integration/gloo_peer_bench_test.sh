@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # gloo-peer-bench (the Gloo C++ peer of bench/compare_with_gloo.sh) checks what it
 # measures: at N=3 each collective it times (gloo::allreduce, gloo::broadcast,
-# gloo::allgather, gloo::scatter) gives an exact result on every rank at every size
-# (#wrong 0 on every row, one row per size), and the run exits 0. Bad sweep flags are
-# refused.
+# gloo::allgather, gloo::scatter, gloo::gather) gives an exact result on every rank at
+# every size (#wrong 0 on every row, one row per size), and the run exits 0. Bad sweep
+# flags are refused.
 #
 #   tests/integration/gloo_peer_bench_test.sh BUILD/bin/gloo-peer-bench
 set -euo pipefail
@@ -16,7 +16,7 @@ trap 'rm -f "$OUT"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$OUT" >&2; exit 1; }
 source "$(dirname "$0")/bench_table_checks.sh"
 
-for collective in allreduce broadcast allgather scatter; do
+for collective in allreduce broadcast allgather scatter gather; do
   timeout 120 "$BENCH" --collective="$collective" "${SWEEP[@]}" >"$OUT" 2>&1 \
     || fail "$collective: exited $?"
   check_table "$OUT" "$collective" "$EXPECTED_ROWS"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ringsync-bench checks what it measures: on a local cluster of three workers (an odd N,
 # so an all-gather's blocks do not divide every size), each collective it times
-# (all-reduce, broadcast, all-gather, reduce-scatter, scatter), in plain and registered memory,
-# across the sizes
-# that take each of the SDK's paths (inline, the staging arena, shared memory), gives an
+# (all-reduce, broadcast, all-gather, reduce-scatter, scatter, gather), in plain and
+# registered memory, across the sizes that take each of the SDK's paths (inline, the
+# staging arena, shared memory), gives an
 # exact result on every rank (#wrong 0 on every row, one row per size) and exits 0. A bad
 # --collective is refused.
 #
@@ -31,7 +31,7 @@ run_bench() {  # flags...: one ringsync-bench per rank; rank 0's output in $WORK
   return $status
 }
 
-for collective in allreduce broadcast allgather reducescatter scatter; do
+for collective in allreduce broadcast allgather reducescatter scatter gather; do
   for memory in "" --registered; do
     what="$collective${memory:+ $memory}"
     run_bench --collective="$collective" "${SWEEP[@]}" $memory || fail "$what: a rank exited non-zero"

@@ -166,6 +166,19 @@ class Client:
     def scatter_async(self, tensor, root, name="scatter", timeout=None, out=None):
         return self._impl.scatter_async(tensor, root, name, timeout, out)
 
+    def gather(self, tensor, root, name="gather", timeout=None, out=None):
+        """Collects every rank's `tensor` at rank `root`: returns there a new array of its
+        kind and dtype holding the world_size tensors along the first dimension (shape
+        (world_size * n, ...)), in rank order; returns None on the other ranks, whose
+        `out` is not used. Each rank sends only toward the root (the root receives
+        (world_size - 1) tensors, where allgather delivers them to every rank). `out` as
+        allgather's; a root's `out` from allocate() whose own slot is `tensor` is gathered
+        in place."""
+        return self._impl.gather_async(tensor, root, name, timeout, out).wait()
+
+    def gather_async(self, tensor, root, name="gather", timeout=None, out=None):
+        return self._impl.gather_async(tensor, root, name, timeout, out)
+
     def barrier(self, name="barrier", timeout=None):
         """Returns once every rank has entered the barrier."""
         self._impl.barrier_async(name, timeout).wait()

@@ -60,6 +60,9 @@ PYBIND11_MODULE(_ringsync, m) {
       .def("scatter_async", &PyClient::ScatterAsync, py::arg("tensor"), py::arg("root"),
            py::arg("name") = "scatter", py::arg("timeout") = std::nullopt,
            py::arg("out") = py::none())
+      .def("gather_async", &PyClient::GatherAsync, py::arg("tensor"), py::arg("root"),
+           py::arg("name") = "gather", py::arg("timeout") = std::nullopt,
+           py::arg("out") = py::none())
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
       .def("allocate_bytes", &PyClient::AllocateBytes, py::arg("size_bytes"),

@@ -239,6 +239,30 @@ std::unique_ptr<PyHandle> PyClient::ScatterAsync(py::handle tensor, int root,
       output.owner, input.owner ? input.owner : py::none());
 }
 
+std::unique_ptr<PyHandle> PyClient::GatherAsync(py::handle tensor, int root,
+                                                const std::string& name,
+                                                std::optional<double> timeout, py::handle out) {
+  auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kGather, name, [&] {
+    if (Get()->rank() != root) {
+      // Not the root: nothing comes back; the output's size only says the ring's shape.
+      TensorArg input = ToTensorArg(tensor, "gather", Access::kRead);
+      TensorArg output;
+      output.dtype = input.dtype;
+      output.count = input.count * static_cast<size_t>(RingSizeFor("gather", name));
+      return std::pair(std::move(input), std::move(output));
+    }
+    return InputAndOutput(tensor, out, "gather", name, /*gathers=*/true);
+  });
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) {
+        return c.GatherAsync(name, input.data, input.count, input.dtype, output.data,
+                             output.count, root, options);
+      },
+      output.owner ? output.owner : py::none(), input.owner);
+}
+
 std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,
                                                  std::optional<double> timeout) {
   CollectiveOptions options;

@@ -69,6 +69,10 @@ class PyClient {
   // `out` gives the block) or an array of the root's shape, whose values are unused.
   std::unique_ptr<PyHandle> ScatterAsync(pybind11::handle tensor, int root, const std::string& name,
                                          std::optional<double> timeout, pybind11::handle out);
+  // `tensor`: this rank's block. The root's handle gives the N blocks along the first
+  // dimension (a new array, or `out` as AllGatherAsync's); the other ranks' gives None.
+  std::unique_ptr<PyHandle> GatherAsync(pybind11::handle tensor, int root, const std::string& name,
+                                        std::optional<double> timeout, pybind11::handle out);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
 
   // Client::AllocateBytes as a zeroed 1-D uint8 numpy array over the registered memory,

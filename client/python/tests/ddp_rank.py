@@ -77,6 +77,13 @@ for src in range(n):  # the daemon's scatter from every root, async
     pieces = [torch.full((2,), float(100 * src + r), dtype=torch.float64) for r in range(n)]
     dist.scatter(mine, pieces if rank == src else None, src=src, async_op=True).wait()
     assert torch.equal(mine, torch.full((2,), float(100 * src + rank), dtype=torch.float64)), mine
+for dst in range(n):  # the daemon's gather to every root, async
+    got = [torch.empty(2, dtype=torch.float64) for _ in range(n)] if rank == dst else None
+    mine = torch.full((2,), float(100 * dst + rank), dtype=torch.float64)
+    dist.gather(mine, got, dst=dst, async_op=True).wait()
+    assert rank != dst or all(torch.equal(g, torch.full((2,), float(100 * dst + r),
+                                                        dtype=torch.float64))
+                              for r, g in enumerate(got)), got
 objects = [None] * n if rank == 0 else None
 dist.gather_object({"rank": rank}, objects, dst=0)  # pickles through gather
 assert rank != 0 or objects == [{"rank": r} for r in range(n)], objects

@@ -179,6 +179,31 @@ def test_a_scatter_without_tensor_or_out_is_refused_on_every_rank(clients):
     run_ranks(clients, lambda c: c.barrier("after"))
 
 
+def test_gather_collects_every_ranks_tensor_at_the_root_only(clients):
+    root = 1
+
+    def rank(client):
+        rows = torch.full((2, 3), float(client.rank), dtype=torch.float64)
+        gathered = client.gather(rows, root, "ids")
+        # numpy into an out= at the root; the others' out= is not written.
+        ints = np.full(4, client.rank, dtype=np.int8)
+        out = np.full((WORLD_SIZE, 4), -1, dtype=np.int8)
+        into = client.gather(ints, root, out=out[:].reshape(WORLD_SIZE * 4))
+        return client.rank, gathered, into, out
+
+    for r, gathered, into, out in run_ranks(clients, rank):
+        if r != root:
+            assert gathered is None and into is None
+            np.testing.assert_array_equal(out, np.full((WORLD_SIZE, 4), -1, dtype=np.int8))
+            continue
+        assert gathered.dtype == torch.float64 and gathered.shape == (2 * WORLD_SIZE, 3)
+        for q in range(WORLD_SIZE):
+            assert torch.equal(gathered[2 * q:2 * q + 2], torch.full((2, 3), float(q),
+                                                                    dtype=torch.float64))
+        for q in range(WORLD_SIZE):
+            np.testing.assert_array_equal(out[q], np.full(4, q, dtype=np.int8))
+
+
 def test_barrier_and_empty_tensor(clients):
     def rank(client):
         client.barrier()

@@ -340,11 +340,10 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::barrier(const c10d::Barrier
                client_->BarrierAsync("torch.barrier", OptionsOf(opts.timeout)));
 }
 
-// The ops below (but reduce_scatter and scatter, the daemon's own) are composed from the
-// daemon's collectives, so they move more bytes than a dedicated algorithm would: reduce
-// all-reduces everything (twice a ring reduce's bytes), gather all-gathers (every rank
-// receives what only the root keeps). Each is one collective, so every rank's result and
-// failure are those of that collective.
+// Reduce is composed from the daemon's all-reduce, so it moves more bytes than a dedicated
+// algorithm would (twice a ring reduce's); gather, scatter and reduce_scatter are the
+// daemon's own. Each is one collective, so every rank's result and failure are those of
+// that collective.
 
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
@@ -369,20 +368,30 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::reduce(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  return RefusedOnThrow(*client_, CollectiveKind::kAllGather, "gather", [&] {
+  return RefusedOnThrow(*client_, CollectiveKind::kGather, "gather", [&] {
     at::Tensor& input = OnlyTensor(inputs, "gather");
     const DType dtype = DTypeOf(input, "gather");
     const int root = RootOf(opts.rootRank, getSize(), "gather");
-    std::vector<at::Tensor> targets;
-    if (getRank() == root) {
-      TORCH_CHECK(outputs.size() == 1, "ringsync gather: the root expects one list of outputs");
-      CheckList(outputs[0], getSize(), input, "gather", "output tensors");
-      targets = outputs[0];
-    } else {
+    const int64_t total = getSize() * input.numel();
+    if (getRank() != root) {
       TORCH_CHECK(outputs.empty(), "ringsync gather: only the root (rank ", root,
                   ") passes output tensors");
+      // Nothing comes back here: no output, no scratch.
+      CollectiveHandle handle =
+          client_->GatherAsync("torch.gather", input.data_ptr(), input.numel(), dtype, nullptr,
+                               static_cast<size_t>(total), root, OptionsOf(opts.timeout));
+      return Track(c10d::OpType::GATHER, "gather", {}, {input}, std::move(handle));
     }
-    return AllGatherInto(c10d::OpType::GATHER, "gather", input, dtype, targets, opts.timeout);
+    TORCH_CHECK(outputs.size() == 1, "ringsync gather: the root expects one list of outputs");
+    CheckList(outputs[0], getSize(), input, "gather", "output tensors");
+    // The SDK gathers into one contiguous buffer; the targets may live anywhere.
+    at::Tensor flat = scratch_.Take(total, input.options(), client_.get());
+    CollectiveHandle handle =
+        client_->GatherAsync("torch.gather", input.data_ptr(), input.numel(), dtype,
+                             flat.data_ptr(), static_cast<size_t>(total), root,
+                             OptionsOf(opts.timeout));
+    return Track(c10d::OpType::GATHER, "gather", outputs[0], {input}, std::move(handle),
+                 CopyOut(flat, 0, outputs[0]), {flat});
   });
 }
 

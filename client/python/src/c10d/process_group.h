@@ -4,7 +4,7 @@
 //
 // It has what the daemon has: allreduce (SUM, AVG, MIN, MAX, PRODUCT, and PREMUL_SUM with
 // a scalar factor), broadcast, allgather (and _allgather_base), reduce_scatter (and
-// _reduce_scatter_base), scatter, barrier; and what one of those makes: reduce, gather,
+// _reduce_scatter_base), scatter, gather, barrier; and what one of those makes: reduce,
 // allreduce_coalesced (the SDK's tensor group), allgather_coalesced — each one
 // collective, moving more bytes than a dedicated algorithm would (process_group.cc says
 // how many). Tensors the SDK reads or writes are CPU tensors, contiguous, of a dtype
