@@ -581,6 +581,8 @@ TEST_F(ClientTest, ABroadcastFromAnotherRankLeavesItsInputOutOfSharedMemory) {
   EXPECT_FALSE(seen[2].request.input_left_out()) << "inline data is carried as it is";
 
   client.reset();
+  // The worker serves one client at a time: the next attaches once it saw this one go.
+  ASSERT_TRUE(Eventually([&] { return !worker_.attached(); }));
   info.set_takes_broadcast_without_input(false);  // an older worker
   worker_.SetInfo(info);
   std::unique_ptr<Client> older = Connect("", WithThreshold(32));
