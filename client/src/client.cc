@@ -35,6 +35,22 @@ CollectiveCall MakeReduction(CollectiveKind kind, absl::string_view name, DType 
   return call;
 }
 
+// `call` reading `input` and writing its `output_count` elements of result to `output`.
+CollectiveCall WithBuffers(CollectiveCall call, const void* input, void* output,
+                           size_t output_count) {
+  call.input = input;
+  call.output = output;
+  call.output_count = output_count;
+  return call;
+}
+
+// As WithBuffers, for a collective whose data comes from or goes to `root`.
+CollectiveCall Rooted(CollectiveCall call, int root, const void* input, void* output,
+                      size_t output_count) {
+  call.spec.root = root;
+  return WithBuffers(std::move(call), input, output, output_count);
+}
+
 }  // namespace
 
 Client::Client(std::unique_ptr<internal::ClientCore> core) : core_(std::move(core)) {}
@@ -77,11 +93,9 @@ absl::Status Client::AllReduce(absl::string_view name, void* data, size_t count,
 
 CollectiveHandle Client::AllReduceAsync(absl::string_view name, void* data, size_t count,
                                         DType dtype, ReduceOp op, const AllReduceOptions& options) {
-  CollectiveCall call = MakeReduction(CollectiveKind::kAllReduce, name, dtype, count, op, options);
-  call.input = data;
-  call.output = data;
-  call.output_count = count;
-  return core_->Start(std::move(call));
+  return core_->Start(WithBuffers(
+      MakeReduction(CollectiveKind::kAllReduce, name, dtype, count, op, options), data, data,
+      count));
 }
 
 absl::Status Client::AllReduceGroup(absl::Span<const GroupTensor> tensors, ReduceOp op,
@@ -109,12 +123,9 @@ absl::Status Client::Broadcast(absl::string_view name, void* data, size_t count,
 
 CollectiveHandle Client::BroadcastAsync(absl::string_view name, void* data, size_t count,
                                         DType dtype, int root, const CollectiveOptions& options) {
-  CollectiveCall call = MakeCall(CollectiveKind::kBroadcast, name, dtype, count, options.timeout);
-  call.spec.root = root;
-  call.input = data;
-  call.output = data;
-  call.output_count = count;
-  return core_->Start(std::move(call));
+  return core_->Start(
+      Rooted(MakeCall(CollectiveKind::kBroadcast, name, dtype, count, options.timeout), root, data,
+             data, count));
 }
 
 absl::Status Client::AllGather(absl::string_view name, const void* input, size_t input_count,
@@ -126,12 +137,9 @@ absl::Status Client::AllGather(absl::string_view name, const void* input, size_t
 CollectiveHandle Client::AllGatherAsync(absl::string_view name, const void* input,
                                         size_t input_count, DType dtype, void* output,
                                         size_t output_count, const CollectiveOptions& options) {
-  CollectiveCall call =
-      MakeCall(CollectiveKind::kAllGather, name, dtype, input_count, options.timeout);
-  call.input = input;
-  call.output = output;
-  call.output_count = output_count;
-  return core_->Start(std::move(call));
+  return core_->Start(
+      WithBuffers(MakeCall(CollectiveKind::kAllGather, name, dtype, input_count, options.timeout),
+                  input, output, output_count));
 }
 
 absl::Status Client::ReduceScatter(absl::string_view name, const void* input, size_t input_count,
@@ -145,12 +153,9 @@ CollectiveHandle Client::ReduceScatterAsync(absl::string_view name, const void* 
                                             size_t input_count, DType dtype, void* output,
                                             size_t output_count, ReduceOp op,
                                             const AllReduceOptions& options) {
-  CollectiveCall call =
-      MakeReduction(CollectiveKind::kReduceScatter, name, dtype, input_count, op, options);
-  call.input = input;
-  call.output = output;
-  call.output_count = output_count;
-  return core_->Start(std::move(call));
+  return core_->Start(WithBuffers(
+      MakeReduction(CollectiveKind::kReduceScatter, name, dtype, input_count, op, options), input,
+      output, output_count));
 }
 
 absl::Status Client::Scatter(absl::string_view name, const void* input, size_t input_count,
@@ -163,13 +168,9 @@ CollectiveHandle Client::ScatterAsync(absl::string_view name, const void* input,
                                       size_t input_count, DType dtype, void* output,
                                       size_t output_count, int root,
                                       const CollectiveOptions& options) {
-  CollectiveCall call =
-      MakeCall(CollectiveKind::kScatter, name, dtype, input_count, options.timeout);
-  call.spec.root = root;
-  call.input = input;
-  call.output = output;
-  call.output_count = output_count;
-  return core_->Start(std::move(call));
+  return core_->Start(
+      Rooted(MakeCall(CollectiveKind::kScatter, name, dtype, input_count, options.timeout), root,
+             input, output, output_count));
 }
 
 absl::Status Client::Gather(absl::string_view name, const void* input, size_t input_count,
@@ -182,13 +183,9 @@ CollectiveHandle Client::GatherAsync(absl::string_view name, const void* input,
                                      size_t input_count, DType dtype, void* output,
                                      size_t output_count, int root,
                                      const CollectiveOptions& options) {
-  CollectiveCall call =
-      MakeCall(CollectiveKind::kGather, name, dtype, input_count, options.timeout);
-  call.spec.root = root;
-  call.input = input;
-  call.output = output;
-  call.output_count = output_count;
-  return core_->Start(std::move(call));
+  return core_->Start(
+      Rooted(MakeCall(CollectiveKind::kGather, name, dtype, input_count, options.timeout), root,
+             input, output, output_count));
 }
 
 absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& options) {
