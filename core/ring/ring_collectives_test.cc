@@ -11,6 +11,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_broadcast.h"
+#include "core/testing/ring_specs.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 
@@ -19,24 +20,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::Bytes;
-
-CollectiveSpec Spec(CollectiveKind kind, DType dtype, size_t count, int root = 0) {
-  CollectiveSpec spec;
-  spec.kind = kind;
-  spec.name = std::string(CollectiveKindName(kind));
-  spec.sequence = 1;
-  spec.dtype = dtype;
-  spec.count = count;
-  spec.root = root;
-  return spec;
-}
-
-RingOptions SmallSegments() {
-  RingOptions options;
-  options.segment_bytes = 40;
-  options.timeout = absl::Seconds(10);
-  return options;
-}
+using testing::SmallSegments;
+using testing::Spec;
 
 TEST(RingAllGather, EveryRankEndsWithEveryContributionInRankOrder) {
   for (int n = 1; n <= 8; ++n) {

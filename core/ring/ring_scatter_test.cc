@@ -8,6 +8,7 @@
 #include "core/link/memory_link.h"
 #include "core/ring/ring_scatter.h"
 #include "core/ring/schedule.h"
+#include "core/testing/ring_specs.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "gmock/gmock.h"
@@ -18,23 +19,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::Bytes;
+using testing::SmallSegments;
 
 CollectiveSpec ScatterSpec(DType dtype, size_t count, int root) {
-  CollectiveSpec spec;
-  spec.kind = CollectiveKind::kScatter;
-  spec.name = "scatter";
-  spec.sequence = 1;
-  spec.dtype = dtype;
-  spec.count = count;
-  spec.root = root;
-  return spec;
-}
-
-RingOptions SmallSegments() {
-  RingOptions options;
-  options.segment_bytes = 40;
-  options.timeout = absl::Seconds(10);
-  return options;
+  return testing::Spec(CollectiveKind::kScatter, dtype, count, root);
 }
 
 struct ScatterRun {
