@@ -58,10 +58,9 @@
 #include "core/reduce/reducer.h"
 #include "core/ring/allreduce_algorithm.h"
 #include "core/ring/ring_member.h"
+#include "core/ring/stride_rank.h"
 
 namespace ringsync {
-
-enum class StrideSchedule : uint8_t { kDoubling, kDirect };
 
 // The schedule `algorithm` runs on stride links; nullopt for the ring and the relay.
 std::optional<StrideSchedule> StrideScheduleOf(AllReduceAlgorithm algorithm);

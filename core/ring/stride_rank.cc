@@ -1,0 +1,341 @@
+#include "core/ring/stride_rank.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/outcome.h"
+
+namespace ringsync {
+namespace {
+
+FrameKind GatherKind(StrideSchedule schedule) {
+  return schedule == StrideSchedule::kDirect ? FrameKind::kDirect : FrameKind::kGather;
+}
+
+// How often a rank waiting on one link looks at its others for an abort notice: a
+// notice takes another path than the frame awaited, so this bounds how late it is seen.
+constexpr absl::Duration kAbortWatchInterval = absl::Milliseconds(20);
+
+}  // namespace
+
+std::vector<std::vector<StrideLane>> StrideRoundsOf(StrideSchedule schedule, int n) {
+  std::vector<std::vector<StrideLane>> rounds;
+  if (n < 2) return rounds;
+  switch (schedule) {
+    case StrideSchedule::kDoubling:
+      for (int stride = 1; stride < n; stride *= 2) {
+        rounds.push_back({StrideLane{stride, std::min(stride, n - stride)}});
+      }
+      break;
+    case StrideSchedule::kDirect:
+      rounds.emplace_back();
+      for (int stride = 1; stride < n; ++stride) rounds.back().push_back(StrideLane{stride, 1});
+      break;
+  }
+  return rounds;
+}
+
+absl::string_view StrideScheduleName(StrideSchedule schedule) {
+  return schedule == StrideSchedule::kDirect ? "direct" : "doubling";
+}
+
+absl::StatusOr<std::vector<Link*>> StrideRank::LinksOf(const std::vector<StrideLane>& lanes) {
+  std::vector<Link*> links;
+  for (const StrideLane& lane : lanes) {
+    absl::StatusOr<Link*> link = links_.Stride(lane.stride, limit_);
+    if (!link.ok()) {
+      return absl::Status(link.status().code(),
+                          absl::StrCat("connecting the link of stride ", lane.stride, " to rank ",
+                                       To(lane.stride), ": ", link.status().message()));
+    }
+    links.push_back(*link);
+  }
+  return links;
+}
+
+std::string StrideRank::RoundFrames(int round, absl::string_view whose) const {
+  if (schedule_ == StrideSchedule::kDirect) return std::string(whose);
+  return absl::StrCat("step ", round, " (", whose, ")");
+}
+
+std::string StrideRank::CommitFrames(int round) const {
+  return schedule_ == StrideSchedule::kDirect ? "the commit" : absl::StrCat("commit step ", round);
+}
+
+absl::Status StrideRank::Send(Link& link, absl::string_view what, int stride, const Frame& frame,
+                              absl::Span<const std::byte> payload) {
+  if (absl::Status s = link.Send(frame, payload, limit_); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("sending ", what, " to rank ", To(stride), ": ",
+                                                s.message()));
+  }
+  ++stats_.frames_sent;
+  stats_.bytes_sent += payload.size();
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<StrideContribution>& held,
+                                absl::FunctionRef<uint64_t(int rank)> contribution_bytes) {
+  const int n = me_.world_size;
+  const FrameKind kind = GatherKind(schedule_);
+  held.assign(static_cast<size_t>(n), StrideContribution{});
+  std::vector<bool> here(static_cast<size_t>(n), false);
+  here[me_.rank] = true;
+  held[me_.rank] = StrideContribution{spec_, std::move(mine)};
+  absl::Status result = absl::OkStatus();
+  for (int round = 0; round < static_cast<int>(rounds_.size()) && result.ok(); ++round) {
+    const std::vector<StrideLane>& lanes = rounds_[round];
+    absl::StatusOr<std::vector<Link*>> links = LinksOf(lanes);
+    if (!links.ok()) {
+      result = links.status();
+      break;
+    }
+    std::vector<int> sent(lanes.size(), 0);
+    auto send_next = [&](size_t lane) {
+      const int origin = RingMod(me_.rank - sent[lane], n);
+      Frame frame = StampedFrame(kind, me_, spec_.sequence, round, sent[lane], origin);
+      frame.spec = held[origin].spec;
+      frame.count = held[origin].spec.count;
+      ++sent[lane];
+      return Send(*(*links)[lane],
+                  RoundFrames(round, absl::StrCat("rank ", origin, "'s contribution")),
+                  lanes[lane].stride, frame, held[origin].bytes);
+    };
+    // Every lane's first frames go out before any receive: the links queue them.
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      const int first = std::min(lanes[lane].carried, kStrideLinkQueuedFrames);
+      while (sent[lane] < first && result.ok()) result = send_next(lane);
+    }
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      const StrideLane& l = lanes[lane];
+      const int from = From(l.stride);
+      for (int i = 0; i < l.carried && result.ok(); ++i) {
+        const int origin = RingMod(from - i, n);
+        absl::StatusOr<ReceivedFrame> received =
+            Receive(*(*links)[lane], l.stride, kind, round, i, origin, [&] {
+              return RoundFrames(round, absl::StrCat("rank ", origin, "'s contribution"));
+            });
+        if (!received.ok()) {
+          result = received.status();
+          break;
+        }
+        if (!received->frame.spec.has_value()) {
+          result = absl::InvalidArgumentError(absl::StrCat(
+              StrideScheduleName(schedule_), " frame from rank ", from, " for rank ", origin,
+              " arrived without a spec"));
+          break;
+        }
+        stats_.bytes_received += received->payload.size();
+        held[origin] = StrideContribution{*received->frame.spec, received->payload.ToVector()};
+        here[origin] = true;
+        // One more out for each one in: no rank ever has more frames on its way than its
+        // receiver's link queues unread, so no two ranks wait on each other's sends.
+        if (sent[lane] < l.carried) result = send_next(lane);
+      }
+    }
+  }
+  if (!result.ok()) {
+    // Name every rank whose contribution did not arrive, not only the one waited on: the
+    // rank it waited on may itself be waiting for the cause.
+    std::string lacking;
+    for (int back = 1; back < n; ++back) {
+      const int rank = RingMod(me_.rank - back, n);
+      if (!here[rank]) {
+        absl::StrAppend(&lacking, lacking.empty() ? "" : ", ", rank);
+      }
+    }
+    if (!lacking.empty() && !absl::IsAborted(result) && !IsAgreementMismatch(result)) {
+      result = absl::Status(result.code(), absl::StrCat(result.message(),
+                                                        "; contributions not yet here: rank(s) ",
+                                                        lacking));
+    }
+    return Failed(std::move(result));
+  }
+  // Every rank holds every spec now, so every rank finds a mismatch if there is one (no
+  // notice needed); each quotes the lowest rank that differs from its own.
+  for (int origin = 0; origin < n; ++origin) {
+    if (origin == me_.rank) continue;
+    if (absl::Status s = CheckAgreement(spec_, me_.rank, held[origin].spec, origin); !s.ok()) {
+      return Annotate(s);
+    }
+    if (held[origin].bytes.size() != contribution_bytes(origin)) {
+      return Failed(absl::InvalidArgumentError(absl::StrCat(
+          "rank ", origin, "'s contribution carries ", held[origin].bytes.size(), " bytes; ",
+          contribution_bytes(origin), " belong there for ", spec_.count, " x ",
+          DTypeName(spec_.dtype))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::Commit() {
+  data_completed_ = true;
+  const int n = me_.world_size;
+  // By distance back: whether the rank that far back is known to have completed its data.
+  // Every rank runs the same rounds, so a commit received on the link of stride s in a
+  // round vouches for what its sender knew when the round began, shifted by s.
+  std::vector<bool> known(static_cast<size_t>(n), false);
+  known[0] = true;
+  absl::Status result = absl::OkStatus();
+  for (int round = 0; round < static_cast<int>(rounds_.size()) && result.ok(); ++round) {
+    const std::vector<StrideLane>& lanes = rounds_[round];
+    absl::StatusOr<std::vector<Link*>> links = LinksOf(lanes);
+    if (!links.ok()) {
+      result = links.status();
+      break;
+    }
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      result = Send(*(*links)[lane], CommitFrames(round), lanes[lane].stride,
+                    StampedFrame(FrameKind::kCommit, me_, spec_.sequence, round, 0, me_.rank), {});
+    }
+    const std::vector<bool> known_at_start = known;
+    for (size_t lane = 0; lane < lanes.size() && result.ok(); ++lane) {
+      const int stride = lanes[lane].stride;
+      absl::StatusOr<ReceivedFrame> received =
+          Receive(*(*links)[lane], stride, FrameKind::kCommit, round, 0, From(stride),
+                  [this, round] { return CommitFrames(round); });
+      if (!received.ok()) {
+        result = received.status();
+        break;
+      }
+      for (int back = 0; back + stride < n; ++back) {
+        if (known_at_start[back]) known[back + stride] = true;
+      }
+    }
+  }
+  if (result.ok()) return absl::OkStatus();
+  result = ExplainCancel(std::move(result));
+  NotifyAbort(result);  // marked as given up after the data: receivers stay in doubt
+  if (abort_.origin_before_commit()) {
+    // The rank that gave up never completed its data, so no commit of it went out and no
+    // rank can have returned OK: a plain failure, like every rank's.
+    return Annotate(result);
+  }
+  std::string unheard;
+  for (int back = 1; back < n; ++back) {
+    if (known[back]) continue;
+    absl::StrAppend(&unheard, unheard.empty() ? "" : ", ", RingMod(me_.rank - back, n));
+  }
+  return WithOutcomeMark(Annotate(CommitInDoubt(result, unheard, "")), OutcomeMark::kInDoubt);
+}
+
+absl::StatusOr<ReceivedFrame> StrideRank::Receive(Link& link, int stride, FrameKind kind,
+                                                  int round, int segment, int chunk,
+                                                  absl::FunctionRef<std::string()> what) {
+  const int from = From(stride);
+  const bool ring_link = stride == 1;
+  while (true) {
+    WaitLimit slice = limit_;
+    slice.deadline = std::min(limit_.deadline, SteadyDeadline(kAbortWatchInterval));
+    absl::StatusOr<ReceivedFrame> received = link.Receive(slice);
+    if (absl::IsDeadlineExceeded(received.status()) && !limit_.deadline.Passed()) {
+      if (absl::Status s = WatchOtherLinks(&link, limit_.deadline); !s.ok()) return s;
+      continue;
+    }
+    if (absl::IsDeadlineExceeded(received.status()) && frames_received_ > 0) {
+      if (absl::Status s = AwaitLateNotice(link); !s.ok()) return s;
+    }
+    if (!received.ok()) {
+      const absl::Status& s = received.status();
+      return absl::Status(s.code(), absl::StrCat("waiting for ", what(), " from rank ", from, ": ",
+                                                 s.message()));
+    }
+    ++frames_received_;
+    const Frame& f = received->frame;
+    if (f.generation != me_.generation) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", from, " sent a frame of generation ", f.generation,
+          " but this rank is in generation ", me_.generation, "; the ring changed under it"));
+    }
+    // Left over from a collective this rank finished (or, on a stride link, which only
+    // these algorithms use, one it skipped): not this collective's.
+    if (f.sequence < spec_.sequence && (!ring_link || f.sequence <= link.finished_sequence())) {
+      continue;
+    }
+    if (f.kind == FrameKind::kAbort && f.sequence == spec_.sequence) return TakeAbortFrame(f);
+    if (absl::Status s = CheckFrame(f, from, kind, round, segment, chunk); !s.ok()) return s;
+    return received;
+  }
+}
+
+absl::Status StrideRank::CheckFrame(const Frame& f, int from, FrameKind kind, int round,
+                                    int segment, int chunk) const {
+  if (f.sequence != spec_.sequence) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ranks called different collectives: rank ", from, " is at collective #", f.sequence,
+        " while this rank is at ", DescribeCollective(spec_),
+        "; every rank must issue the same collectives in the same order"));
+  }
+  if (f.kind != kind && IsAgreementKind(f.kind) && IsAgreementKind(kind)) {
+    return DifferentAlgorithmsError(spec_, me_, f, from, kind);
+  }
+  if (f.kind != kind) {
+    return absl::InvalidArgumentError(absl::StrCat(FrameKindName(f.kind), " from rank ", from,
+                                                   " where ", FrameKindName(kind),
+                                                   " belongs (a frame was lost or misplaced)"));
+  }
+  if (f.sender_rank != from) {
+    return absl::InvalidArgumentError(absl::StrCat("frame claims to come from rank ", f.sender_rank,
+                                                   ", but this link leads to rank ", from));
+  }
+  if (f.step != static_cast<uint32_t>(round) || f.segment != static_cast<uint32_t>(segment) ||
+      f.chunk != static_cast<uint32_t>(chunk)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "out-of-schedule ", StrideScheduleName(schedule_), " frame from rank ", from, ": got step ",
+        f.step, " frame ", f.segment, " for rank ", f.chunk, ", expected step ", round, " frame ",
+        segment, " for rank ", chunk));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::AwaitLateNotice(Link& link) {
+  const SteadyDeadline until(options_.abort_notice_timeout);
+  while (!until.Passed()) {
+    WaitLimit slice;
+    slice.deadline = std::min(until, SteadyDeadline(kAbortWatchInterval));
+    absl::StatusOr<ReceivedFrame> late = link.Receive(slice);
+    if (late.ok() && late->frame.kind == FrameKind::kAbort &&
+        late->frame.sequence == spec_.sequence) {
+      return TakeAbortFrame(late->frame);
+    }
+    if (!late.ok() && !absl::IsDeadlineExceeded(late.status())) break;  // the link is gone
+    if (absl::Status s = WatchOtherLinks(&link, until); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::WatchOtherLinks(const Link* waiting_on, SteadyDeadline until) {
+  for (Link* link : links_.Connected()) {
+    if (link == waiting_on || link->newest_aborted_sequence() != spec_.sequence) continue;
+    // The notice may wait behind frames of this collective: this rank fails anyway, so
+    // take them.
+    WaitLimit take;
+    take.deadline = std::min(until, SteadyDeadline(options_.abort_notice_timeout));
+    while (true) {
+      absl::StatusOr<ReceivedFrame> next = link->Receive(take);
+      if (!next.ok()) break;
+      if (next->frame.kind == FrameKind::kAbort && next->frame.sequence == spec_.sequence) {
+        return TakeAbortFrame(next->frame);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::TakeAbortFrame(const Frame& frame) { return abort_.Take(frame); }
+
+void StrideRank::NotifyAbort(const absl::Status& cause) {
+  const std::optional<Frame> notice = abort_.ToSend(cause, data_completed_);
+  if (!notice.has_value()) return;
+  for (Link* link : links_.Connected()) {
+    // A fresh limit: the collective's own may be cancelled or spent already.
+    WaitLimit limit;
+    limit.deadline = SteadyDeadline(options_.abort_notice_timeout);
+    link->Send(*notice, {}, limit).IgnoreError();  // best effort: the peer may be gone
+  }
+}
+
+}  // namespace ringsync
