@@ -20,6 +20,20 @@ FrameKind GatherKind(StrideSchedule schedule) {
 // notice takes another path than the frame awaited, so this bounds how late it is seen.
 constexpr absl::Duration kAbortWatchInterval = absl::Milliseconds(20);
 
+// An abort notice on every link, those of `strides` connected first where they are not
+// yet: a later collective of this rank may use them, and the notice must precede its
+// frames there. Best effort, each step within `timeout`: a peer may be gone.
+void SendOnEveryLink(StrideLinks& links, absl::Span<const int> strides, const Frame& notice,
+                     absl::Duration timeout) {
+  for (int stride : strides) {
+    if (stride > 1) links.Stride(stride, WaitLimit{SteadyDeadline(timeout)}).IgnoreError();
+  }
+  for (Link* link : links.Connected()) {
+    // A fresh limit: the collective's own may be cancelled or spent already.
+    link->Send(notice, {}, WaitLimit{SteadyDeadline(timeout)}).IgnoreError();
+  }
+}
+
 }  // namespace
 
 std::vector<std::vector<StrideLane>> StrideRoundsOf(StrideSchedule schedule, int n) {
@@ -330,12 +344,24 @@ absl::Status StrideRank::TakeAbortFrame(const Frame& frame) { return abort_.Take
 void StrideRank::NotifyAbort(const absl::Status& cause) {
   const std::optional<Frame> notice = abort_.ToSend(cause, data_completed_);
   if (!notice.has_value()) return;
-  for (Link* link : links_.Connected()) {
-    // A fresh limit: the collective's own may be cancelled or spent already.
-    WaitLimit limit;
-    limit.deadline = SteadyDeadline(options_.abort_notice_timeout);
-    link->Send(*notice, {}, limit).IgnoreError();  // best effort: the peer may be gone
+  std::vector<int> strides;
+  for (const std::vector<StrideLane>& round : rounds_) {
+    for (const StrideLane& lane : round) strides.push_back(lane.stride);
   }
+  SendOnEveryLink(links_, strides, *notice, options_.abort_notice_timeout);
+}
+
+absl::Status RejectOnEveryLink(const RingMember& me, StrideLinks& links,
+                               absl::Span<const int> strides_in_use, const CollectiveSpec& spec,
+                               const RingOptions& options, const absl::Status& why) {
+  AbortNotice abort(me, spec);
+  const std::optional<Frame> notice = abort.ToSend(why, /*data_completed=*/false);
+  if (notice.has_value() && me.world_size >= 2 && me.rank >= 0 && me.rank < me.world_size) {
+    SendOnEveryLink(links, strides_in_use, *notice, options.abort_notice_timeout);
+  }
+  // Over for this rank: what the others still send of it is a leftover on every link.
+  for (Link* link : links.Connected()) link->MarkFinished(spec.sequence);
+  return AnnotateRankFailure(why, me, spec);
 }
 
 }  // namespace ringsync

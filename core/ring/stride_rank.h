@@ -152,4 +152,15 @@ class StrideRank {
   RingStats stats_;
 };
 
+// For a collective this rank gives up before it runs (its client refused it, say): an
+// abort notice on every link, the ring link first, so that a rank that waits on any of
+// them (a stride algorithm's rank waits on each) learns why before this rank's next
+// collective reaches it there. `strides_in_use`, the strides the stride algorithms run
+// on at this ring size, are connected first where they are not yet (within the abort
+// notice's timeout): a later collective of this rank may use them. Returns `why`
+// annotated, as RingExchange::Reject does.
+absl::Status RejectOnEveryLink(const RingMember& me, StrideLinks& links,
+                               absl::Span<const int> strides_in_use, const CollectiveSpec& spec,
+                               const RingOptions& options, const absl::Status& why);
+
 }  // namespace ringsync

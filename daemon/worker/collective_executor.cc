@@ -9,6 +9,8 @@
 #include "core/ring/ring_gather.h"
 #include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
+#include "core/ring/stride_copying.h"
+#include "daemon/worker/epoch_stride_links.h"
 #include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "spdlog/spdlog.h"
@@ -219,11 +221,12 @@ void CollectiveExecutor::FailForAbsentClient(RingEpoch& epoch, const Frame& firs
   RingOptions options;
   options.timeout = absl::Seconds(1);  // only an abort frame goes out
   options.abort_notice_timeout = options_.abort_notice_timeout;
-  RingExchange exchange(epoch.me, *epoch.link, spec, options);
-  const absl::Status failed = exchange.Reject(absl::FailedPreconditionError(absl::StrCat(
-      "worker ", worker_id_, " has no training process attached (its client left ",
-      absl::FormatDuration(absl::Trunc(gone_for, absl::Milliseconds(1))),
-      " ago); restart that rank's training process")));
+  const absl::Status failed = RejectBeforeRunning(
+      epoch, spec, options,
+      absl::FailedPreconditionError(absl::StrCat(
+          "worker ", worker_id_, " has no training process attached (its client left ",
+          absl::FormatDuration(absl::Trunc(gone_for, absl::Milliseconds(1))),
+          " ago); restart that rank's training process")));
   last_ring_ = LastRing{epoch.me, epoch.next_sequence};
   Record(spec, &epoch, RingStats{}, absl::ZeroDuration(), failed);
 }
@@ -383,8 +386,7 @@ absl::Status CollectiveExecutor::RunOnRing(CollectiveJob& job, RingEpoch& epoch)
   options.input_arrival = job.arrival.get();  // read by the ring only (RunAlgorithm)
   if (!job.refusal.ok()) {
     // The request was refused: tell the ring, so every rank fails this collective now.
-    RingExchange exchange(epoch.me, *epoch.link, job.spec, options);
-    return exchange.Reject(job.refusal);
+    return RejectBeforeRunning(epoch, job.spec, options, job.refusal);
   }
   // From here the ring may write into a registered buffer (the client's own memory).
   job.touched_caller_memory = job.is_registered();
@@ -429,7 +431,7 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
         const TimedInputArrival timed(*job.arrival);
         absl::Status in = timed.AwaitBytes(0, data.size(), limit);
         absl::Status result = in.ok() ? RunAllReduceAlgorithm(algorithm, job, epoch, data, options)
-                                      : RingExchange(me, link, job.spec, options).Reject(in);
+                                      : RejectBeforeRunning(epoch, job.spec, options, in);
         job.stats.input_wait += timed.waited();  // after the algorithm filled in its stats
         return result;
       }
@@ -439,28 +441,61 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       if (job.input_left_out && me.rank == job.spec.root) {
         return RejectLeftOutRoot(job, epoch, options);
       }
-      return RingBroadcast(me, link, job.spec, data, options, &job.stats);
+      return RunCopying(job, epoch, data, options, [&] {
+        return RingBroadcast(me, link, job.spec, data, options, &job.stats);
+      });
     case CollectiveKind::kScatter:
       if (job.input_left_out && me.rank == job.spec.root) {
         return RejectLeftOutRoot(job, epoch, options);
       }
       PlaceBlockResult(job, me);
-      return RingScatter(me, link, job.spec, data, options, &job.stats);
+      return RunCopying(job, epoch, data, options, [&] {
+        return RingScatter(me, link, job.spec, data, options, &job.stats);
+      });
     case CollectiveKind::kAllGather:
-      return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+      return RunCopying(job, epoch, data, options, [&] {
+        return RingAllGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+      });
     case CollectiveKind::kGather:
       if (job.output_left_out && me.rank == job.spec.root) {
         return RejectLeftOutRoot(job, epoch, options);
       }
       // Only the root has a result; the others' buffers only gave the ring room.
       job.result_bytes = me.rank == job.spec.root ? data.size() : 0;
-      return RingGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+      return RunCopying(job, epoch, data, options, [&] {
+        return RingGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+      });
     case CollectiveKind::kReduceScatter:
       // The rest of the buffer holds partial sums.
       PlaceBlockResult(job, me);
       return RingReduceScatter(me, link, reducer_, job.spec, data, options, &job.stats);
   }
   return absl::InvalidArgumentError("unknown collective kind");
+}
+
+absl::Status CollectiveExecutor::RejectBeforeRunning(RingEpoch& epoch,
+                                                     const CollectiveSpec& spec,
+                                                     const RingOptions& options,
+                                                     const absl::Status& why) const {
+  // Where stride algorithms run, a rank may wait on any link for this one: tell them all.
+  if (epoch.strides != nullptr) {
+    const std::vector<int> strides = StridesToConnectAhead(epoch.me.world_size, options_.algorithm);
+    return RejectOnEveryLink(epoch.me, *epoch.strides, strides, spec, options, why);
+  }
+  return RingExchange(epoch.me, *epoch.link, spec, options).Reject(why);
+}
+
+absl::Status CollectiveExecutor::RunCopying(CollectiveJob& job, RingEpoch& epoch,
+                                            absl::Span<std::byte> data, const RingOptions& options,
+                                            absl::FunctionRef<absl::Status()> on_the_ring) {
+  const std::optional<StrideSchedule> schedule =
+      StrideScheduleToCopy(job.spec, epoch.me.world_size, options_.algorithm);
+  // An epoch without stride links (an EpochSource of tests) runs the ring's algorithm, as
+  // an all-reduce relays there.
+  if (schedule.has_value() && epoch.strides != nullptr) {
+    return StrideCopy(*schedule, epoch.me, *epoch.strides, job.spec, data, options, &job.stats);
+  }
+  return on_the_ring();
 }
 
 void CollectiveExecutor::PlaceBlockResult(CollectiveJob& job, const RingMember& me) {
@@ -472,11 +507,12 @@ void CollectiveExecutor::PlaceBlockResult(CollectiveJob& job, const RingMember& 
 }
 
 absl::Status CollectiveExecutor::RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
-                                                   const RingOptions& options) {
+                                                   const RingOptions& options) const {
   // The client copied nothing in (or has nowhere to take a gather's result), taking its
   // rank for another: what the memory holds is stale. Every rank fails before a byte moves.
-  return RingExchange(epoch.me, *epoch.link, job.spec, options)
-      .Reject(absl::FailedPreconditionError(absl::StrCat(
+  return RejectBeforeRunning(
+      epoch, job.spec, options,
+      absl::FailedPreconditionError(absl::StrCat(
           "this rank is the ", CollectiveKindName(job.spec.kind), "'s root, but its training "
           "process left its ", job.output_left_out ? "output" : "tensor",
           " out, taking its rank for another (the ring re-formed since the call); call again")));

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "core/reduce/reducer.h"
 #include "core/ring/allreduce_algorithm.h"
@@ -115,12 +116,21 @@ class CollectiveExecutor {
   absl::Status CheckRoomLocked(uint64_t bytes) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ring algorithm of the job's kind over its data.
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
+  // Fails a collective this rank gives up before it runs (`why`), telling the others on
+  // every link they may wait on.
+  absl::Status RejectBeforeRunning(RingEpoch& epoch, const CollectiveSpec& spec,
+                                   const RingOptions& options, const absl::Status& why) const;
+  // A broadcast's, scatter's, gather's or all-gather's data over `data`: over the stride
+  // links where the buffer is small enough (StrideScheduleToCopy), else `on_the_ring`.
+  absl::Status RunCopying(CollectiveJob& job, RingEpoch& epoch, absl::Span<std::byte> data,
+                          const RingOptions& options,
+                          absl::FunctionRef<absl::Status()> on_the_ring);
   // A reduce-scatter's or a scatter's result: the block of the rank it runs as.
   static void PlaceBlockResult(CollectiveJob& job, const RingMember& me);
   // A broadcast or scatter whose client left its input out, or a gather whose client left
   // its output out, finds this rank is the root: fails it on every rank.
-  static absl::Status RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
-                                        const RingOptions& options);
+  absl::Status RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,
+                                 const RingOptions& options) const;
   // An all-reduce's `algorithm` over `data` (its input there, or arriving for the ring).
   absl::Status RunAllReduceAlgorithm(AllReduceAlgorithm algorithm, CollectiveJob& job,
                                      RingEpoch& epoch, absl::Span<std::byte> data,

@@ -10,6 +10,7 @@
 #include "tests/integration/cluster_fixture.h"
 #include "tests/integration/http_get.h"
 #include "tests/integration/run_daemon.h"
+#include "tests/integration/worker_metric.h"
 
 namespace ringsync {
 namespace {
@@ -195,6 +196,50 @@ TEST(Algorithms, TheLinksOfTheSmallAllReducesAreConnectedOnceTheRingForms) {
     EXPECT_THAT(page, ::testing::HasSubstr("ringsync_stride_links_connected_total 2\n"));
     EXPECT_THAT(page, ::testing::Not(::testing::HasSubstr("ringsync_allreduce_algorithm_total{")))
         << "no all-reduce ran";
+  }
+}
+
+}  // namespace
+}  // namespace ringsync
+
+namespace ringsync {
+namespace {
+
+// A small broadcast, scatter, gather or all-gather runs over the same links (on 4 ranks
+// the direct exchange: one hop) where the ring's chains take three: the root's data goes
+// straight to each rank, so in a broadcast the other ranks send nothing. With
+// --algorithm=ring they run the chain, where each rank but the last forwards the root's.
+TEST(Algorithms, SmallCopyingCollectivesTakeOneHopOverTheStrideLinks) {
+  constexpr int kRanks = 4;
+  constexpr size_t kCount = 1000;
+  for (const char* flag : {"--algorithm=auto", "--algorithm=ring"}) {
+    SCOPED_TRACE(flag);
+    auto cluster = StartCluster(kRanks, {flag}, {}, /*http=*/true);
+    ASSERT_NE(cluster, nullptr);
+    auto clients = ConnectAll(*cluster);
+    std::vector<std::vector<float>> data(kRanks, std::vector<float>(kCount, 0.0f));
+    std::vector<float> gathered(kRanks * 2, -1.0f);
+    data[0].assign(kCount, 7.0f);
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      if (absl::Status s = client.Broadcast<float>("params", absl::MakeSpan(data[r]), 0);
+          !s.ok()) {
+        return s;
+      }
+      const std::vector<float> mine = {static_cast<float>(r), static_cast<float>(10 * r)};
+      return client.Gather<float>(
+          "ids", mine,
+          r == 2 ? absl::MakeSpan(gathered) : absl::Span<float>(nullptr, gathered.size()), 2);
+    }));
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(data[r], std::vector<float>(kCount, 7.0f)) << "rank " << r;
+    }
+    EXPECT_EQ(gathered, (std::vector<float>{0, 0, 1, 10, 2, 20, 3, 30}));
+    // Rank 1 (worker 1): in the chain it forwards the broadcast, 4 KB, and, the last hop
+    // to the gather's root, sends its block and those of ranks 3 and 0 (3 x 8 bytes); in
+    // the direct exchange it sends nothing of the broadcast, and its block to each rank.
+    const double sent =
+        testing::WorkerMetric(*cluster, 1, "ringsync_ring_bytes_sent_total").value_or(-1);
+    EXPECT_EQ(sent, (absl::string_view(flag) == "--algorithm=ring" ? kCount * 4.0 : 0) + 3 * 8);
   }
 }
 

@@ -1,0 +1,125 @@
+#include "core/ring/stride_copying.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/ring/partition.h"
+#include "core/ring/ring_broadcast.h"
+#include "core/ring/ring_pipeline.h"
+#include "core/ring/stride_allreduce.h"
+
+namespace ringsync {
+namespace {
+
+bool IsCopying(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kScatter ||
+         kind == CollectiveKind::kGather || kind == CollectiveKind::kAllGather;
+}
+
+// The checks the ring's algorithm for the kind makes first.
+absl::Status CheckCopySpec(const RingMember& me, const CollectiveSpec& spec, size_t buffer_bytes) {
+  const size_t n = static_cast<size_t>(std::max(1, me.world_size));
+  switch (spec.kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter: {
+      absl::Status valid = CheckChainSpec(me, spec, buffer_bytes, spec.count, spec.kind);
+      if (valid.ok() && spec.kind == CollectiveKind::kScatter && spec.count % n != 0) {
+        valid = absl::InvalidArgumentError(absl::StrCat(
+            "scatter of ", spec.count, " elements: not one block for each of ", n, " ranks"));
+      }
+      return valid;
+    }
+    case CollectiveKind::kGather:
+      return CheckChainSpec(me, spec, buffer_bytes, spec.count * n, spec.kind);
+    case CollectiveKind::kAllGather:
+      return CheckBufferSize(me, spec, buffer_bytes, spec.count * n);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the stride links cannot copy a ", CollectiveKindName(spec.kind)));
+  }
+}
+
+// What `rank` sends in the gather pass, in bytes (see the header).
+uint64_t ContributionBytes(const CollectiveSpec& spec, int rank) {
+  const uint64_t bytes = spec.count * DTypeSize(spec.dtype);
+  const bool rooted_at_root = spec.kind == CollectiveKind::kBroadcast ||
+                              spec.kind == CollectiveKind::kScatter;
+  return rooted_at_root && rank != spec.root ? 0 : bytes;
+}
+
+// Writes this rank's result from `held` (every rank's contribution) into `buffer`.
+void CopyResult(const RingMember& me, const CollectiveSpec& spec,
+                const std::vector<StrideContribution>& held, absl::Span<std::byte> buffer) {
+  const size_t n = static_cast<size_t>(me.world_size);
+  switch (spec.kind) {
+    case CollectiveKind::kBroadcast: {
+      const std::vector<std::byte>& data = held[static_cast<size_t>(spec.root)].bytes;
+      if (!data.empty()) std::memcpy(buffer.data(), data.data(), data.size());
+      return;
+    }
+    case CollectiveKind::kScatter: {
+      const std::vector<std::byte>& data = held[static_cast<size_t>(spec.root)].bytes;
+      const size_t block = data.size() / n;
+      const size_t at = block * static_cast<size_t>(me.rank);
+      if (block > 0) std::memcpy(buffer.data() + at, data.data() + at, block);
+      return;
+    }
+    case CollectiveKind::kGather:
+      if (me.rank != spec.root) return;
+      [[fallthrough]];
+    case CollectiveKind::kAllGather: {
+      const size_t slot = spec.count * DTypeSize(spec.dtype);
+      for (size_t r = 0; r < n && slot > 0; ++r) {
+        std::memcpy(buffer.data() + r * slot, held[r].bytes.data(), slot);
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// This rank's contribution, read from its buffer before anything is written there.
+std::vector<std::byte> Mine(const RingMember& me, const CollectiveSpec& spec,
+                            absl::Span<const std::byte> buffer) {
+  const uint64_t bytes = ContributionBytes(spec, me.rank);
+  return std::vector<std::byte>(buffer.begin(), buffer.begin() + static_cast<ptrdiff_t>(bytes));
+}
+
+}  // namespace
+
+std::optional<StrideSchedule> StrideScheduleToCopy(const CollectiveSpec& spec, int world_size,
+                                                   const AlgorithmPolicy& policy) {
+  if (!IsCopying(spec.kind) || !IsValid(spec.dtype)) return std::nullopt;
+  const uint64_t bytes = spec.count * DTypeSize(spec.dtype);
+  return StrideScheduleOf(
+      ChooseAllReduceAlgorithm(world_size, bytes, spec.dtype, ReduceOp::kSum, policy));
+}
+
+absl::Status StrideCopy(StrideSchedule schedule, const RingMember& me, StrideLinks& links,
+                        const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                        const RingOptions& options, RingStats* stats) {
+  StrideRank rank(schedule, me, links, spec, options);
+  if (absl::Status s = CheckCopySpec(me, spec, buffer.size()); !s.ok()) return rank.Reject(s);
+  RingStats local;
+  std::vector<StrideContribution> held;
+  absl::Status result = rank.Gather(Mine(me, spec, buffer), held,
+                                    [&spec](int r) { return ContributionBytes(spec, r); });
+  if (result.ok() && rank.limit().IsCancelled()) {
+    // As the stride all-reduce: give up before this rank's data completes.
+    result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
+  }
+  const bool writing = result.ok();  // the caller's buffer is written from here on
+  if (writing) {
+    CopyResult(me, spec, held, buffer);
+    result = rank.Commit();
+  }
+  rank.ExportStats(local);
+  local.buffer_untouched = !result.ok() && !writing;
+  if (stats != nullptr) *stats = local;
+  return result;
+}
+
+}  // namespace ringsync
