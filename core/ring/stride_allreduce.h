@@ -31,11 +31,14 @@
 //   ring's commit rule, with the same in-doubt marking for a rank that fails inside this
 //   pass (ring_exchange.h).
 //
-//   Aborts. A rank that gives up sends an abort frame on every link it has connected;
-//   each rank that receives one forwards it once on all of its own. The ring link is
-//   always among them, so a notice reaches every rank; the stride links make it quicker.
-//   A waiting rank watches all of its links for an abort of its collective, not only the
-//   one it waits on.
+//   Aborts. A rank that gives up sends an abort frame on every link of its schedule
+//   (connecting any that is not yet) and every other it has connected; each rank that
+//   receives one forwards it once on all of its own. The ring link is always among them,
+//   so a notice reaches every rank; the stride links make it quicker. And as a link
+//   delivers in order, a rank that waits on a link for the one that gave up meets its
+//   notice there before any frame of its next collective. A waiting rank watches all of
+//   its links for an abort of its collective, not only the one it waits on. A rank that
+//   gives up before it runs (RejectOnEveryLink) does the same.
 //
 // Ranks whose choice of algorithm differs (their sizes differ, or their flags) meet on
 // the ring link, which every algorithm's first frame uses and each with its own kind

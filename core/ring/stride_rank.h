@@ -126,7 +126,9 @@ class StrideRank {
   absl::Status AwaitLateNotice(Link& link);
   absl::Status TakeAbortFrame(const Frame& frame);
   // Best effort, after a failure: forwards the notice this rank received, or sends its own,
-  // on every connected link.
+  // on every link of its schedule (connected first where it is not yet: this rank's next
+  // collective may use it, and the notice must precede that one's frames) and every other
+  // connected link.
   void NotifyAbort(const absl::Status& cause);
   // A failed pass: told to the others and annotated.
   absl::Status Failed(absl::Status result) {

@@ -10,9 +10,9 @@
 #include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
 #include "core/ring/stride_copying.h"
-#include "daemon/worker/epoch_stride_links.h"
 #include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
+#include "daemon/worker/epoch_stride_links.h"
 #include "spdlog/spdlog.h"
 
 namespace ringsync {
