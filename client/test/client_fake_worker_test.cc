@@ -522,6 +522,39 @@ TEST_P(ScatterTest, ARankOtherThanTheRootSendsNothingAndGetsItsBlock) {
 
 INSTANTIATE_TEST_SUITE_P(InlineAndShared, ScatterTest, ::testing::Values(size_t{1} << 20, 1));
 
+class GatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
+
+// Inline or in a file (the threshold param): a rank other than the root with no output
+// says so (output_left_out) and copies nothing out; one with an output gets it back
+// untouched; the root's output receives the result.
+TEST_P(GatherTest, OnlyTheRootsOutputIsWrittenAndARankWithoutOneSaysSo) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_rank(1);
+  info.set_world_size(2);
+  worker_.SetInfo(info);
+  ClientOptions options = WithThreshold(GetParam());
+  options.stage_in_registered_memory = false;
+  options.staging_arena_bytes = 0;
+  std::unique_ptr<Client> client = Connect("", options);
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint8_t> mine(512, 7);
+  const absl::Status left_out =
+      client->Gather("ids", mine.data(), 512, DType::kUInt8, nullptr, 1024, 0);
+  ASSERT_TRUE(left_out.ok()) << left_out;
+  SeenRequest seen = worker_.seen().back();
+  EXPECT_EQ(seen.method, "Gather");
+  EXPECT_TRUE(seen.request.output_left_out());
+  EXPECT_EQ(seen.request.spec().count(), 512u) << "count is per rank";
+  std::vector<uint8_t> output(1024, 0x5a);
+  ASSERT_TRUE(client->Gather("ids", mine.data(), 512, DType::kUInt8, output.data(), 1024, 0).ok());
+  EXPECT_EQ(output, std::vector<uint8_t>(1024, 0x5a)) << "not the root: untouched";
+  EXPECT_FALSE(worker_.seen().back().request.output_left_out());
+  ASSERT_TRUE(client->Gather("ids", mine.data(), 512, DType::kUInt8, output.data(), 1024, 1).ok());
+  EXPECT_EQ(output, std::vector<uint8_t>(1024, 7)) << "the root's output";
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndShared, GatherTest, ::testing::Values(size_t{1} << 20, 1));
+
 class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {

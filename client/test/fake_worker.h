@@ -401,6 +401,30 @@ class FakeWorker final : public v1::Worker::Service {
     });
   }
 
+  // Stand-in: at the root every rank's input is taken to be its own (its input in every
+  // slot), with the result's size; elsewhere no result (result_bytes 0), as the worker
+  // answers.
+  grpc::Status Gather(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                      v1::CollectiveResponse* response) override {
+    const int world = info().world_size();
+    const bool root = request->spec().root() == info().rank();
+    const size_t bytes = request->spec().count() *
+                         DTypeSize(static_cast<DType>(request->spec().dtype()));
+    return Serve("Gather", context, request, response, [&](std::string& data) {
+      if (!root) {
+        // Inline: nothing comes back; in a region: the region as the ring left it.
+        data.resize(request->has_shared() ? bytes * static_cast<size_t>(world) : 0);
+        response->set_result_bytes(0);
+        return grpc::Status::OK;
+      }
+      const std::string mine = data.substr(0, bytes);
+      data.clear();
+      for (int r = 0; r < world; ++r) data += mine;
+      response->set_result_bytes(data.size());
+      return grpc::Status::OK;
+    });
+  }
+
   grpc::Status Barrier(grpc::ServerContext* context, const v1::CollectiveRequest* request,
                        v1::CollectiveResponse* response) override {
     return Serve("Barrier", context, request, response, [&](std::string& data) {
