@@ -1,5 +1,7 @@
 """ringsync.Client: the collectives, blocking and *_async, over the C++ SDK."""
 
+import numbers
+import operator
 import os
 
 from ringsync import _ringsync
@@ -54,15 +56,41 @@ class Client:
     worker's --collective_timeout) bounds the whole ring. The GIL is released while the
     SDK works, so other Python threads run meanwhile.
 
-    Wrong inputs raise TypeError (not an array; a dtype ringsync has not got) or
-    ValueError (not contiguous, read-only, on a GPU, requires grad, an `out` of another
-    dtype) before any data moves. The call still takes its turn on the ring as a refusal:
-    the other ranks' same collective fails at once, naming this rank and the error, instead
-    of waiting for it until the timeout, and the ranks stay in step.
+    Wrong inputs raise TypeError (not an array; a dtype ringsync has not got; a `name`
+    that is not a str, an `op` that is not a ringsync op, a `root` that is not an int, a
+    `timeout` or scale that is not a number) or ValueError (not contiguous, read-only, on
+    a GPU, requires grad, an `out` of another dtype) before any data moves. The call still
+    takes its turn on the ring as a refusal: the other ranks' same collective fails at
+    once, naming this rank and the error, instead of waiting for it until the timeout, and
+    the ranks stay in step.
     """
 
     def __init__(self, impl):
         self._impl = impl
+
+    def _check(self, kind, name, op=_ringsync.SUM, root=0, timeout=None, scales=()):
+        """Raises TypeError for an argument the bindings could not take, after refusing
+        the collective's turn (the bindings would raise before any turn was taken)."""
+        why = None
+        if not isinstance(name, (str, bytes)):
+            why = f"name must be a str, not {type(name).__name__}"
+        elif not isinstance(op, _ringsync.ReduceOp):
+            why = f"op must be a ringsync op (SUM, AVG, MIN, MAX, PROD), not {op!r}"
+        elif timeout is not None and (isinstance(timeout, bool) or
+                                      not isinstance(timeout, numbers.Real)):
+            why = f"timeout must be a number of seconds or None, not {timeout!r}"
+        elif any(isinstance(s, bool) or not isinstance(s, numbers.Real) for s in scales):
+            why = f"prescale and postscale must be numbers, not {scales!r}"
+        else:
+            try:
+                operator.index(root)
+            except TypeError:
+                why = f"root must be an int (a rank), not {root!r}"
+        if why is None:
+            return
+        shown = name if isinstance(name, str) else repr(name)
+        self._impl.refuse(kind, shown, f"{kind} '{shown}': {why}")
+        raise TypeError(f"{kind} '{shown}': {why}")
 
     @property
     def rank(self):
@@ -94,12 +122,13 @@ class Client:
         """Reduces `tensor` across all ranks in place and returns it. `op`: SUM, AVG, MIN,
         MAX, PROD; `prescale` multiplies every input and `postscale` the result (floating
         dtypes only)."""
-        return self._impl.allreduce_async(tensor, name, op, prescale, postscale, timeout).wait()
+        return self.allreduce_async(tensor, name, op, prescale, postscale, timeout).wait()
 
     def allreduce_async(self, tensor, name="allreduce", op=_ringsync.SUM, prescale=1.0,
                         postscale=1.0, timeout=None):
         """As allreduce_, but returns a Handle at once; leave `tensor` alone until
         handle.wait() has returned it."""
+        self._check("allreduce", name, op=op, timeout=timeout, scales=(prescale, postscale))
         return self._impl.allreduce_async(tensor, name, op, prescale, postscale, timeout)
 
     def allocate(self, shape, dtype="float32"):
@@ -119,9 +148,10 @@ class Client:
 
     def broadcast_(self, tensor, root, name="broadcast", timeout=None):
         """Copies rank `root`'s `tensor` into every other rank's, in place; returns it."""
-        return self._impl.broadcast_async(tensor, root, name, timeout).wait()
+        return self.broadcast_async(tensor, root, name, timeout).wait()
 
     def broadcast_async(self, tensor, root, name="broadcast", timeout=None):
+        self._check("broadcast", name, root=root, timeout=timeout)
         return self._impl.broadcast_async(tensor, root, name, timeout)
 
     def allgather(self, tensor, name="allgather", timeout=None, out=None):
@@ -131,9 +161,10 @@ class Client:
         dtype, else ValueError; world_size times its elements, else every rank fails) the
         result goes there and `out` is returned; an `out` from allocate() is gathered into
         in place, and `tensor` may be its own rank's slice of it."""
-        return self._impl.allgather_async(tensor, name, timeout, out).wait()
+        return self.allgather_async(tensor, name, timeout, out).wait()
 
     def allgather_async(self, tensor, name="allgather", timeout=None, out=None):
+        self._check("allgather", name, timeout=timeout)
         return self._impl.allgather_async(tensor, name, timeout, out)
 
     def reduce_scatter(self, tensor, name="reduce_scatter", op=_ringsync.SUM, prescale=1.0,
@@ -146,11 +177,12 @@ class Client:
         does not divide fails on every rank. `out` as allgather's; a `tensor` from allocate()
         whose `out` is its own rank's block is reduce-scattered in place (its other blocks
         then hold partial sums)."""
-        return self._impl.reduce_scatter_async(tensor, name, op, prescale, postscale,
-                                               timeout, out).wait()
+        return self.reduce_scatter_async(tensor, name, op, prescale, postscale, timeout,
+                                         out).wait()
 
     def reduce_scatter_async(self, tensor, name="reduce_scatter", op=_ringsync.SUM,
                              prescale=1.0, postscale=1.0, timeout=None, out=None):
+        self._check("reducescatter", name, op=op, timeout=timeout, scales=(prescale, postscale))
         return self._impl.reduce_scatter_async(tensor, name, op, prescale, postscale, timeout,
                                                out)
 
@@ -161,9 +193,10 @@ class Client:
         ranks pass None and an `out` for their block (or an array of the root's shape,
         whose values are unused). `out` as allgather's; a root's `tensor` from allocate()
         whose `out` is its own block is scattered in place."""
-        return self._impl.scatter_async(tensor, root, name, timeout, out).wait()
+        return self.scatter_async(tensor, root, name, timeout, out).wait()
 
     def scatter_async(self, tensor, root, name="scatter", timeout=None, out=None):
+        self._check("scatter", name, root=root, timeout=timeout)
         return self._impl.scatter_async(tensor, root, name, timeout, out)
 
     def gather(self, tensor, root, name="gather", timeout=None, out=None):
@@ -174,16 +207,18 @@ class Client:
         (world_size - 1) tensors, where allgather delivers them to every rank). `out` as
         allgather's; a root's `out` from allocate() whose own slot is `tensor` is gathered
         in place."""
-        return self._impl.gather_async(tensor, root, name, timeout, out).wait()
+        return self.gather_async(tensor, root, name, timeout, out).wait()
 
     def gather_async(self, tensor, root, name="gather", timeout=None, out=None):
+        self._check("gather", name, root=root, timeout=timeout)
         return self._impl.gather_async(tensor, root, name, timeout, out)
 
     def barrier(self, name="barrier", timeout=None):
         """Returns once every rank has entered the barrier."""
-        self._impl.barrier_async(name, timeout).wait()
+        self.barrier_async(name, timeout).wait()
 
     def barrier_async(self, name="barrier", timeout=None):
+        self._check("barrier", name, timeout=timeout)
         return self._impl.barrier_async(name, timeout)
 
     def release_idle_memory(self):

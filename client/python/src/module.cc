@@ -65,6 +65,8 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("out") = py::none())
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
+      .def("refuse", &PyClient::Refuse, py::arg("kind"), py::arg("name"), py::arg("why"),
+           "Takes the collective's turn as a refusal, so the other ranks' fails at once.")
       .def("allocate_bytes", &PyClient::AllocateBytes, py::arg("size_bytes"),
            "A zeroed uint8 numpy array in memory registered with the worker.")
       .def("release_idle_memory", &PyClient::ReleaseIdleMemory,

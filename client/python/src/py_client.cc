@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "client/python/src/errors.h"
 #include "client/python/src/tensor_arg.h"
+#include "core/collective.h"
 
 namespace py = pybind11;
 
@@ -268,6 +269,17 @@ std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start([&](Client& c) { return c.BarrierAsync(name, options); }, py::none(), py::none());
+}
+
+void PyClient::Refuse(const std::string& kind, const std::string& name, const std::string& why) {
+  for (int k = 1; IsValid(static_cast<CollectiveKind>(k)); ++k) {
+    if (kind != CollectiveKindName(static_cast<CollectiveKind>(k))) continue;
+    std::shared_ptr<Client> client = Get();
+    py::gil_scoped_release nogil;
+    client->Refuse(static_cast<CollectiveKind>(k), name, why);
+    return;
+  }
+  throw py::value_error(absl::StrCat("refuse: '", kind, "' is not a collective kind"));
 }
 
 size_t PyClient::ReleaseIdleMemory() {

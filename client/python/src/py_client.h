@@ -74,6 +74,10 @@ class PyClient {
   std::unique_ptr<PyHandle> GatherAsync(pybind11::handle tensor, int root, const std::string& name,
                                         std::optional<double> timeout, pybind11::handle out);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
+  // Client::Refuse for the collective of `kind` (its CollectiveKindName: "allreduce", ...),
+  // for arguments the Python layer rejects before the bindings see them (client.py).
+  // ValueError for a kind that is none.
+  void Refuse(const std::string& kind, const std::string& name, const std::string& why);
 
   // Client::AllocateBytes as a zeroed 1-D uint8 numpy array over the registered memory,
   // which lives as long as the array (and every view of it) does. Raises as Allocate

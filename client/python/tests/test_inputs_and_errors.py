@@ -47,6 +47,41 @@ def test_a_bad_input_on_one_rank_fails_every_rank_at_once_and_the_ranks_stay_in_
     run_ranks(clients, lambda c: c.allreduce_(np.ones(1, np.float32), "after"))
 
 
+ONES = np.ones(4, np.float32)
+
+
+@pytest.mark.parametrize("bad, good, says", [
+    (lambda c: c.allreduce_(ONES.copy(), 5), lambda c: c.allreduce_(ONES.copy(), "5"),
+     "name must be a str, not int"),
+    (lambda c: c.allreduce_(ONES.copy(), "x", op="sum"), lambda c: c.allreduce_(ONES.copy(), "x"),
+     "op must be a ringsync op"),
+    (lambda c: c.allreduce_(ONES.copy(), "x", prescale="2"),
+     lambda c: c.allreduce_(ONES.copy(), "x"), "prescale and postscale must be numbers"),
+    (lambda c: c.broadcast_(ONES.copy(), "0", "x"), lambda c: c.broadcast_(ONES.copy(), 0, "x"),
+     "root must be an int"),
+    (lambda c: c.gather(ONES, 0, "x", timeout="5"), lambda c: c.gather(ONES, 0, "x"),
+     "timeout must be a number of seconds or None"),
+], ids=["name", "op", "scale", "root", "timeout"])
+def test_an_argument_of_the_wrong_type_on_one_rank_fails_every_rank_at_once(clients, bad, good,
+                                                                            says):
+    # The bindings would raise before the call took its turn; the client refuses it first.
+    started = time.monotonic()
+
+    def rank(client):
+        if client.rank == 0:
+            with pytest.raises(TypeError, match=says):
+                bad(client)
+            return None
+        with pytest.raises(ringsync.Error, match="training process refused its own call") as e:
+            good(client)
+        return str(e.value)
+
+    for message in run_ranks(clients, rank)[1:]:
+        assert "rank 0 gave up" in message and says in message, message
+    assert time.monotonic() - started < 20
+    run_ranks(clients, lambda c: c.allreduce_(np.ones(1, np.float32), "after"))
+
+
 def test_read_only_array_is_refused_for_in_place_but_fine_as_allgather_input(clients):
     def refused(client):  # every rank makes the same bad call: each refuses its own turn
         a = np.ones(4, np.float32)
