@@ -241,8 +241,9 @@ const void* PendingCollective::ResultInSharedMemory() const {
 
 absl::Status PendingCollective::CopyResultOut() {
   if (call_.spec.kind == CollectiveKind::kGather) {
-    // Only the rank the worker ran as the root has a result: all of the output.
-    if (response_.result_bytes() == 0 && bytes_.output > 0) return absl::OkStatus();
+    // Only the rank the worker ran as the root has a result: all of the output (none
+    // elsewhere, nor for an empty gather).
+    if (response_.result_bytes() == 0) return absl::OkStatus();
     if (response_.result_bytes() != bytes_.output || call_.output == nullptr) {
       return absl::InternalError(absl::StrCat(
           DescribeCall(call_), ": the worker returned a gather's result of ",

@@ -551,6 +551,8 @@ TEST_P(GatherTest, OnlyTheRootsOutputIsWrittenAndARankWithoutOneSaysSo) {
   EXPECT_FALSE(worker_.seen().back().request.output_left_out());
   ASSERT_TRUE(client->Gather("ids", mine.data(), 512, DType::kUInt8, output.data(), 1024, 1).ok());
   EXPECT_EQ(output, std::vector<uint8_t>(1024, 7)) << "the root's output";
+  const absl::Status empty = client->Gather("none", nullptr, 0, DType::kUInt8, nullptr, 0, 0);
+  EXPECT_TRUE(empty.ok()) << "nothing to gather, nothing to take: " << empty;
 }
 
 INSTANTIATE_TEST_SUITE_P(InlineAndShared, GatherTest, ::testing::Values(size_t{1} << 20, 1));
