@@ -106,9 +106,8 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
                                        std::function<void()> on_success = {},
                                        std::vector<at::Tensor> scratch = {});
   // All-gathers `input` (contiguous, of `dtype`) into a scratch buffer of world_size
-  // blocks and, once that succeeded, copies the buffer into `targets` one after another
-  // (none on a rank that keeps nothing). `input_is_scratch`: `input` came from scratch_
-  // and goes back with the buffer.
+  // blocks and, once that succeeded, copies the buffer into `targets` one after another.
+  // `input_is_scratch`: `input` came from scratch_ and goes back with the buffer.
   c10::intrusive_ptr<c10d::Work> AllGatherInto(c10d::OpType type, const char* what,
                                                at::Tensor input, DType dtype,
                                                std::vector<at::Tensor> targets,
