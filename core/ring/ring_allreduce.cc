@@ -24,6 +24,22 @@ absl::Status CheckAllReduceArguments(const RingMember& me, const CollectiveSpec&
   return CheckBufferSize(me, spec, buffer.size(), spec.count);
 }
 
+absl::Status CheckReduceScatterArguments(const RingMember& me, const CollectiveSpec& spec,
+                                         absl::Span<std::byte> buffer, const ReduceSpec& rspec) {
+  if (spec.kind != CollectiveKind::kReduceScatter) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a reduce-scatter cannot run a ", CollectiveKindName(spec.kind)));
+  }
+  if (absl::Status s = ValidateReduceSpec(rspec); !s.ok()) return s;
+  if (absl::Status s = CheckBufferSize(me, spec, buffer.size(), spec.count); !s.ok()) return s;
+  if (me.world_size > 0 && spec.count % static_cast<uint64_t>(me.world_size) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a reduce-scatter's input is one block per rank: ", spec.count,
+        " elements are not a multiple of this ring's ", me.world_size, " ranks"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The all-reduce as pipeline steps: schedule.h's chunks, combining during
@@ -141,18 +157,7 @@ absl::Status RingReduceScatter(const RingMember& me, Link& link, Reducer& reduce
                                const CollectiveSpec& spec, absl::Span<std::byte> buffer,
                                const RingOptions& options, RingStats* stats) {
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
-  absl::Status checked = ValidateReduceSpec(rspec);
-  if (spec.kind != CollectiveKind::kReduceScatter) {
-    checked = absl::InvalidArgumentError(
-        absl::StrCat("RingReduceScatter cannot run a ", CollectiveKindName(spec.kind)));
-  } else if (checked.ok()) {
-    checked = CheckBufferSize(me, spec, buffer.size(), spec.count);
-  }
-  if (checked.ok() && me.world_size > 0 && spec.count % static_cast<uint64_t>(me.world_size) != 0) {
-    checked = absl::InvalidArgumentError(absl::StrCat(
-        "a reduce-scatter's input is one block per rank: ", spec.count,
-        " elements are not a multiple of this ring's ", me.world_size, " ranks"));
-  }
+  const absl::Status checked = CheckReduceScatterArguments(me, spec, buffer, rspec);
   // The reduce-scatter's N-1 steps leave rank r holding chunk r+1; the all-gather's first
   // step hands it on, so rank r ends with chunk r, combined in the all-reduce's order.
   return RunAllReduceSteps(me, link, reducer, spec, buffer, options, stats,

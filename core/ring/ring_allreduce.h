@@ -37,6 +37,10 @@ namespace ringsync {
 // all-reduce, or a barrier of nothing), the reduction, the buffer's size.
 absl::Status CheckAllReduceArguments(const RingMember& me, const CollectiveSpec& spec,
                                      absl::Span<std::byte> buffer, const ReduceSpec& rspec);
+// The same for a reduce-scatter: the kind, the reduction, the buffer's size, and a count
+// that is one block per rank.
+absl::Status CheckReduceScatterArguments(const RingMember& me, const CollectiveSpec& spec,
+                                         absl::Span<std::byte> buffer, const ReduceSpec& rspec);
 
 absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
                            const CollectiveSpec& spec, absl::Span<std::byte> buffer,

@@ -41,9 +41,10 @@ absl::Status StrideAllReduce(StrideSchedule schedule, const RingMember& me, Stri
                              RingStats* stats) {
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
   StrideRank rank(schedule, me, links, spec, options);
-  if (absl::Status s = CheckAllReduceArguments(me, spec, buffer, rspec); !s.ok()) {
-    return rank.Reject(s);
-  }
+  const absl::Status checked = spec.kind == CollectiveKind::kReduceScatter
+                                   ? CheckReduceScatterArguments(me, spec, buffer, rspec)
+                                   : CheckAllReduceArguments(me, spec, buffer, rspec);
+  if (!checked.ok()) return rank.Reject(checked);
   RingStats local;
   std::vector<std::byte> mine(buffer.begin(), buffer.end());
   ReduceStats pre;

@@ -76,7 +76,9 @@ int StrideRounds(StrideSchedule schedule, int world_size);
 // over `world_size` ranks: 2, 4, ... < N for the doubling, 2 .. N-1 for the direct exchange.
 std::vector<int> StridesBeyondTheRing(StrideSchedule schedule, int world_size);
 
-// REQUIRES: as RingAllReduce; `links` are this rank's (their Stride(1) its ring link).
+// REQUIRES: as RingAllReduce, or a reduce-scatter's spec and input (N blocks): it runs the
+// whole all-reduce, whose block r is bitwise the reduce-scatter's (RingReduceScatter);
+// `links` are this rank's (their Stride(1) its ring link).
 // Until the gather passed, `buffer` is untouched; a failure after it (in the commit
 // pass) leaves the result in it, as RelayAllReduce does.
 absl::Status StrideAllReduce(StrideSchedule schedule, const RingMember& me, StrideLinks& links,

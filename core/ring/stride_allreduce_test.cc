@@ -167,6 +167,50 @@ TEST_P(StrideNumerics, EveryRankGetsBitwiseTheRingsResultFromEitherSchedule) {
 INSTANTIATE_TEST_SUITE_P(EveryDTypeAndOp, StrideNumerics, testing::EveryDTypeAndOp(),
                          testing::DTypeAndOpName);
 
+// A small reduce-scatter runs the whole stride all-reduce: rank r's block is bitwise the
+// ring reduce-scatter's, whatever the schedule; an input that is not one block per rank is
+// refused on every rank.
+TEST(StrideReduceScatter, EachRanksBlockIsBitwiseTheRingReduceScattersFromEitherSchedule) {
+  for (int n : {2, 3, 4, 5, 8}) {
+    for (const auto& [dtype, op] : {std::pair{DType::kFloat32, ReduceOp::kSum},
+                                    std::pair{DType::kBFloat16, ReduceOp::kAvg},
+                                    std::pair{DType::kInt8, ReduceOp::kMax}}) {
+      CollectiveSpec spec = Spec(dtype, op, static_cast<size_t>(7 * n));
+      spec.kind = CollectiveKind::kReduceScatter;
+      MemoryRing ring_links(n);
+      const Outcome ring = RunRanks(n, spec, [&](int r, Reducer& reducer, Buffer buffer,
+                                                 RingStats* stats) {
+        return RingReduceScatter(Me(r, n), ring_links.link(r), reducer, spec, buffer,
+                                 LongOptions(), stats);
+      });
+      const size_t block = 7 * DTypeSize(dtype);
+      for (StrideSchedule schedule : {StrideSchedule::kDoubling, StrideSchedule::kDirect}) {
+        SCOPED_TRACE(absl::StrCat("N=", n, " ", DTypeName(dtype), " ",
+                                  schedule == StrideSchedule::kDirect ? "direct" : "doubling"));
+        MemoryStrideMesh mesh(n);
+        const Outcome run = RunStride(schedule, mesh, spec);
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(ring.statuses[r].ok()) << ring.statuses[r];
+          ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+          EXPECT_TRUE(Bytes(run.buffers[r].begin() + r * block,
+                            run.buffers[r].begin() + (r + 1) * block) ==
+                      Bytes(ring.buffers[r].begin() + r * block,
+                            ring.buffers[r].begin() + (r + 1) * block))
+              << "rank " << r << "'s block differs";
+        }
+      }
+    }
+  }
+  CollectiveSpec uneven = Spec(DType::kFloat32, ReduceOp::kSum, 10);
+  uneven.kind = CollectiveKind::kReduceScatter;
+  MemoryStrideMesh mesh(3);
+  const Outcome run = RunStride(StrideSchedule::kDirect, mesh, uneven);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(std::string(run.statuses[r].message()),
+                HasSubstr("10 elements are not a multiple of this ring's 3 ranks"));
+  }
+}
+
 TEST(DoublingAllReduce, EachRankSendsNMinusOneContributionsAndLog2NCommitsOverStrides124) {
   const int n = 8;
   const size_t count = 10;

@@ -425,17 +425,12 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBarrier: {  // an all-reduce of nothing
       const AllReduceAlgorithm algorithm = AlgorithmOf(job.spec, me);
-      if (job.arrival != nullptr && algorithm != AllReduceAlgorithm::kRing) {
-        // Only the ring reads input as it arrives.
-        const WaitLimit limit{SteadyDeadline(options.timeout), options.cancellation};
-        const TimedInputArrival timed(*job.arrival);
-        absl::Status in = timed.AwaitBytes(0, data.size(), limit);
-        absl::Status result = in.ok() ? RunAllReduceAlgorithm(algorithm, job, epoch, data, options)
-                                      : RejectBeforeRunning(epoch, job.spec, options, in);
-        job.stats.input_wait += timed.waited();  // after the algorithm filled in its stats
-        return result;
+      if (algorithm == AllReduceAlgorithm::kRing) {
+        return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
       }
-      return RunAllReduceAlgorithm(algorithm, job, epoch, data, options);
+      return OnceArrived(job, epoch, data, options, [&] {
+        return RunAllReduceAlgorithm(algorithm, job, epoch, data, options);
+      });
     }
     case CollectiveKind::kBroadcast:
       if (job.input_left_out && me.rank == job.spec.root) {
@@ -465,12 +460,35 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       return RunCopying(job, epoch, data, options, [&] {
         return RingGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
       });
-    case CollectiveKind::kReduceScatter:
-      // The rest of the buffer holds partial sums.
+    case CollectiveKind::kReduceScatter: {
       PlaceBlockResult(job, me);
+      // A small one runs the whole stride all-reduce, whose block r is bitwise the
+      // reduce-scatter's; the ring's leaves partial sums in the rest of the buffer.
+      const std::optional<StrideSchedule> schedule = StrideScheduleOf(AlgorithmOf(job.spec, me));
+      if (schedule.has_value() && epoch.strides != nullptr) {
+        return OnceArrived(job, epoch, data, options, [&] {
+          return StrideAllReduce(*schedule, me, *epoch.strides, reducer_, job.spec, data, options,
+                                 &job.stats);
+        });
+      }
       return RingReduceScatter(me, link, reducer_, job.spec, data, options, &job.stats);
+    }
   }
   return absl::InvalidArgumentError("unknown collective kind");
+}
+
+absl::Status CollectiveExecutor::OnceArrived(CollectiveJob& job, RingEpoch& epoch,
+                                             absl::Span<const std::byte> data,
+                                             const RingOptions& options,
+                                             absl::FunctionRef<absl::Status()> run) {
+  if (job.arrival == nullptr) return run();
+  // Only the ring reads input as it arrives: the others wait for all of it.
+  const WaitLimit limit{SteadyDeadline(options.timeout), options.cancellation};
+  const TimedInputArrival timed(*job.arrival);
+  const absl::Status in = timed.AwaitBytes(0, data.size(), limit);
+  const absl::Status result = in.ok() ? run() : RejectBeforeRunning(epoch, job.spec, options, in);
+  job.stats.input_wait += timed.waited();  // after the algorithm filled in its stats
+  return result;
 }
 
 absl::Status CollectiveExecutor::RejectBeforeRunning(RingEpoch& epoch,

@@ -116,6 +116,10 @@ class CollectiveExecutor {
   absl::Status CheckRoomLocked(uint64_t bytes) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ring algorithm of the job's kind over its data.
   absl::Status RunAlgorithm(CollectiveJob& job, RingEpoch& epoch, const RingOptions& options);
+  // Runs `run` once all of the job's input has arrived (at once where none is arriving):
+  // for the algorithms that read their input whole, unlike the ring.
+  absl::Status OnceArrived(CollectiveJob& job, RingEpoch& epoch, absl::Span<const std::byte> data,
+                           const RingOptions& options, absl::FunctionRef<absl::Status()> run);
   // Fails a collective this rank gives up before it runs (`why`), telling the others on
   // every link they may wait on.
   absl::Status RejectBeforeRunning(RingEpoch& epoch, const CollectiveSpec& spec,

@@ -12,7 +12,8 @@
 // output), nothing is copied out. A ReduceScatter whose input lies inside one and whose
 // output is this rank's block of that input (NCCL's in-place form: output = input + rank
 // x output count) runs there: the block ends with the result, the input's other blocks
-// with partial sums (the ring's scratch). Every other span keeps the copy semantics of
+// with partial sums (the ring's scratch; a small one's, run as a whole all-reduce over
+// the stride links, with the all-reduce's). Every other span keeps the copy semantics of
 // client.h (untouched on failure), a registered ReduceScatter input with its output
 // elsewhere too.
 //

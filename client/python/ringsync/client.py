@@ -176,7 +176,7 @@ class Client:
         `op`, `prescale` and `postscale` as allreduce_'s. A first dimension that world_size
         does not divide fails on every rank. `out` as allgather's; a `tensor` from allocate()
         whose `out` is its own rank's block is reduce-scattered in place (its other blocks
-        then hold partial sums)."""
+        then hold partial sums, or a small one's the whole all-reduce's)."""
         return self.reduce_scatter_async(tensor, name, op, prescale, postscale, timeout,
                                          out).wait()
 
