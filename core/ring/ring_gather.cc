@@ -30,13 +30,17 @@ PipelinePlan ChainPlan(int distance, int n) {
 
 }  // namespace
 
+absl::Status CheckGatherSpec(const RingMember& me, const CollectiveSpec& spec,
+                             size_t buffer_bytes) {
+  const size_t n = static_cast<size_t>(std::max(1, me.world_size));
+  return CheckChainSpec(me, spec, buffer_bytes, spec.count * n, CollectiveKind::kGather);
+}
+
 absl::Status RingGatherFromFirstSlot(const RingMember& me, Link& link, const CollectiveSpec& spec,
                                      absl::Span<std::byte> buffer, const RingOptions& options,
                                      RingStats* stats) {
   RingExchange exchange(me, link, spec, options);
-  const size_t n_slots = static_cast<size_t>(std::max(1, me.world_size));
-  const absl::Status valid =
-      CheckChainSpec(me, spec, buffer.size(), spec.count * n_slots, CollectiveKind::kGather);
+  const absl::Status valid = CheckGatherSpec(me, spec, buffer.size());
   if (!valid.ok()) return exchange.Reject(valid);
   const int n = me.world_size;
   const int root = spec.root;

@@ -24,6 +24,11 @@
 
 namespace ringsync {
 
+// The checks a gather makes before anything moves, on the ring and over the stride links
+// alike: the chain's (CheckChainSpec) over a buffer of world_size x spec.count elements.
+absl::Status CheckGatherSpec(const RingMember& me, const CollectiveSpec& spec,
+                             size_t buffer_bytes);
+
 // REQUIRES: spec.kind == kGather; 0 <= spec.root < world_size;
 // buffer.size() == world_size * spec.count * dtype size.
 absl::Status RingGatherFromFirstSlot(const RingMember& me, Link& link, const CollectiveSpec& spec,

@@ -76,7 +76,9 @@ TEST(RingGather, TheRootEndsWithEveryRanksBlockInRankOrderForEveryRoot) {
             EXPECT_TRUE(SlotOf(run.buffers[r], slot_bytes, r) == inputs[r])
                 << "rank " << r << "'s input in its slot";
           }
-          if (n > 1) EXPECT_EQ(run.stats[root].bytes_received, (n - 1) * slot_bytes);
+          if (n > 1) {
+            EXPECT_EQ(run.stats[root].bytes_received, (n - 1) * slot_bytes);
+          }
         }
       }
     }

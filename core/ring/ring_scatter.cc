@@ -1,5 +1,7 @@
 #include "core/ring/ring_scatter.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_exchange.h"
@@ -34,17 +36,22 @@ PipelinePlan ChainPlan(int distance, int n) {
 
 }  // namespace
 
+absl::Status CheckScatterSpec(const RingMember& me, const CollectiveSpec& spec,
+                              size_t buffer_bytes) {
+  const size_t n = static_cast<size_t>(std::max(1, me.world_size));
+  absl::Status valid = CheckChainSpec(me, spec, buffer_bytes, spec.count, CollectiveKind::kScatter);
+  if (valid.ok() && spec.count % n != 0) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "scatter of ", spec.count, " elements: not one block for each of ", n, " ranks"));
+  }
+  return valid;
+}
+
 absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec& spec,
                          absl::Span<std::byte> buffer, const RingOptions& options,
                          RingStats* stats) {
   RingExchange exchange(me, link, spec, options);
-  absl::Status valid =
-      CheckChainSpec(me, spec, buffer.size(), spec.count, CollectiveKind::kScatter);
-  if (valid.ok() && spec.count % static_cast<size_t>(me.world_size) != 0) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "scatter of ", spec.count, " elements: not one block for each of ", me.world_size,
-        " ranks"));
-  }
+  const absl::Status valid = CheckScatterSpec(me, spec, buffer.size());
   if (!valid.ok()) return exchange.Reject(valid);
   const int n = me.world_size;
   if (n == 1) return absl::OkStatus();

@@ -24,6 +24,11 @@
 
 namespace ringsync {
 
+// The checks a scatter makes before anything moves, on the ring and over the stride links
+// alike: the chain's (CheckChainSpec) and a count that is one block per rank.
+absl::Status CheckScatterSpec(const RingMember& me, const CollectiveSpec& spec,
+                              size_t buffer_bytes);
+
 // REQUIRES: spec.kind == kScatter; 0 <= spec.root < world_size; spec.count a multiple of
 // world_size; buffer.size() == spec.count * dtype size.
 absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec& spec,

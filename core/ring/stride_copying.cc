@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_broadcast.h"
+#include "core/ring/ring_gather.h"
 #include "core/ring/ring_pipeline.h"
+#include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
 
 namespace ringsync {
@@ -20,21 +22,14 @@ bool IsCopying(CollectiveKind kind) {
 
 // The checks the ring's algorithm for the kind makes first.
 absl::Status CheckCopySpec(const RingMember& me, const CollectiveSpec& spec, size_t buffer_bytes) {
-  const size_t n = static_cast<size_t>(std::max(1, me.world_size));
   switch (spec.kind) {
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kScatter: {
-      absl::Status valid = CheckChainSpec(me, spec, buffer_bytes, spec.count, spec.kind);
-      if (valid.ok() && spec.kind == CollectiveKind::kScatter && spec.count % n != 0) {
-        valid = absl::InvalidArgumentError(absl::StrCat(
-            "scatter of ", spec.count, " elements: not one block for each of ", n, " ranks"));
-      }
-      return valid;
-    }
-    case CollectiveKind::kGather:
-      return CheckChainSpec(me, spec, buffer_bytes, spec.count * n, spec.kind);
+      return CheckChainSpec(me, spec, buffer_bytes, spec.count, spec.kind);
+    case CollectiveKind::kScatter: return CheckScatterSpec(me, spec, buffer_bytes);
+    case CollectiveKind::kGather: return CheckGatherSpec(me, spec, buffer_bytes);
     case CollectiveKind::kAllGather:
-      return CheckBufferSize(me, spec, buffer_bytes, spec.count * n);
+      return CheckBufferSize(me, spec, buffer_bytes,
+                             spec.count * static_cast<size_t>(std::max(1, me.world_size)));
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "the stride links cannot copy a ", CollectiveKindName(spec.kind)));
