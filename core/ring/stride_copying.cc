@@ -36,18 +36,23 @@ absl::Status CheckCopySpec(const RingMember& me, const CollectiveSpec& spec, siz
   }
 }
 
+// A broadcast's and a scatter's data is the root's alone.
+bool OnlyTheRootContributes(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kScatter;
+}
+
 // What `rank` sends in the gather pass, in bytes (see the header).
 uint64_t ContributionBytes(const CollectiveSpec& spec, int rank) {
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);
-  const bool rooted_at_root = spec.kind == CollectiveKind::kBroadcast ||
-                              spec.kind == CollectiveKind::kScatter;
-  return rooted_at_root && rank != spec.root ? 0 : bytes;
+  return OnlyTheRootContributes(spec.kind) && rank != spec.root ? 0 : bytes;
 }
 
 // Writes this rank's result from `held` (every rank's contribution) into `buffer`.
 void CopyResult(const RingMember& me, const CollectiveSpec& spec,
                 const std::vector<StrideContribution>& held, absl::Span<std::byte> buffer) {
   const size_t n = static_cast<size_t>(me.world_size);
+  // There the root holds its result already: its buffer is the data.
+  if (OnlyTheRootContributes(spec.kind) && me.rank == spec.root) return;
   switch (spec.kind) {
     case CollectiveKind::kBroadcast: {
       const std::vector<std::byte>& data = held[static_cast<size_t>(spec.root)].bytes;
