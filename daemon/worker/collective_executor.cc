@@ -425,12 +425,10 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBarrier: {  // an all-reduce of nothing
       const AllReduceAlgorithm algorithm = AlgorithmOf(job.spec, me);
-      if (algorithm == AllReduceAlgorithm::kRing) {
-        return RingAllReduce(me, link, reducer_, job.spec, data, options, &job.stats);
-      }
-      return OnceArrived(job, epoch, data, options, [&] {
-        return RunAllReduceAlgorithm(algorithm, job, epoch, data, options);
-      });
+      const auto run = [&] { return RunAllReduceAlgorithm(algorithm, job, epoch, data, options); };
+      // The ring reads input as it arrives; the others read it whole.
+      return algorithm == AllReduceAlgorithm::kRing ? run()
+                                                    : OnceArrived(job, epoch, data, options, run);
     }
     case CollectiveKind::kBroadcast:
       if (job.input_left_out && me.rank == job.spec.root) {
@@ -482,7 +480,6 @@ absl::Status CollectiveExecutor::OnceArrived(CollectiveJob& job, RingEpoch& epoc
                                              const RingOptions& options,
                                              absl::FunctionRef<absl::Status()> run) {
   if (job.arrival == nullptr) return run();
-  // Only the ring reads input as it arrives: the others wait for all of it.
   const WaitLimit limit{SteadyDeadline(options.timeout), options.cancellation};
   const TimedInputArrival timed(*job.arrival);
   const absl::Status in = timed.AwaitBytes(0, data.size(), limit);
