@@ -496,19 +496,26 @@ TEST_F(ClientTest, AReduceScatterRunOnARingOfAnotherSizeLeavesTheOutputUntouched
   EXPECT_EQ(block, std::vector<float>(4, -1.0f)) << "the output is untouched";
 }
 
-class ScatterTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
+// Rank 1 of 2, its tensors inline or in a file (the threshold param), never staged in
+// registered memory: what a rank other than a rooted collective's root sends and takes.
+class NotTheRootTest : public ClientTest, public ::testing::WithParamInterface<size_t> {
+ protected:
+  std::unique_ptr<Client> ConnectAsRankOneOfTwo() {
+    v1::WorkerInfo info = worker_.info();
+    info.set_rank(1);
+    info.set_world_size(2);
+    worker_.SetInfo(info);
+    ClientOptions options = WithThreshold(GetParam());
+    options.stage_in_registered_memory = false;
+    options.staging_arena_bytes = 0;
+    return Connect("", options);
+  }
+};
 
-// Inline or in a file (the threshold param): a rank other than the root sends none of its
-// own (it has no input), only input_left_out, and gets its block.
-TEST_P(ScatterTest, ARankOtherThanTheRootSendsNothingAndGetsItsBlock) {
-  v1::WorkerInfo info = worker_.info();
-  info.set_rank(1);
-  info.set_world_size(2);
-  worker_.SetInfo(info);
-  ClientOptions options = WithThreshold(GetParam());
-  options.stage_in_registered_memory = false;
-  options.staging_arena_bytes = 0;
-  std::unique_ptr<Client> client = Connect("", options);
+// A scatter's other rank sends none of its own (it has no input), only input_left_out,
+// and gets its block.
+TEST_P(NotTheRootTest, AScatterSendsNothingAndGetsItsBlock) {
+  std::unique_ptr<Client> client = ConnectAsRankOneOfTwo();
   ASSERT_NE(client, nullptr);
   std::vector<uint8_t> block(512, 0);
   ASSERT_TRUE(client->Scatter("shards", nullptr, 1024, DType::kUInt8, block.data(), 512, 0).ok());
@@ -517,25 +524,15 @@ TEST_P(ScatterTest, ARankOtherThanTheRootSendsNothingAndGetsItsBlock) {
   EXPECT_EQ(seen.method, "Scatter");
   EXPECT_TRUE(seen.request.input_left_out());
   EXPECT_EQ(seen.request.spec().count(), 1024u) << "count is the root's whole input";
-  if (seen.was_inline) EXPECT_EQ(seen.inline_bytes, 0u) << "the worker makes the room";
+  if (seen.was_inline) {
+    EXPECT_EQ(seen.inline_bytes, 0u) << "the worker makes the room";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(InlineAndShared, ScatterTest, ::testing::Values(size_t{1} << 20, 1));
-
-class GatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
-
-// Inline or in a file (the threshold param): a rank other than the root with no output
-// says so (output_left_out) and copies nothing out; one with an output gets it back
-// untouched; the root's output receives the result.
-TEST_P(GatherTest, OnlyTheRootsOutputIsWrittenAndARankWithoutOneSaysSo) {
-  v1::WorkerInfo info = worker_.info();
-  info.set_rank(1);
-  info.set_world_size(2);
-  worker_.SetInfo(info);
-  ClientOptions options = WithThreshold(GetParam());
-  options.stage_in_registered_memory = false;
-  options.staging_arena_bytes = 0;
-  std::unique_ptr<Client> client = Connect("", options);
+// A gather's other rank with no output says so (output_left_out) and copies nothing out;
+// one with an output gets it back untouched; the root's output receives the result.
+TEST_P(NotTheRootTest, AGatherWritesOnlyTheRootsOutputAndARankWithoutOneSaysSo) {
+  std::unique_ptr<Client> client = ConnectAsRankOneOfTwo();
   ASSERT_NE(client, nullptr);
   const std::vector<uint8_t> mine(512, 7);
   const absl::Status left_out =
@@ -555,7 +552,8 @@ TEST_P(GatherTest, OnlyTheRootsOutputIsWrittenAndARankWithoutOneSaysSo) {
   EXPECT_TRUE(empty.ok()) << "nothing to gather, nothing to take: " << empty;
 }
 
-INSTANTIATE_TEST_SUITE_P(InlineAndShared, GatherTest, ::testing::Values(size_t{1} << 20, 1));
+INSTANTIATE_TEST_SUITE_P(InlineAndShared, NotTheRootTest,
+                         ::testing::Values(size_t{1} << 20, 1));
 
 class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
 
