@@ -172,10 +172,7 @@ void CollectiveExecutor::Record(const CollectiveSpec& spec, const RingEpoch* epo
     finished.status = status;
     finished.cause = cause;
     finished.data_path = data_path;
-    if ((spec.kind == CollectiveKind::kAllReduce || spec.kind == CollectiveKind::kBarrier) &&
-        epoch != nullptr) {
-      finished.algorithm = AlgorithmName(AlgorithmOf(spec, epoch->me));
-    }
+    if (epoch != nullptr) finished.algorithm = AlgorithmNameOf(spec, *epoch);
     metrics_->OnCollectiveFinished(finished);
   }
   if (!status.ok()) {
@@ -319,10 +316,10 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
   Record(job.spec, epoch.ok() ? epoch->get() : nullptr, job.stats, job.elapsed, result,
          job.data_path());
   if (result.ok()) {
-    spdlog::debug("{} ({}) done in {}: sent {} B, received {} B on the ring, {} waiting for "
+    spdlog::debug("{} ({}, {}) done in {}: sent {} B, received {} B on the ring, {} waiting for "
                   "the input to arrive",
                   DescribeCollective(job.spec), DescribeShape(job.spec),
-                  absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received,
+                  AlgorithmNameOf(job.spec, **epoch), absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received,
                   absl::FormatDuration(job.stats.input_wait));
   }
   job.Finish(result);
@@ -416,6 +413,48 @@ AllReduceAlgorithm CollectiveExecutor::AlgorithmOf(const CollectiveSpec& spec,
   return ChooseAllReduceAlgorithm(me.world_size, bytes, spec.dtype, spec.op, options_.algorithm);
 }
 
+std::optional<StrideSchedule> CollectiveExecutor::StrideScheduleFor(
+    const CollectiveSpec& spec, const RingEpoch& epoch) const {
+  // An epoch without stride links (an EpochSource of tests) runs the ring's algorithms.
+  if (epoch.strides == nullptr) return std::nullopt;
+  switch (spec.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier:
+    case CollectiveKind::kReduceScatter:
+      return StrideScheduleOf(AlgorithmOf(spec, epoch.me));
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kAllGather:
+      return StrideScheduleToCopy(spec, epoch.me.world_size, options_.algorithm);
+  }
+  return std::nullopt;
+}
+
+absl::string_view CollectiveExecutor::AlgorithmNameOf(const CollectiveSpec& spec,
+                                                      const RingEpoch& epoch) const {
+  if (const std::optional<StrideSchedule> schedule = StrideScheduleFor(spec, epoch)) {
+    return StrideScheduleName(*schedule);
+  }
+  switch (spec.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier: {
+      const AllReduceAlgorithm algorithm = AlgorithmOf(spec, epoch.me);
+      // Without stride links a stride algorithm relays (RunAllReduceAlgorithm).
+      return AlgorithmName(StrideScheduleOf(algorithm).has_value() ? AllReduceAlgorithm::kRelay
+                                                                   : algorithm);
+    }
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kGather:
+      return "chain";
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      return "ring";
+  }
+  return "unknown";
+}
+
 absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epoch,
                                               const RingOptions& options) {
   const RingMember& me = epoch.me;
@@ -462,8 +501,7 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       PlaceBlockResult(job, me);
       // A small one runs the whole stride all-reduce, whose block r is bitwise the
       // reduce-scatter's; the ring's leaves partial sums in the rest of the buffer.
-      const std::optional<StrideSchedule> schedule = StrideScheduleOf(AlgorithmOf(job.spec, me));
-      if (schedule.has_value() && epoch.strides != nullptr) {
+      if (const std::optional<StrideSchedule> schedule = StrideScheduleFor(job.spec, epoch)) {
         return OnceArrived(job, epoch, data, options, [&] {
           return StrideAllReduce(*schedule, me, *epoch.strides, reducer_, job.spec, data, options,
                                  &job.stats);
@@ -503,11 +541,7 @@ absl::Status CollectiveExecutor::RejectBeforeRunning(RingEpoch& epoch,
 absl::Status CollectiveExecutor::RunCopying(CollectiveJob& job, RingEpoch& epoch,
                                             absl::Span<std::byte> data, const RingOptions& options,
                                             absl::FunctionRef<absl::Status()> on_the_ring) {
-  const std::optional<StrideSchedule> schedule =
-      StrideScheduleToCopy(job.spec, epoch.me.world_size, options_.algorithm);
-  // An epoch without stride links (an EpochSource of tests) runs the ring's algorithm, as
-  // an all-reduce relays there.
-  if (schedule.has_value() && epoch.strides != nullptr) {
+  if (const std::optional<StrideSchedule> schedule = StrideScheduleFor(job.spec, epoch)) {
     return StrideCopy(*schedule, epoch.me, *epoch.strides, job.spec, data, options, &job.stats);
   }
   return on_the_ring();

@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/reduce/reducer.h"
 #include "core/ring/allreduce_algorithm.h"
+#include "core/ring/stride_rank.h"
 #include "core/sync/steady_stopwatch.h"
 #include "daemon/worker/collective_job.h"
 #include "daemon/worker/ring_epoch.h"
@@ -142,6 +143,15 @@ class CollectiveExecutor {
   void Run(CollectiveJob& job);
   // The algorithm an all-reduce (or barrier) of `spec` runs on `me`'s ring.
   AllReduceAlgorithm AlgorithmOf(const CollectiveSpec& spec, const RingMember& me) const;
+  // The stride schedule a collective of `spec` runs over `epoch`'s stride links; nullopt
+  // where it runs the ring's algorithm for its kind (or an all-reduce relays).
+  std::optional<StrideSchedule> StrideScheduleFor(const CollectiveSpec& spec,
+                                                  const RingEpoch& epoch) const;
+  // What a collective of `spec` runs on `epoch`'s ring, as metrics name it: an
+  // all-reduce's or barrier's AlgorithmName; "direct" or "doubling" for the others over
+  // the stride links; else "chain" (broadcast, scatter, gather) or "ring" (all-gather,
+  // reduce-scatter).
+  absl::string_view AlgorithmNameOf(const CollectiveSpec& spec, const RingEpoch& epoch) const;
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
   // Aborted, marked kMembershipChanged, when `job` was issued for a membership of the
   // ring that is gone; OK otherwise. Sets job.membership_now.

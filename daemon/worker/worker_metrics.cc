@@ -72,6 +72,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, RingManager& ring,
                              "All-reduces (and barriers) this worker ran, by the algorithm "
                              "they ran: ring, or relay, doubling or direct (the small-message "
                              "algorithms).")),
+      collective_algorithms_(AddCounter(
+          registry, "ringsync_collective_algorithm_total",
+          "Collectives this worker ran, by kind and the algorithm they ran: an all-reduce's "
+          "as ringsync_allreduce_algorithm_total; direct or doubling over the stride links "
+          "(the small broadcasts, scatters, gathers, all-gathers and reduce-scatters); else "
+          "chain (broadcast, scatter, gather) or ring (all-gather, reduce-scatter).")),
       data_paths_(AddCounter(registry, "ringsync_collective_data_total",
                              "Collectives by how their tensor reached this worker: registered "
                              "(memory the training process registered: Client::Allocate "
@@ -176,7 +182,13 @@ void WorkerMetrics::OnCollectiveFinished(const FinishedCollective& c) {
       .Add({{"kind", kind}, {"dtype", std::string(DTypeName(c.dtype))},
             {"result", ok ? "ok" : "failed"}})
       .Increment();
-  if (!c.algorithm.empty()) algorithms_.Add({{"algorithm", std::string(c.algorithm)}}).Increment();
+  if (!c.algorithm.empty()) {
+    if (c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kBarrier) {
+      algorithms_.Add({{"algorithm", std::string(c.algorithm)}}).Increment();
+    }
+    collective_algorithms_.Add({{"kind", kind}, {"algorithm", std::string(c.algorithm)}})
+        .Increment();
+  }
   data_paths_.Add({{"path", std::string(c.data_path)}}).Increment();
   if (!ok) failed_.Add({{"kind", kind}, {"cause", std::string(FailureCauseName(c.cause))}}).Increment();
   if (!ok && OutcomeMarkOf(c.status) == OutcomeMark::kInDoubt) in_doubt_.Add({{"kind", kind}}).Increment();

@@ -40,7 +40,8 @@ struct FinishedCollective {
   absl::Duration elapsed;
   absl::Status status;
   FailureCause cause = FailureCause::kOther;  // meaningful when !status.ok()
-  absl::string_view algorithm;  // an all-reduce's (AlgorithmName); empty for other kinds
+  // What it ran (CollectiveExecutor::AlgorithmNameOf); empty when it found no ring.
+  absl::string_view algorithm;
   absl::string_view data_path = "none";  // CollectiveJob::data_path
 };
 
@@ -71,6 +72,7 @@ class WorkerMetrics final : public prometheus::Collectable {
   prometheus::Family<prometheus::Counter>& failed_;
   prometheus::Family<prometheus::Counter>& in_doubt_;
   prometheus::Family<prometheus::Counter>& algorithms_;
+  prometheus::Family<prometheus::Counter>& collective_algorithms_;
   prometheus::Family<prometheus::Counter>& data_paths_;
   prometheus::Family<prometheus::Counter>& bytes_sent_;
   prometheus::Family<prometheus::Counter>& bytes_received_;

@@ -79,6 +79,28 @@ TEST_F(WorkerMetricsTest, CollectivesAreCountedByHowTheirTensorReachedTheWorker)
   EXPECT_THAT(page, HasSubstr("ringsync_collective_data_total{path=\"inline\"} 1\n"));
 }
 
+TEST_F(WorkerMetricsTest, CollectivesAreCountedByKindAndTheAlgorithmTheyRan) {
+  FinishedCollective all_reduce = AllReduce(4096, absl::Milliseconds(1));
+  all_reduce.algorithm = "direct";
+  metrics_.OnCollectiveFinished(all_reduce);
+  FinishedCollective broadcast = AllReduce(4096, absl::Milliseconds(1));
+  broadcast.kind = CollectiveKind::kBroadcast;
+  broadcast.algorithm = "direct";
+  metrics_.OnCollectiveFinished(broadcast);
+  broadcast.algorithm = "chain";
+  metrics_.OnCollectiveFinished(broadcast);
+  const std::string page = Page();
+  EXPECT_THAT(page, HasSubstr("ringsync_collective_algorithm_total{algorithm=\"direct\","
+                              "kind=\"allreduce\"} 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_collective_algorithm_total{algorithm=\"direct\","
+                              "kind=\"broadcast\"} 1\n"));
+  EXPECT_THAT(page, HasSubstr("ringsync_collective_algorithm_total{algorithm=\"chain\","
+                              "kind=\"broadcast\"} 1\n"));
+  // The all-reduce family keeps counting all-reduces (and barriers) alone.
+  EXPECT_THAT(page, HasSubstr("ringsync_allreduce_algorithm_total{algorithm=\"direct\"} 1\n"));
+  EXPECT_THAT(page, Not(HasSubstr("ringsync_allreduce_algorithm_total{algorithm=\"chain\"}")));
+}
+
 TEST_F(WorkerMetricsTest, DurationBucketsRunFrom100MicrosecondsToAMinuteBoundsInclusive) {
   metrics_.OnCollectiveFinished(AllReduce(1000, absl::Milliseconds(1)));
   const std::string page = Page();

@@ -237,9 +237,19 @@ TEST(Algorithms, SmallCopyingCollectivesTakeOneHopOverTheStrideLinks) {
     // Rank 1 (worker 1): in the chain it forwards the broadcast, 4 KB, and, the last hop
     // to the gather's root, sends its block and those of ranks 3 and 0 (3 x 8 bytes); in
     // the direct exchange it sends nothing of the broadcast, and its block to each rank.
+    const bool ring = absl::string_view(flag) == "--algorithm=ring";
     const double sent =
         testing::WorkerMetric(*cluster, 1, "ringsync_ring_bytes_sent_total").value_or(-1);
-    EXPECT_EQ(sent, (absl::string_view(flag) == "--algorithm=ring" ? kCount * 4.0 : 0) + 3 * 8);
+    EXPECT_EQ(sent, (ring ? kCount * 4.0 : 0) + 3 * 8);
+    // And the worker's metrics say which way each went.
+    for (const char* kind : {"broadcast", "gather"}) {
+      SCOPED_TRACE(kind);
+      const std::string labels = absl::StrCat("algorithm=\"", ring ? "chain" : "direct",
+                                              "\",kind=\"", kind, "\"");
+      EXPECT_EQ(testing::WorkerMetric(*cluster, 1, "ringsync_collective_algorithm_total", labels)
+                    .value_or(-1),
+                1);
+    }
   }
 }
 
