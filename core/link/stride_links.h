@@ -12,7 +12,10 @@
 //   * Connecting does not wait for rank-s: a frame from it is waited for by Receive,
 //     within that call's limit, like any other.
 //   * Each link queues at least kStrideLinkQueuedFrames frames that its receiver has not
-//     read: Send returns for those without waiting for the receiver.
+//     read, of up to the stride algorithms' frame size (AlgorithmPolicy::
+//     stride_frame_bytes): Send returns for those without waiting for the receiver. Of
+//     larger frames (a direct transfer's segments, core/ring/direct_transfer.h) it
+//     queues at least one.
 // Thread-safety: one thread (the collective's) uses a StrideLinks at a time.
 #pragma once
 

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/outcome.h"
 
 namespace ringsync {
@@ -19,6 +21,9 @@ FrameKind GatherKind(StrideSchedule schedule) {
 // How often a rank waiting on one link looks at its others for an abort notice: a
 // notice takes another path than the frame awaited, so this bounds how late it is seen.
 constexpr absl::Duration kAbortWatchInterval = absl::Milliseconds(20);
+
+// The step a direct transfer's segment frames carry: after the gather pass's round 0.
+constexpr int kTransferStep = 1;
 
 // An abort notice on every link, those of `strides` connected first where they are not
 // yet: a later collective of this rank may use them, and the notice must precede its
@@ -180,6 +185,103 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<StrideC
           "rank ", origin, "'s contribution carries ", held[origin].bytes.size(), " bytes; ",
           contribution_bytes(origin), " belong there for ", spec_.count, " x ",
           DTypeName(spec_.dtype))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t segment_bytes) {
+  const int n = me_.world_size;
+  segment_bytes = std::max<size_t>(segment_bytes, 1);
+  auto segments = [segment_bytes](size_t bytes) { return (bytes + segment_bytes - 1) / segment_bytes; };
+  size_t rounds = 0;
+  // By stride: the link to rank+s, which also brings rank-s's frames; connected only
+  // where a route uses it.
+  std::vector<Link*> links(static_cast<size_t>(n), nullptr);
+  for (int stride = 1; stride < n; ++stride) {
+    const size_t out = segments(routes[static_cast<size_t>(To(stride))].send.size());
+    const size_t in = segments(routes[static_cast<size_t>(From(stride))].receive.size());
+    if (out == 0 && in == 0) continue;
+    rounds = std::max({rounds, out, in});
+    absl::StatusOr<std::vector<Link*>> link = LinksOf({StrideLane{stride, 1}});
+    if (!link.ok()) return Failed(link.status());
+    links[static_cast<size_t>(stride)] = link->front();
+  }
+
+  // No two ranks wait on each other: a sender blocked on segment i to rank Y has
+  // segments before i to Y unread there, so Y waits on an earlier round, for a rank
+  // whose sender is blocked on a round no later than that one, and so on down: the
+  // rounds fall until a rank's wait ends.
+  RingStats sent;
+  absl::Status send_result;
+  absl::Notification sends_done;
+  std::thread sender([&] {
+    send_result = SendRoutes(routes, links, segment_bytes, rounds, sent);
+    sends_done.Notify();
+  });
+  absl::Status result = absl::OkStatus();
+  for (size_t i = 0; i < rounds && result.ok(); ++i) {
+    for (int stride = 1; stride < n && result.ok(); ++stride) {
+      const int from = From(stride);
+      const absl::Span<std::byte> into = routes[static_cast<size_t>(from)].receive;
+      const size_t at = i * segment_bytes;
+      if (at >= into.size()) continue;
+      const size_t bytes = std::min(segment_bytes, into.size() - at);
+      absl::StatusOr<ReceivedFrame> received =
+          Receive(*links[static_cast<size_t>(stride)], stride, FrameKind::kSegment,
+                  kTransferStep, static_cast<int>(i), from,
+                  [&] { return absl::StrCat("segment ", i, " of rank ", from, "'s data"); });
+      if (!received.ok()) {
+        result = received.status();
+      } else if (received->frame.offset != at || received->payload.size() != bytes) {
+        result = absl::InvalidArgumentError(absl::StrCat(
+            "segment ", i, " of rank ", from, "'s data carries ", received->payload.size(),
+            " bytes at byte ", received->frame.offset, "; ", bytes, " at byte ", at,
+            " belong there"));
+      } else {
+        received->payload.CopyTo(into.subspan(at, bytes));
+        stats_.bytes_received += bytes;
+      }
+    }
+  }
+  while (result.ok() && !sends_done.WaitForNotificationWithTimeout(kAbortWatchInterval)) {
+    result = WatchOtherLinks(nullptr, limit_.deadline);
+  }
+  if (!result.ok()) cancellation_.Cancel(result);  // the sender gives up its sends
+  sender.join();
+  stats_.bytes_sent += sent.bytes_sent;
+  stats_.frames_sent += sent.frames_sent;
+  // The sender's failure cancelled the receiving; its cause is the one to report.
+  if (!send_result.ok() && (result.ok() || absl::IsCancelled(result))) result = send_result;
+  if (!result.ok()) return Failed(std::move(result));
+  return absl::OkStatus();
+}
+
+absl::Status StrideRank::SendRoutes(absl::Span<const DirectRoute> routes,
+                                    absl::Span<Link* const> links, size_t segment_bytes,
+                                    size_t rounds, RingStats& sent) {
+  const int n = me_.world_size;
+  for (size_t i = 0; i < rounds; ++i) {
+    for (int stride = 1; stride < n; ++stride) {
+      const int to = To(stride);
+      const absl::Span<const std::byte> data = routes[static_cast<size_t>(to)].send;
+      const size_t at = i * segment_bytes;
+      if (at >= data.size()) continue;
+      const absl::Span<const std::byte> piece = data.subspan(at, segment_bytes);
+      Frame frame = StampedFrame(FrameKind::kSegment, me_, spec_.sequence, kTransferStep,
+                                 static_cast<int>(i), me_.rank);
+      frame.offset = at;
+      frame.count = piece.size();
+      if (absl::Status s = links[static_cast<size_t>(stride)]->Send(frame, piece, limit_);
+          !s.ok()) {
+        const absl::Status failed(s.code(), absl::StrCat("sending segment ", i,
+                                                         " of this rank's data to rank ", to,
+                                                         ": ", s.message()));
+        cancellation_.Cancel(failed);
+        return failed;
+      }
+      sent.bytes_sent += piece.size();
+      ++sent.frames_sent;
     }
   }
   return absl::OkStatus();

@@ -50,6 +50,14 @@ struct StrideContribution {
   std::vector<std::byte> bytes;
 };
 
+// What this rank moves straight to and from one other rank in a direct transfer
+// (direct_transfer.h): `send` goes to that rank, and what that rank sends lands in
+// `receive`. Either may be empty.
+struct DirectRoute {
+  absl::Span<const std::byte> send;
+  absl::Span<std::byte> receive;
+};
+
 // Thread-safety: one thread (the collective's) uses a StrideRank.
 class StrideRank {
  public:
@@ -80,6 +88,17 @@ class StrideRank {
   // contribution is not `contribution_bytes(rank)` long; any other failure is told too.
   absl::Status Gather(std::vector<std::byte> mine, std::vector<StrideContribution>& held,
                       absl::FunctionRef<uint64_t(int rank)> contribution_bytes);
+  // A direct transfer's data pass, between Gather (which agreed the specs) and Commit:
+  // `routes` by rank (this rank's own is ignored). Each route's `send` goes to its rank
+  // over the link of that stride as segment frames of up to `segment_bytes` (step 1, the
+  // segment's index, this rank as chunk, the segment's byte offset in the route as
+  // offset), sent from a thread of the pass's own in rounds: segment 0 to every rank,
+  // then segment 1, ... The frames from each rank are received in the same rounds,
+  // checked (place and size) and copied into its route's `receive`; a rank with nothing
+  // (more) to receive watches every link for an abort notice while its sends go out.
+  // Links not connected yet are connected. A failure is told to the others and annotated;
+  // the `receive` spans may then hold part of the data.
+  absl::Status Transfer(absl::Span<const DirectRoute> routes, size_t segment_bytes);
   // The commit pass (stride_allreduce.h): OK once every rank completed its data.
   absl::Status Commit();
   // For a failure that began here: tells the others, returns the annotated status.
@@ -101,6 +120,11 @@ class StrideRank {
   int From(int stride) const { return RingMod(me_.rank - stride, me_.world_size); }
   // The links of a round's lanes, connected if they are not yet.
   absl::StatusOr<std::vector<Link*>> LinksOf(const std::vector<StrideLane>& lanes);
+  // Transfer's sending thread: every route's `send` in rounds of segments over `links`
+  // (by stride). On a failure, cancels the pass (which wakes the receiving thread) and
+  // returns why. Touches no member but the links and the cancellation.
+  absl::Status SendRoutes(absl::Span<const DirectRoute> routes, absl::Span<Link* const> links,
+                          size_t segment_bytes, size_t rounds, RingStats& sent);
   // What a failure names a round's frames by: "step k" (doubling), or none (the direct
   // exchange has one round); then a commit round's.
   std::string RoundFrames(int round, absl::string_view whose) const;

@@ -9,6 +9,7 @@
 #include "core/ring/ring_gather.h"
 #include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
+#include "core/ring/direct_transfer.h"
 #include "core/ring/stride_copying.h"
 #include "core/ring/relay_allreduce.h"
 #include "daemon/logging/string_view_formatter.h"
@@ -426,7 +427,15 @@ std::optional<StrideSchedule> CollectiveExecutor::StrideScheduleFor(
     case CollectiveKind::kScatter:
     case CollectiveKind::kGather:
     case CollectiveKind::kAllGather:
-      return StrideScheduleToCopy(spec, epoch.me.world_size, options_.algorithm);
+      if (auto small = StrideScheduleToCopy(spec, epoch.me.world_size, options_.algorithm)) {
+        return small;
+      }
+      // A large scatter's or gather's data goes straight to its rank, whatever the
+      // schedule of its agreement: as the metric says, the direct exchange.
+      if (DirectTransferSchedule(spec, epoch.me.world_size, options_.algorithm).has_value()) {
+        return StrideSchedule::kDirect;
+      }
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -541,8 +550,13 @@ absl::Status CollectiveExecutor::RejectBeforeRunning(RingEpoch& epoch,
 absl::Status CollectiveExecutor::RunCopying(CollectiveJob& job, RingEpoch& epoch,
                                             absl::Span<std::byte> data, const RingOptions& options,
                                             absl::FunctionRef<absl::Status()> on_the_ring) {
-  if (const std::optional<StrideSchedule> schedule = StrideScheduleFor(job.spec, epoch)) {
-    return StrideCopy(*schedule, epoch.me, *epoch.strides, job.spec, data, options, &job.stats);
+  const int n = epoch.me.world_size;
+  if (epoch.strides == nullptr) return on_the_ring();  // an EpochSource of tests
+  if (auto small = StrideScheduleToCopy(job.spec, n, options_.algorithm)) {
+    return StrideCopy(*small, epoch.me, *epoch.strides, job.spec, data, options, &job.stats);
+  }
+  if (auto passes = DirectTransferSchedule(job.spec, n, options_.algorithm)) {
+    return DirectTransfer(*passes, epoch.me, *epoch.strides, job.spec, data, options, &job.stats);
   }
   return on_the_ring();
 }

@@ -126,7 +126,9 @@ class CollectiveExecutor {
   absl::Status RejectBeforeRunning(RingEpoch& epoch, const CollectiveSpec& spec,
                                    const RingOptions& options, const absl::Status& why) const;
   // A broadcast's, scatter's, gather's or all-gather's data over `data`: over the stride
-  // links where the buffer is small enough (StrideScheduleToCopy), else `on_the_ring`.
+  // links where the buffer is small enough (StrideScheduleToCopy), a large scatter or
+  // gather straight between the root and each rank (DirectTransferSchedule), else
+  // `on_the_ring`.
   absl::Status RunCopying(CollectiveJob& job, RingEpoch& epoch, absl::Span<std::byte> data,
                           const RingOptions& options,
                           absl::FunctionRef<absl::Status()> on_the_ring);

@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Link>> GrpcLinkFactory::ConnectStride(const RingE
   neighbours.fallback_first = by_address_generation_.load() == epoch.me.generation;
   neighbours.shm_slots = kStrideLinkShmSlots;
   neighbours.stride = stride;
-  neighbours.shm_slot_bytes = kStrideLinkSlotBytes;
+  neighbours.shm_slot_bytes = same_host_path_.slot_bytes;
   neighbours.shm_mailbox_bytes = kStrideLinkMailboxBytes;
   absl::StatusOr<std::shared_ptr<PeerInbox>> inbox = registry_.Expect(
       epoch.me.generation, ExpectedSender{from, epoch.worker_ids[from], stride}, SendersOf(epoch));

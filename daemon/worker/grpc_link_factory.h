@@ -20,16 +20,16 @@
 
 namespace ringsync {
 
-// A stride link's shared memory. It carries the stride algorithms' frames (doubling,
-// direct), commits and aborts; slots carry only segment and relay payload, so its slot
-// ring is the smallest there is and what it maps is the frame mailbox, sized for
-// kStrideLinkQueuedFrames such frames of up to kMailboxInlinePayloadBytes (the default
-// --doubling_max_bytes) inline.
-// Larger frames (a raised --doubling_max_bytes) go on the stream, whatever the sizes.
-// With the ring link's sizes (2 MiB mailboxes, touched in full as they wrap) worker peak
-// RSS at N=8 was 34 MiB instead of 28.
+// A stride link's shared memory. Its frame mailbox carries the stride algorithms' frames
+// (doubling, direct), commits and aborts, sized for kStrideLinkQueuedFrames such frames
+// of up to kMailboxInlinePayloadBytes (the default --doubling_max_bytes) inline; larger
+// ones (a raised --doubling_max_bytes) go on the stream. Its slots carry the segments of
+// large scatters and gathers sent straight to their rank (core/ring/direct_transfer.h):
+// two of the ring link's slot size (--segment_bytes), so that one segment is copied in
+// while the receiver copies the other out (allocated with the link, they are mapped in
+// as such a transfer touches them). With the ring link's mailbox (2 MiB, touched in full as it wraps) worker
+// peak RSS at N=8 was 34 MiB instead of 28.
 inline constexpr uint32_t kStrideLinkShmSlots = 2;
-inline constexpr uint64_t kStrideLinkSlotBytes = SlotRingGeometry::kMinSlotBytes;
 inline constexpr uint64_t kStrideLinkMailboxBytes = uint64_t{512} << 10;
 // A stride algorithm's frame's record: the payload and, generously, its encoded header.
 inline constexpr uint64_t kStrideLinkRecordBytes = kMailboxInlinePayloadBytes + (4 << 10);

@@ -255,3 +255,60 @@ TEST(Algorithms, SmallCopyingCollectivesTakeOneHopOverTheStrideLinks) {
 
 }  // namespace
 }  // namespace ringsync
+
+namespace ringsync {
+namespace {
+
+// A large scatter or gather goes straight between the root and each rank over the stride
+// links, where the ring's chain passes each block along: the rank three hops from the
+// root sends its block alone instead of three. With --algorithm=ring it runs the chain.
+TEST(Algorithms, LargeScattersAndGathersGoStraightBetweenTheRootAndEachRank) {
+  constexpr int kRanks = 4;
+  constexpr int kRoot = 2;
+  constexpr int kFar = 1;  // three hops after the root in the chain: 3 -> 0 -> 1 -> 2
+  constexpr size_t kCount = 300'000;  // floats a rank: past the stride links' frames
+  for (const char* flag : {"--algorithm=auto", "--algorithm=ring"}) {
+    SCOPED_TRACE(flag);
+    const bool ring = absl::string_view(flag) == "--algorithm=ring";
+    auto cluster = StartCluster(kRanks, {flag}, {}, /*http=*/true);
+    ASSERT_NE(cluster, nullptr);
+    auto clients = ConnectAll(*cluster);
+    std::vector<std::vector<float>> inputs, blocks(kRanks, std::vector<float>(kCount));
+    for (int r = 0; r < kRanks; ++r) {
+      inputs.push_back(std::vector<float>(kCount, static_cast<float>(r + 1)));
+    }
+    std::vector<float> gathered(kCount * kRanks, -1.0f);
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      const absl::Span<float> out =
+          r == kRoot ? absl::MakeSpan(gathered) : absl::Span<float>(nullptr, gathered.size());
+      return client.Gather<float>("activations", inputs[r], out, kRoot);
+    }));
+    const double after_gather =
+        testing::WorkerMetric(*cluster, kFar, "ringsync_ring_bytes_sent_total").value_or(-1);
+    std::vector<float> all_blocks;
+    for (const std::vector<float>& input : inputs) {
+      all_blocks.insert(all_blocks.end(), input.begin(), input.end());
+    }
+    EXPECT_EQ(gathered, all_blocks);
+    EXPECT_EQ(after_gather, (ring ? 3.0 : 1.0) * kCount * sizeof(float));
+    ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) -> absl::Status {
+      const absl::Span<const float> in =
+          r == kRoot ? absl::MakeConstSpan(all_blocks)
+                     : absl::Span<const float>(nullptr, all_blocks.size());
+      return client.Scatter<float>("shards", in, absl::MakeSpan(blocks[r]), kRoot);
+    }));
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(blocks[r], inputs[r]) << "rank " << r;
+    for (const char* kind : {"scatter", "gather"}) {
+      SCOPED_TRACE(kind);
+      const std::string labels = absl::StrCat("algorithm=\"", ring ? "chain" : "direct",
+                                              "\",kind=\"", kind, "\"");
+      EXPECT_EQ(testing::WorkerMetric(*cluster, kFar, "ringsync_collective_algorithm_total",
+                                      labels)
+                    .value_or(-1),
+                1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringsync

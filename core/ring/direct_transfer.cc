@@ -1,0 +1,107 @@
+#include "core/ring/direct_transfer.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/ring/ring_gather.h"
+#include "core/ring/ring_scatter.h"
+#include "core/ring/stride_allreduce.h"
+#include "core/ring/stride_copying.h"
+
+namespace ringsync {
+namespace {
+
+// What this rank sends to and receives from each rank (by rank): the root's block r to
+// rank r (scatter), or rank r's input to the root's slot r (gather).
+std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& spec,
+                                  absl::Span<std::byte> buffer) {
+  const size_t n = static_cast<size_t>(me.world_size);
+  const size_t root = static_cast<size_t>(spec.root);
+  const size_t rank = static_cast<size_t>(me.rank);
+  std::vector<DirectRoute> routes(n);
+  const size_t block = spec.kind == CollectiveKind::kScatter ? buffer.size() / n
+                                                             : spec.count * DTypeSize(spec.dtype);
+  auto block_of = [&](size_t r) { return buffer.subspan(r * block, block); };
+  for (size_t r = 0; r < n; ++r) {
+    if (r == rank || (rank != root && r != root)) continue;
+    const bool scatter = spec.kind == CollectiveKind::kScatter;
+    if (rank == root && scatter) {
+      routes[r].send = block_of(r);
+    } else if (rank == root) {
+      routes[r].receive = block_of(r);
+    } else if (scatter) {
+      routes[r].receive = block_of(rank);
+    } else {
+      routes[r].send = block_of(0);  // a gather's input is in the first slot
+    }
+  }
+  return routes;
+}
+
+absl::Status CheckTransferSpec(const RingMember& me, const CollectiveSpec& spec,
+                               size_t buffer_bytes) {
+  switch (spec.kind) {
+    case CollectiveKind::kScatter: return CheckScatterSpec(me, spec, buffer_bytes);
+    case CollectiveKind::kGather: return CheckGatherSpec(me, spec, buffer_bytes);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a direct transfer moves a scatter's or a gather's data, not a ",
+          CollectiveKindName(spec.kind), "'s"));
+  }
+}
+
+// Whether this rank writes into its buffer: a scatter's other ranks and a gather's root.
+bool Writes(const RingMember& me, const CollectiveSpec& spec) {
+  return (spec.kind == CollectiveKind::kScatter) != (me.rank == spec.root);
+}
+
+}  // namespace
+
+std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec, int world_size,
+                                                     const AlgorithmPolicy& policy) {
+  if ((spec.kind != CollectiveKind::kScatter && spec.kind != CollectiveKind::kGather) ||
+      !IsValid(spec.dtype) || !policy.stride_links || world_size < 3 ||
+      world_size > kDirectRanksLimit ||
+      (policy.mode != AlgorithmPolicy::Mode::kAuto &&
+       policy.mode != AlgorithmPolicy::Mode::kDirect) ||
+      StrideScheduleToCopy(spec, world_size, policy).has_value()) {
+    return std::nullopt;
+  }
+  // The passes carry a spec each: the schedule the smallest all-reduce runs here, whose
+  // links the worker connects as the ring forms.
+  const std::optional<StrideSchedule> small = StrideScheduleOf(
+      ChooseAllReduceAlgorithm(world_size, DTypeSize(spec.dtype), spec.dtype, ReduceOp::kSum,
+                               policy));
+  return small.value_or(StrideSchedule::kDirect);
+}
+
+absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, StrideLinks& links,
+                            const CollectiveSpec& spec, absl::Span<std::byte> buffer,
+                            const RingOptions& options, RingStats* stats) {
+  StrideRank rank(schedule, me, links, spec, options);
+  if (absl::Status s = CheckTransferSpec(me, spec, buffer.size()); !s.ok()) return rank.Reject(s);
+  RingStats local;
+  std::vector<StrideContribution> held;
+  absl::Status result = rank.Gather({}, held, [](int) { return uint64_t{0}; });
+  if (result.ok() && rank.limit().IsCancelled()) {
+    // As the stride all-reduce: give up before this rank's data moves.
+    result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
+  }
+  const bool writing = result.ok() && Writes(me, spec);
+  if (result.ok()) {
+    if (spec.kind == CollectiveKind::kGather && me.rank == spec.root && me.rank > 0) {
+      // The root's own input takes its slot before rank 0's block arrives in the first.
+      const size_t slot = spec.count * DTypeSize(spec.dtype);
+      std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);
+    }
+    result = rank.Transfer(RoutesOf(me, spec, buffer), options.segment_bytes);
+    if (result.ok()) result = rank.Commit();
+  }
+  rank.ExportStats(local);
+  local.buffer_untouched = !result.ok() && !writing;
+  if (stats != nullptr) *stats = local;
+  return result;
+}
+
+}  // namespace ringsync

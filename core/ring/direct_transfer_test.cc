@@ -1,0 +1,308 @@
+// Specification of the large scatters and gathers straight between the root and each
+// rank over stride links: every rank ends with what the ring's chain gives it, in the
+// same buffer layout, for every ring size, root and size, over either schedule of the
+// agreement; the root moves what the chain's root moves and every other rank one block;
+// ranks that disagree fail with their buffers untouched; a fault at any frame never
+// leaves one rank OK and another plainly failed; a rank blocked sending to a root that
+// gave up is freed by the root's notice, not by its deadline; and the choice follows the
+// policy.
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/link/faulty_link.h"
+#include "core/link/memory_link.h"
+#include "core/outcome.h"
+#include "core/ring/direct_transfer.h"
+#include "core/ring/stride_copying.h"
+#include "core/sync/steady_stopwatch.h"
+#include "core/testing/ring_specs.h"
+#include "core/testing/ring_test_data.h"
+#include "core/testing/spawn_ranks.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringsync {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Bytes;
+using testing::Spec;
+
+constexpr std::byte kUntouched{0xEE};
+
+struct TransferRun {
+  std::vector<absl::Status> statuses;
+  std::vector<Bytes> buffers;
+  std::vector<RingStats> stats;
+  std::vector<absl::Duration> took;
+};
+
+// Rank r's buffer: a gather's N slots with rank r's input first (the rest kUntouched), a
+// scatter's spec.count elements of rank r's input.
+Bytes BufferOf(const CollectiveSpec& spec, int n, int r) {
+  const Bytes input = testing::RandomInput(spec.dtype, spec.count, r, 17);
+  if (spec.kind == CollectiveKind::kScatter) return input;
+  Bytes buffer(input.size() * static_cast<size_t>(n), kUntouched);
+  std::copy(input.begin(), input.end(), buffer.begin());
+  return buffer;
+}
+
+Bytes Slice(const Bytes& b, size_t at, size_t size) {
+  return Bytes(b.begin() + static_cast<ptrdiff_t>(at),
+               b.begin() + static_cast<ptrdiff_t>(at + size));
+}
+
+// Runs rank r over `links_of(r)` with `specs[r]`.
+template <typename LinksOf>
+TransferRun RunTransfer(StrideSchedule schedule, int n, const std::vector<CollectiveSpec>& specs,
+                const RingOptions& options, LinksOf links_of) {
+  TransferRun run{{}, {}, std::vector<RingStats>(static_cast<size_t>(n)),
+          std::vector<absl::Duration>(static_cast<size_t>(n))};
+  for (int r = 0; r < n; ++r) run.buffers.push_back(BufferOf(specs[r], n, r));
+  run.statuses = SpawnRanks(n, [&](int r) {
+    const SteadyStopwatch clock;
+    absl::Status s = DirectTransfer(schedule, {r, n, 3}, links_of(r), specs[r],
+                                    absl::MakeSpan(run.buffers[r]), options, &run.stats[r]);
+    run.took[r] = clock.Elapsed();
+    return s;
+  });
+  return run;
+}
+
+TransferRun RunTransfer(StrideSchedule schedule, int n, const std::vector<CollectiveSpec>& specs) {
+  MemoryStrideMesh mesh(n);
+  return RunTransfer(schedule, n, specs, testing::SmallSegments(),
+                     [&](int r) -> StrideLinks& { return mesh.links(r); });
+}
+
+class DirectTransferTest : public ::testing::TestWithParam<StrideSchedule> {};
+
+TEST_P(DirectTransferTest, EveryRankEndsWithTheChainsResultForEveryRingSizeRootAndSize) {
+  for (int n = 3; n <= 6; ++n) {
+    for (int root = 0; root < n; ++root) {
+      for (CollectiveKind kind : {CollectiveKind::kScatter, CollectiveKind::kGather}) {
+        // 40-byte segments: none, one, a part of one, several with a short last one.
+        for (size_t block : {size_t{0}, size_t{1}, size_t{10}, size_t{23}}) {
+          SCOPED_TRACE(absl::StrCat(CollectiveKindName(kind), " n ", n, " root ", root,
+                                    " block ", block));
+          const bool scatters = kind == CollectiveKind::kScatter;
+          const CollectiveSpec spec =
+              Spec(kind, DType::kFloat32, scatters ? block * n : block, root);
+          const TransferRun run = RunTransfer(GetParam(), n, std::vector<CollectiveSpec>(n, spec));
+          const size_t slot = block * sizeof(float);
+          const Bytes roots = BufferOf(spec, n, root);
+          for (int r = 0; r < n; ++r) {
+            ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+            const Bytes& got = run.buffers[r];
+            if (scatters) {
+              // Block r is the root's block r; the rest stays as it was.
+              Bytes want = BufferOf(spec, n, r);
+              std::copy_n(roots.begin() + static_cast<ptrdiff_t>(r * slot), slot,
+                          want.begin() + static_cast<ptrdiff_t>(r * slot));
+              EXPECT_TRUE(got == want) << "rank " << r;
+            } else if (r != root) {
+              EXPECT_TRUE(got == BufferOf(spec, n, r)) << "rank " << r << " untouched";
+            } else {
+              for (int q = 0; q < n; ++q) {
+                EXPECT_TRUE(Slice(got, q * slot, slot) == Slice(BufferOf(spec, n, q), 0, slot))
+                    << "slot " << q;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(DirectTransferTest, TheRootMovesWhatTheChainsRootDoesAndEveryOtherRankOneBlock) {
+  const int n = 5;
+  const int root = 3;
+  const size_t block = 100;  // floats: 400 bytes, ten 40-byte segments
+  for (CollectiveKind kind : {CollectiveKind::kScatter, CollectiveKind::kGather}) {
+    SCOPED_TRACE(CollectiveKindName(kind));
+    const bool scatters = kind == CollectiveKind::kScatter;
+    const CollectiveSpec spec = Spec(kind, DType::kFloat32, scatters ? block * n : block, root);
+    const TransferRun run = RunTransfer(GetParam(), n, std::vector<CollectiveSpec>(n, spec));
+    const uint64_t bytes = block * sizeof(float);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+      const uint64_t moved = r == root ? (n - 1) * bytes : bytes;
+      // The agreement and commit frames carry no payload.
+      EXPECT_EQ(scatters == (r == root) ? run.stats[r].bytes_sent : run.stats[r].bytes_received,
+                moved)
+          << "rank " << r;
+      EXPECT_EQ(scatters == (r == root) ? run.stats[r].bytes_received : run.stats[r].bytes_sent,
+                0u)
+          << "rank " << r;
+    }
+  }
+}
+
+TEST_P(DirectTransferTest, RanksDisagreeingOnTheRootAllFailWithTheirBuffersUntouched) {
+  const int n = 4;
+  for (CollectiveKind kind : {CollectiveKind::kScatter, CollectiveKind::kGather}) {
+    SCOPED_TRACE(CollectiveKindName(kind));
+    std::vector<CollectiveSpec> specs;
+    for (int r = 0; r < n; ++r) specs.push_back(Spec(kind, DType::kFloat32, 40, r == 2 ? 1 : 0));
+    const TransferRun run = RunTransfer(GetParam(), n, specs);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_FALSE(run.statuses[r].ok()) << "rank " << r;
+      EXPECT_THAT(std::string(run.statuses[r].message()), HasSubstr("root")) << run.statuses[r];
+      EXPECT_TRUE(run.buffers[r] == BufferOf(specs[r], n, r)) << "rank " << r;
+      EXPECT_TRUE(run.stats[r].buffer_untouched) << "rank " << r;
+    }
+  }
+}
+
+// A rank's stride links with the link of one stride replaced by a FaultyLink over it.
+class LinksWithFault final : public StrideLinks {
+ public:
+  LinksWithFault(StrideLinks& inner, Link& replaced, FaultyLink& faulty)
+      : inner_(inner), replaced_(replaced), faulty_(faulty) {}
+
+  absl::StatusOr<Link*> Stride(int stride, const WaitLimit& limit) override {
+    absl::StatusOr<Link*> link = inner_.Stride(stride, limit);
+    if (link.ok() && *link == &replaced_) return &faulty_;
+    return link;
+  }
+  std::vector<Link*> Connected() override {
+    std::vector<Link*> links = inner_.Connected();
+    for (Link*& link : links) {
+      if (link == &replaced_) link = &faulty_;
+    }
+    return links;
+  }
+
+ private:
+  StrideLinks& inner_;
+  Link& replaced_;
+  FaultyLink& faulty_;
+};
+
+RingOptions ShortOptions() {
+  RingOptions options = testing::SmallSegments();
+  options.timeout = absl::Milliseconds(800);
+  options.abort_notice_timeout = absl::Milliseconds(100);
+  return options;
+}
+
+// A gather of 4 ranks to root 0 in which rank 1 sends on its link to the root (stride 3)
+// through a FaultyLink, with `fault` at send `cut` (none: counts its sends).
+TransferRun GatherWithFault(StrideSchedule schedule, std::optional<uint64_t> cut, LinkFault fault,
+                    const RingOptions& options, uint64_t* faulty_sends = nullptr) {
+  const int n = 4;
+  const int stride = 3;
+  MemoryStrideMesh mesh(n);
+  FaultyLink faulty(mesh.ring(stride).link(1));
+  if (cut.has_value()) faulty.Script(*cut, fault);
+  LinksWithFault rank_1(mesh.links(1), mesh.ring(stride).link(1), faulty);
+  TransferRun run = RunTransfer(schedule, n,
+                        std::vector<CollectiveSpec>(n, Spec(CollectiveKind::kGather,
+                                                            DType::kFloat32, 30, 0)),
+                        options, [&](int r) -> StrideLinks& {
+                          return r == 1 ? rank_1 : mesh.links(r);
+                        });
+  if (faulty_sends != nullptr) *faulty_sends = faulty.sends();
+  return run;
+}
+
+TEST_P(DirectTransferTest, AFaultAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed) {
+  uint64_t sends = 0;
+  const TransferRun clean = GatherWithFault(GetParam(), std::nullopt, LinkFault::Drop(), ShortOptions(),
+                                    &sends);
+  for (const absl::Status& s : clean.statuses) ASSERT_TRUE(s.ok()) << s;
+  // 120 bytes in three 40-byte segments, beside what the agreement and commit send there.
+  ASSERT_GE(sends, 3u);
+  for (uint64_t cut = 0; cut < sends; ++cut) {
+    for (LinkFault fault : {LinkFault::Drop(), LinkFault::Close(), LinkFault::Stall()}) {
+      SCOPED_TRACE(absl::StrCat("send ", cut, " of rank 1 to the root, fault ",
+                                static_cast<int>(fault.kind)));
+      const TransferRun run = GatherWithFault(GetParam(), cut, fault, ShortOptions());
+      bool any_ok = false, any_plain = false;
+      for (int r = 0; r < 4; ++r) {
+        const absl::Status& s = run.statuses[r];
+        any_ok = any_ok || s.ok();
+        any_plain = any_plain || (!s.ok() && OutcomeMarkOf(s) != OutcomeMark::kInDoubt);
+        if (s.ok() && r == 0) EXPECT_TRUE(run.buffers[r] == clean.buffers[r]) << "wrong result";
+        // Every wait has its deadline, and notices end the others' sooner.
+        EXPECT_LT(run.took[r], absl::Seconds(5)) << "rank " << r;
+      }
+      EXPECT_FALSE(any_ok && any_plain) << "OK on one rank and a plain failure on another";
+    }
+  }
+}
+
+TEST_P(DirectTransferTest, ARankBlockedSendingIsFreedByTheNoticeOfARootThatGaveUp) {
+  // A gather to root 0 in which rank 1's first segment to the root stalls in its send.
+  // The root gives up at its 1 s deadline; rank 1, blocked in that send with 30 s left,
+  // learns it from the root's notice.
+  const int n = 4;
+  const int stride = 3;  // from rank 1 to rank 0
+  MemoryStrideMesh mesh(n);
+  FaultyLink faulty(mesh.ring(stride).link(1));
+  // The direct schedule's agreement sends rank 1's spec on that link first.
+  faulty.Script(GetParam() == StrideSchedule::kDirect ? 1 : 0, LinkFault::Stall());
+  LinksWithFault rank_1(mesh.links(1), mesh.ring(stride).link(1), faulty);
+  const CollectiveSpec spec = Spec(CollectiveKind::kGather, DType::kFloat32, 30, 0);
+  std::vector<Bytes> buffers;
+  for (int r = 0; r < n; ++r) buffers.push_back(BufferOf(spec, n, r));
+  std::vector<absl::Duration> took(n);
+  const std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
+    RingOptions options = testing::SmallSegments();
+    options.timeout = r == 0 ? absl::Seconds(1) : absl::Seconds(30);
+    const SteadyStopwatch clock;
+    absl::Status s = DirectTransfer(GetParam(), {r, n, 3}, r == 1 ? rank_1 : mesh.links(r), spec,
+                                    absl::MakeSpan(buffers[r]), options);
+    took[r] = clock.Elapsed();
+    return s;
+  });
+  EXPECT_FALSE(statuses[0].ok());
+  for (int r = 1; r < n; ++r) {
+    EXPECT_TRUE(absl::IsAborted(statuses[r])) << "rank " << r << ": " << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("rank 0 gave up"));
+    EXPECT_LT(took[r], absl::Seconds(10)) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySchedule, DirectTransferTest,
+                         ::testing::Values(StrideSchedule::kDirect, StrideSchedule::kDoubling),
+                         [](const auto& info) {
+                           return std::string(StrideScheduleName(info.param));
+                         });
+
+TEST(DirectTransferSchedule, RunsLargeScattersAndGathersOnThreeToSixteenRanksInAutoAndDirect) {
+  AlgorithmPolicy policy;
+  policy.stride_links = true;
+  const auto schedule = [&](CollectiveKind kind, size_t count, int n) {
+    return DirectTransferSchedule(Spec(kind, DType::kFloat32, count), n, policy);
+  };
+  const size_t large = 1 << 20;  // 4 MiB
+  EXPECT_EQ(schedule(CollectiveKind::kScatter, large, 4), StrideSchedule::kDirect);
+  EXPECT_EQ(schedule(CollectiveKind::kGather, large, 8), StrideSchedule::kDoubling)
+      << "the passes run as the smallest all-reduce does there";
+  EXPECT_EQ(schedule(CollectiveKind::kGather, large, kDirectRanksLimit + 1), std::nullopt);
+  EXPECT_EQ(schedule(CollectiveKind::kGather, large, 2), std::nullopt) << "N=2: one hop anyway";
+  EXPECT_EQ(schedule(CollectiveKind::kGather, 16, 4), std::nullopt)
+      << "small: whole in the gather pass (StrideScheduleToCopy)";
+  EXPECT_TRUE(StrideScheduleToCopy(Spec(CollectiveKind::kGather, DType::kFloat32, 16), 4, policy)
+                  .has_value());
+  EXPECT_EQ(schedule(CollectiveKind::kBroadcast, large, 4), std::nullopt)
+      << "a broadcast's root would send N-1 times the buffer";
+  EXPECT_EQ(schedule(CollectiveKind::kAllGather, large, 4), std::nullopt);
+  policy.mode = AlgorithmPolicy::Mode::kDirect;
+  EXPECT_EQ(schedule(CollectiveKind::kScatter, large, 4), StrideSchedule::kDirect);
+  for (AlgorithmPolicy::Mode mode : {AlgorithmPolicy::Mode::kRing, AlgorithmPolicy::Mode::kRelay,
+                                     AlgorithmPolicy::Mode::kDoubling}) {
+    policy.mode = mode;
+    EXPECT_EQ(schedule(CollectiveKind::kScatter, large, 4), std::nullopt)
+        << "mode " << static_cast<int>(mode) << ": the chain";
+  }
+  policy.mode = AlgorithmPolicy::Mode::kAuto;
+  policy.stride_links = false;
+  EXPECT_EQ(schedule(CollectiveKind::kScatter, large, 4), std::nullopt) << "no stride links";
+}
+
+}  // namespace
+}  // namespace ringsync
