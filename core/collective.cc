@@ -83,7 +83,7 @@ absl::Status MemberMismatch(const CollectiveSpec& mine, int my_rank, const Colle
 }  // namespace
 
 bool IsValid(CollectiveKind kind) {
-  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kGather;
+  return kind >= CollectiveKind::kAllReduce && kind <= CollectiveKind::kAllToAll;
 }
 
 CollectiveKindTraits TraitsOf(CollectiveKind kind) {
@@ -95,6 +95,7 @@ CollectiveKindTraits TraitsOf(CollectiveKind kind) {
     case CollectiveKind::kReduceScatter: return {.reduces = true, .scatters = true};
     case CollectiveKind::kScatter: return {.has_root = true, .scatters = true};
     case CollectiveKind::kGather: return {.has_root = true, .gathers = true};
+    case CollectiveKind::kAllToAll: return {.exchanges = true};
   }
   return {};
 }
@@ -103,7 +104,7 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
   if (!IsValid(spec.kind)) {
     return Invalid(absl::StrCat("kind ", static_cast<int>(spec.kind),
                                 " is unknown; expected allreduce, broadcast, allgather, barrier, "
-                                "reducescatter, scatter or gather"));
+                                "reducescatter, scatter, gather or alltoall"));
   }
   if (spec.name.empty()) {
     return Invalid(
@@ -140,11 +141,11 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
 
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size) {
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
-  if (traits.scatters) {
+  if (traits.scatters || traits.exchanges) {
     if (world_size <= 0 || spec.count % static_cast<uint64_t>(world_size) != 0) {
       return std::nullopt;
     }
-    return spec.count / static_cast<uint64_t>(world_size);
+    return traits.scatters ? spec.count / static_cast<uint64_t>(world_size) : spec.count;
   }
   if (!traits.gathers) return spec.count;
   uint64_t elements = 0;
@@ -164,6 +165,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind) {
     case CollectiveKind::kReduceScatter: return "reducescatter";
     case CollectiveKind::kScatter: return "scatter";
     case CollectiveKind::kGather: return "gather";
+    case CollectiveKind::kAllToAll: return "alltoall";
   }
   return "invalid-collective";
 }

@@ -32,6 +32,9 @@ struct CollectiveKindTraits {
                              // gather: on the root only)
   bool scatters = false;     // the result holds count / world_size elements, the rank's
                              // block of the input (reduce-scatter; scatter: of the root's)
+  bool exchanges = false;    // block r of each rank's input goes to rank r, whose result
+                             // holds rank q's as its block q: count elements, in place
+                             // (all-to-all)
 };
 // REQUIRES: IsValid(kind).
 CollectiveKindTraits TraitsOf(CollectiveKind kind);
@@ -85,7 +88,8 @@ absl::Status ValidateSpec(const CollectiveSpec& spec);
 // Elements of the result on each rank: count, world_size x count for an all-gather (and a
 // gather's root; its other ranks have none), or
 // count / world_size for a reduce-scatter or a scatter; nullopt when that overflows, or
-// when their count is not a multiple of world_size (or world_size is not positive).
+// when their count (or an all-to-all's) is not a multiple of world_size (or world_size is
+// not positive).
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size);
 
 // "allreduce 1024 x float32 sum" — the part two ranks compare; "barrier" for a barrier.

@@ -111,8 +111,12 @@ TEST(CollectiveKindTraits, SayWhatEachKindTakesAndReturns) {
   EXPECT_TRUE(TraitsOf(CollectiveKind::kGather).gathers);
   EXPECT_FALSE(TraitsOf(CollectiveKind::kGather).scatters);
   EXPECT_EQ(CollectiveKindName(CollectiveKind::kGather), "gather");
+  EXPECT_TRUE(TraitsOf(CollectiveKind::kAllToAll).exchanges);
+  EXPECT_FALSE(TraitsOf(CollectiveKind::kAllToAll).has_root);
+  EXPECT_FALSE(TraitsOf(CollectiveKind::kAllToAll).gathers);
+  EXPECT_EQ(CollectiveKindName(CollectiveKind::kAllToAll), "alltoall");
   EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(0)));
-  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(8)));
+  EXPECT_FALSE(IsValid(static_cast<CollectiveKind>(9)));
 }
 
 TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForTheScatters) {
@@ -132,6 +136,9 @@ TEST(ResultElements, IsWorldSizeTimesCountForAnAllGatherAndABlockForTheScatters)
   EXPECT_EQ(ResultElements(spec, 3), std::nullopt);
   spec.kind = CollectiveKind::kGather;
   EXPECT_EQ(ResultElements(spec, 3), 3072u) << "the root's: every rank's input";
+  spec.kind = CollectiveKind::kAllToAll;
+  EXPECT_EQ(ResultElements(spec, 4), 1024u) << "a block from each rank, in place";
+  EXPECT_EQ(ResultElements(spec, 3), std::nullopt) << "1024 is not 3 blocks";
 }
 
 TEST(DescribeShape, NamesWhatTwoRanksCompare) {

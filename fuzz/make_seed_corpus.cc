@@ -126,6 +126,9 @@ void RequestSeeds(const fs::path& dir) {
   collected.set_inline_data(std::string(8, '\x3f'));
   collected.set_output_left_out(true);
   Write(dir, "gather-inline-output-left-out", seed(CollectiveKind::kGather, collected));
+  v1::CollectiveRequest exchanged = request(CollectiveKind::kAllToAll, 6);
+  exchanged.set_inline_data(std::string(12, '\x3f'));
+  Write(dir, "alltoall-inline", seed(CollectiveKind::kAllToAll, exchanged));
   v1::CollectiveRequest refused = request(CollectiveKind::kAllReduce, 4);
   refused.set_refused_by_client("count 4 but the tensor holds 3 elements");
   Write(dir, "refused-by-client", seed(CollectiveKind::kAllReduce, refused));

@@ -3,7 +3,7 @@
 // names) and RefusedJob, which stands in for a request the worker refuses.
 //
 // Input: one byte choosing the RPC (all-reduce, broadcast, all-gather, barrier,
-// reduce-scatter, scatter, gather), then a
+// reduce-scatter, scatter, gather, all-to-all), then a
 // serialized ringsync.v1.CollectiveRequest. Properties of an accepted request: its spec
 // passes ValidateSpec and has the RPC's kind, the inline data is exactly count elements,
 // the deadline lies within the allowed timeout, and the spec survives the way the SDK
@@ -65,7 +65,7 @@ void CheckRefused(CollectiveKind rpc_kind, const v1::CollectiveRequest& request,
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ringsync;
   if (size < 1) return 0;
-  const auto rpc_kind = static_cast<CollectiveKind>(data[0] % 7 + 1);
+  const auto rpc_kind = static_cast<CollectiveKind>(data[0] % 8 + 1);
   v1::CollectiveRequest request;
   if (!request.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
   const JobRequestLimits limits;

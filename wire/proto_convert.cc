@@ -25,7 +25,7 @@ absl::StatusOr<ReduceOp> FromProto(v1::ReduceOp op) {
 }
 
 absl::StatusOr<CollectiveKind> FromProto(v1::CollectiveKind kind) {
-  if (kind < v1::COLLECTIVE_KIND_ALL_REDUCE || kind > v1::COLLECTIVE_KIND_GATHER) {
+  if (kind < v1::COLLECTIVE_KIND_ALL_REDUCE || kind > v1::COLLECTIVE_KIND_ALL_TO_ALL) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown collective kind ", static_cast<int>(kind)));
   }

@@ -188,6 +188,20 @@ CollectiveHandle Client::GatherAsync(absl::string_view name, const void* input,
              input, output, output_count));
 }
 
+absl::Status Client::AllToAll(absl::string_view name, const void* input, size_t input_count,
+                              DType dtype, void* output, size_t output_count,
+                              const CollectiveOptions& options) {
+  return AllToAllAsync(name, input, input_count, dtype, output, output_count, options).Wait();
+}
+
+CollectiveHandle Client::AllToAllAsync(absl::string_view name, const void* input,
+                                       size_t input_count, DType dtype, void* output,
+                                       size_t output_count, const CollectiveOptions& options) {
+  return core_->Start(
+      WithBuffers(MakeCall(CollectiveKind::kAllToAll, name, dtype, input_count, options.timeout),
+                  input, output, output_count));
+}
+
 absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& options) {
   return BarrierAsync(name, options).Wait();
 }

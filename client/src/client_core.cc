@@ -336,6 +336,7 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
   switch (call.spec.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAllToAll:
       if (call.input != call.output) return std::nullopt;
       return registered_->Find(call.output, bytes.output);
     case CollectiveKind::kAllGather:
@@ -376,7 +377,8 @@ bool ClientCore::ArrivesWhileRunning(const CollectiveCall& call, const v1::Worke
     case CollectiveKind::kAllGather:
     case CollectiveKind::kBarrier:
     case CollectiveKind::kScatter:
-    case CollectiveKind::kGather: return false;
+    case CollectiveKind::kGather:
+    case CollectiveKind::kAllToAll: return false;
   }
   return false;
 }
@@ -386,7 +388,8 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
   if (bytes.output == 0) return false;
   switch (call.spec.kind) {
     case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBroadcast: return bytes.input == bytes.output;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAllToAll: return bytes.input == bytes.output;
     case CollectiveKind::kAllGather:
     case CollectiveKind::kGather: return gathers_in_registered;
     case CollectiveKind::kReduceScatter:
@@ -593,6 +596,9 @@ void ClientCore::StartRpc(const std::shared_ptr<PendingCollective>& pending) {
       break;
     case CollectiveKind::kGather:
       async->Gather(context, request, response, std::move(done));
+      break;
+    case CollectiveKind::kAllToAll:
+      async->AllToAll(context, request, response, std::move(done));
       break;
   }
 }

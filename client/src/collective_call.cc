@@ -29,7 +29,8 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
                                       absl::FormatDuration(kMaxRequestTimeout)));
   }
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
-  if ((traits.has_root || traits.gathers || traits.scatters) && world_size <= 0) {
+  if ((traits.has_root || traits.gathers || traits.scatters || traits.exchanges) &&
+      world_size <= 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         DescribeCall(call), ": the worker reports no formed ring, so the ring's size is unknown"));
   }
@@ -44,7 +45,7 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
     return Invalid(call, absl::StrCat(spec.count, " elements overflow size_t bytes"));
   }
   const std::optional<uint64_t> expected_output = ResultElements(spec, world_size);
-  if (!expected_output.has_value() && traits.scatters) {
+  if (!expected_output.has_value() && (traits.scatters || traits.exchanges)) {
     return Invalid(call, absl::StrCat("the input holds ", spec.count, " elements, which is not "
                                       "one block for each of this ring's ", world_size, " ranks"));
   }

@@ -582,6 +582,36 @@ TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {
 
 INSTANTIATE_TEST_SUITE_P(InlineAndShared, AllGatherTest, ::testing::Values(4, 1000));
 
+// An all-to-all carries its input whole (count elements, one block per rank) and takes the
+// worker's result, in place of the input, into the output: beside the input or over it.
+TEST_P(AllGatherTest, AnAllToAllSendsItsBlocksAndTakesTheResultIntoTheOutput) {
+  v1::WorkerInfo info = worker_.info();
+  info.set_rank(1);
+  info.set_world_size(3);
+  worker_.SetInfo(info);
+  std::unique_ptr<Client> client = Connect("", WithThreshold(1024));
+  ASSERT_NE(client, nullptr);
+  const size_t block = GetParam();
+  std::vector<float> tokens = Iota(3 * block);
+  std::vector<float> expected;  // the stand-in's: the blocks in reverse order
+  for (int q = 2; q >= 0; --q) {
+    expected.insert(expected.end(), tokens.begin() + q * block, tokens.begin() + (q + 1) * block);
+  }
+  std::vector<float> out(tokens.size(), -1.0f);
+  ASSERT_TRUE(client->AllToAll<float>("tokens", tokens, absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(tokens, Iota(3 * block)) << "the input is the caller's";
+  ASSERT_TRUE(client->AllToAll<float>("tokens", tokens, absl::MakeSpan(tokens)).ok());
+  EXPECT_EQ(tokens, expected) << "in place";
+  const SeenRequest seen = worker_.seen().back();
+  EXPECT_EQ(seen.method, "AllToAll");
+  EXPECT_EQ(seen.request.spec().count(), 3 * block) << "count is the whole input";
+  const absl::Status uneven =
+      client->AllToAll("tokens", tokens.data(), 4, DType::kFloat32, out.data(), 4);
+  EXPECT_TRUE(absl::IsInvalidArgument(uneven)) << uneven;
+  EXPECT_THAT(std::string(uneven.message()), HasSubstr("not one block for each of this ring's 3"));
+}
+
 TEST_F(ClientTest, BroadcastSendsTheRootAndReceivesInPlace) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);

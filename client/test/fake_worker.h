@@ -6,6 +6,7 @@
 //   AllReduce  doubles every element (float16/bfloat16: adds 1 to the uint16 storage);
 //   Broadcast  leaves the root's buffer alone, sets every byte of others' to 0x40 + root;
 //   AllGather  returns world_size copies of the input;
+//   AllToAll   returns the input's world_size blocks in reverse order, in place;
 //   Barrier    returns at once.
 // Shared-memory requests are served in place, as the real worker does.
 #pragma once
@@ -421,6 +422,18 @@ class FakeWorker final : public v1::Worker::Service {
       data.clear();
       for (int r = 0; r < world; ++r) data += mine;
       response->set_result_bytes(data.size());
+      return grpc::Status::OK;
+    });
+  }
+
+  grpc::Status AllToAll(grpc::ServerContext* context, const v1::CollectiveRequest* request,
+                        v1::CollectiveResponse* response) override {
+    const size_t world = static_cast<size_t>(info().world_size());
+    return Serve("AllToAll", context, request, response, [&](std::string& data) {
+      const size_t block = data.size() / world;
+      std::string reversed;
+      for (size_t q = world; q-- > 0;) reversed += data.substr(q * block, block);
+      data = std::move(reversed);
       return grpc::Status::OK;
     });
   }

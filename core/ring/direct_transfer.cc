@@ -1,10 +1,12 @@
 #include "core/ring/direct_transfer.h"
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/ring/ring_gather.h"
+#include "core/ring/ring_pipeline.h"
 #include "core/ring/ring_scatter.h"
 #include "core/ring/stride_allreduce.h"
 #include "core/ring/stride_copying.h"
@@ -13,10 +15,21 @@ namespace ringsync {
 namespace {
 
 // What this rank sends to and receives from each rank (by rank): the root's block r to
-// rank r (scatter), or rank r's input to the root's slot r (gather).
+// rank r (scatter), rank r's input to the root's slot r (gather), or this rank's block r
+// to rank r and rank r's for this one into `scratch` (all-to-all).
 std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& spec,
-                                  absl::Span<std::byte> buffer) {
+                                  absl::Span<std::byte> buffer, absl::Span<std::byte> scratch) {
   const size_t n = static_cast<size_t>(me.world_size);
+  if (spec.kind == CollectiveKind::kAllToAll) {
+    // Block r to rank r; rank r's block for this rank into the scratch's block r.
+    const size_t block = buffer.size() / n;
+    std::vector<DirectRoute> routes(n);
+    for (size_t r = 0; r < n; ++r) {
+      if (r == static_cast<size_t>(me.rank)) continue;
+      routes[r] = DirectRoute{buffer.subspan(r * block, block), scratch.subspan(r * block, block)};
+    }
+    return routes;
+  }
   const size_t root = static_cast<size_t>(spec.root);
   const size_t rank = static_cast<size_t>(me.rank);
   std::vector<DirectRoute> routes(n);
@@ -44,27 +57,46 @@ absl::Status CheckTransferSpec(const RingMember& me, const CollectiveSpec& spec,
   switch (spec.kind) {
     case CollectiveKind::kScatter: return CheckScatterSpec(me, spec, buffer_bytes);
     case CollectiveKind::kGather: return CheckGatherSpec(me, spec, buffer_bytes);
+    case CollectiveKind::kAllToAll: return CheckAllToAllSpec(me, spec, buffer_bytes);
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          "a direct transfer moves a scatter's or a gather's data, not a ",
+          "a direct transfer moves a scatter's, a gather's or an all-to-all's data, not a ",
           CollectiveKindName(spec.kind), "'s"));
   }
 }
 
-// Whether this rank writes into its buffer: a scatter's other ranks and a gather's root.
-bool Writes(const RingMember& me, const CollectiveSpec& spec) {
+// Whether this rank writes into its buffer during the data pass: a scatter's other ranks
+// and a gather's root (an all-to-all's ranks write theirs after it).
+bool WritesWhileMoving(const RingMember& me, const CollectiveSpec& spec) {
+  if (spec.kind == CollectiveKind::kAllToAll) return false;
   return (spec.kind == CollectiveKind::kScatter) != (me.rank == spec.root);
 }
 
 }  // namespace
 
+absl::Status CheckAllToAllSpec(const RingMember& me, const CollectiveSpec& spec,
+                               size_t buffer_bytes) {
+  if (absl::Status s = CheckBufferSize(me, spec, buffer_bytes, spec.count); !s.ok()) return s;
+  if (spec.kind != CollectiveKind::kAllToAll) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an all-to-all cannot run a ", CollectiveKindName(spec.kind)));
+  }
+  if (spec.count % static_cast<uint64_t>(me.world_size) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("alltoall of ", spec.count,
+                                                   " elements: not one block for each of ",
+                                                   me.world_size, " ranks"));
+  }
+  return absl::OkStatus();
+}
+
 std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec, int world_size,
                                                      const AlgorithmPolicy& policy) {
-  if ((spec.kind != CollectiveKind::kScatter && spec.kind != CollectiveKind::kGather) ||
-      !IsValid(spec.dtype) || !policy.stride_links || world_size < 3 ||
-      world_size > kDirectRanksLimit ||
-      (policy.mode != AlgorithmPolicy::Mode::kAuto &&
-       policy.mode != AlgorithmPolicy::Mode::kDirect) ||
+  const bool all_to_all = spec.kind == CollectiveKind::kAllToAll;
+  const bool rooted = spec.kind == CollectiveKind::kScatter || spec.kind == CollectiveKind::kGather;
+  const bool mode_allows = all_to_all || policy.mode == AlgorithmPolicy::Mode::kAuto ||
+                           policy.mode == AlgorithmPolicy::Mode::kDirect;
+  if ((!all_to_all && !rooted) || !IsValid(spec.dtype) || !policy.stride_links ||
+      world_size < (all_to_all ? 1 : 3) || world_size > kDirectRanksLimit || !mode_allows ||
       StrideScheduleToCopy(spec, world_size, policy).has_value()) {
     return std::nullopt;
   }
@@ -88,14 +120,30 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
     // As the stride all-reduce: give up before this rank's data moves.
     result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
   }
-  const bool writing = result.ok() && Writes(me, spec);
+  bool writing = result.ok() && WritesWhileMoving(me, spec);
   if (result.ok()) {
     if (spec.kind == CollectiveKind::kGather && me.rank == spec.root && me.rank > 0) {
       // The root's own input takes its slot before rank 0's block arrives in the first.
       const size_t slot = spec.count * DTypeSize(spec.dtype);
       std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);
     }
-    result = rank.Transfer(RoutesOf(me, spec, buffer), options.segment_bytes);
+    // An all-to-all's blocks arrive beside its buffer: each block it receives takes the
+    // place of one it may still be sending.
+    const bool all_to_all = spec.kind == CollectiveKind::kAllToAll;
+    const size_t scratch_bytes = all_to_all ? buffer.size() : 0;
+    const std::unique_ptr<std::byte[]> scratch = std::make_unique_for_overwrite<std::byte[]>(scratch_bytes);
+    result = rank.Transfer(RoutesOf(me, spec, buffer, {scratch.get(), scratch_bytes}),
+                           options.segment_bytes);
+    if (result.ok() && all_to_all) {
+      writing = true;
+      const size_t block = buffer.size() / static_cast<size_t>(me.world_size);
+      for (size_t r = 0; r < static_cast<size_t>(me.world_size); ++r) {
+        // Its own block stays where it is.
+        if (r != static_cast<size_t>(me.rank) && block > 0) {
+          std::memcpy(buffer.data() + block * r, scratch.get() + block * r, block);
+        }
+      }
+    }
     if (result.ok()) result = rank.Commit();
   }
   rank.ExportStats(local);

@@ -39,10 +39,10 @@ struct TransferRun {
 };
 
 // Rank r's buffer: a gather's N slots with rank r's input first (the rest kUntouched), a
-// scatter's spec.count elements of rank r's input.
+// scatter's or an all-to-all's spec.count elements of rank r's input.
 Bytes BufferOf(const CollectiveSpec& spec, int n, int r) {
   const Bytes input = testing::RandomInput(spec.dtype, spec.count, r, 17);
-  if (spec.kind == CollectiveKind::kScatter) return input;
+  if (spec.kind != CollectiveKind::kGather) return input;
   Bytes buffer(input.size() * static_cast<size_t>(n), kUntouched);
   std::copy(input.begin(), input.end(), buffer.begin());
   return buffer;
@@ -113,6 +113,68 @@ TEST_P(DirectTransferTest, EveryRankEndsWithTheChainsResultForEveryRingSizeRootA
         }
       }
     }
+  }
+}
+
+TEST_P(DirectTransferTest, AnAllToAllLeavesRankQsBlockRAsBlockQOfRankRForEveryRingSize) {
+  for (int n = 1; n <= 6; ++n) {
+    for (size_t block : {size_t{0}, size_t{1}, size_t{10}, size_t{23}}) {
+      SCOPED_TRACE(absl::StrCat("n ", n, " block ", block));
+      const CollectiveSpec spec = Spec(CollectiveKind::kAllToAll, DType::kFloat32, block * n);
+      const TransferRun run = RunTransfer(GetParam(), n, std::vector<CollectiveSpec>(n, spec));
+      const size_t slot = block * sizeof(float);
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(run.statuses[r].ok()) << run.statuses[r];
+        for (int q = 0; q < n; ++q) {
+          EXPECT_TRUE(Slice(run.buffers[r], q * slot, slot) ==
+                      Slice(BufferOf(spec, n, q), r * slot, slot))
+              << "rank " << r << " block " << q;
+        }
+        // Every block but its own goes straight to its rank, and one comes from each.
+        EXPECT_EQ(run.stats[r].bytes_sent, (n - 1) * slot) << "rank " << r;
+        EXPECT_EQ(run.stats[r].bytes_received, (n - 1) * slot) << "rank " << r;
+      }
+    }
+  }
+}
+
+TEST(DirectTransfer, AnAllToAllOverLinksThatQueueOneFrameNeverDeadlocks) {
+  // Every rank sends and receives at once, ten segments to each rank, and a link holds one
+  // unread frame (what a stride link promises for segments too large for its mailbox):
+  // each rank's sends wait on receivers that are themselves sending. (The direct
+  // schedule's passes: the doubling's gather pass needs the links' kStrideLinkQueuedFrames.)
+  const int n = 5;
+  MemoryStrideMesh mesh(n, /*capacity_frames=*/1);
+  const CollectiveSpec spec = Spec(CollectiveKind::kAllToAll, DType::kFloat32, 100 * n);
+  const TransferRun run =
+      RunTransfer(StrideSchedule::kDirect, n, std::vector<CollectiveSpec>(n, spec),
+                  testing::SmallSegments(),
+                  [&](int r) -> StrideLinks& { return mesh.links(r); });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
+    EXPECT_TRUE(Slice(run.buffers[r], 0, 400) == Slice(BufferOf(spec, n, 0), r * 400, 400));
+  }
+}
+
+TEST_P(DirectTransferTest, AnAllToAllWhoseRanksDisagreeFailsEveryRankWithItsBufferUntouched) {
+  const int n = 4;
+  std::vector<CollectiveSpec> specs;
+  for (int r = 0; r < n; ++r) {
+    specs.push_back(Spec(CollectiveKind::kAllToAll, DType::kFloat32, r == 3 ? 80 : 40));
+  }
+  const TransferRun run = RunTransfer(GetParam(), n, specs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(run.statuses[r])) << "rank " << r << ": "
+                                                             << run.statuses[r];
+    EXPECT_TRUE(run.buffers[r] == BufferOf(specs[r], n, r)) << "rank " << r;
+    EXPECT_TRUE(run.stats[r].buffer_untouched) << "rank " << r;
+  }
+  const TransferRun uneven = RunTransfer(
+      GetParam(), 3, std::vector<CollectiveSpec>(3, Spec(CollectiveKind::kAllToAll,
+                                                         DType::kFloat32, 10)));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(std::string(uneven.statuses[r].message()),
+                HasSubstr("alltoall of 10 elements: not one block for each of 3 ranks"));
   }
 }
 
@@ -188,48 +250,60 @@ RingOptions ShortOptions() {
   return options;
 }
 
-// A gather of 4 ranks to root 0 in which rank 1 sends on its link to the root (stride 3)
-// through a FaultyLink, with `fault` at send `cut` (none: counts its sends).
-TransferRun GatherWithFault(StrideSchedule schedule, std::optional<uint64_t> cut, LinkFault fault,
-                    const RingOptions& options, uint64_t* faulty_sends = nullptr) {
+// A gather of 4 ranks to root 0, or an all-to-all, in which rank 1 sends on its link to
+// rank 0 (stride 3) through a FaultyLink, with `fault` at send `cut` (none: counts its
+// sends). Rank 1 sends 120 bytes to rank 0 either way, three 40-byte segments.
+TransferRun RunWithFault(StrideSchedule schedule, CollectiveKind kind,
+                         std::optional<uint64_t> cut, LinkFault fault, const RingOptions& options,
+                         uint64_t* faulty_sends = nullptr) {
   const int n = 4;
   const int stride = 3;
   MemoryStrideMesh mesh(n);
   FaultyLink faulty(mesh.ring(stride).link(1));
   if (cut.has_value()) faulty.Script(*cut, fault);
   LinksWithFault rank_1(mesh.links(1), mesh.ring(stride).link(1), faulty);
-  TransferRun run = RunTransfer(schedule, n,
-                        std::vector<CollectiveSpec>(n, Spec(CollectiveKind::kGather,
-                                                            DType::kFloat32, 30, 0)),
-                        options, [&](int r) -> StrideLinks& {
-                          return r == 1 ? rank_1 : mesh.links(r);
-                        });
+  const CollectiveSpec spec =
+      Spec(kind, DType::kFloat32, kind == CollectiveKind::kGather ? 30 : 30 * n, 0);
+  TransferRun run = RunTransfer(schedule, n, std::vector<CollectiveSpec>(n, spec), options,
+                                [&](int r) -> StrideLinks& {
+                                  return r == 1 ? rank_1 : mesh.links(r);
+                                });
   if (faulty_sends != nullptr) *faulty_sends = faulty.sends();
   return run;
 }
 
+// No rank OK beside a rank that plainly failed; an OK rank's buffer as the clean run's;
+// every rank done well before a 30 s deadline would have ended it.
+void ExpectNoSplitOutcome(const TransferRun& run, const TransferRun& clean) {
+  bool any_ok = false, any_plain = false;
+  for (size_t r = 0; r < run.statuses.size(); ++r) {
+    const absl::Status& s = run.statuses[r];
+    any_ok = any_ok || s.ok();
+    any_plain = any_plain || (!s.ok() && OutcomeMarkOf(s) != OutcomeMark::kInDoubt);
+    if (s.ok()) {
+      EXPECT_TRUE(run.buffers[r] == clean.buffers[r]) << "rank " << r << ": wrong result";
+    }
+    // Every wait has its deadline, and notices end the others' sooner.
+    EXPECT_LT(run.took[r], absl::Seconds(5)) << "rank " << r;
+  }
+  EXPECT_FALSE(any_ok && any_plain) << "OK on one rank and a plain failure on another";
+}
+
 TEST_P(DirectTransferTest, AFaultAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainlyFailed) {
-  uint64_t sends = 0;
-  const TransferRun clean = GatherWithFault(GetParam(), std::nullopt, LinkFault::Drop(), ShortOptions(),
-                                    &sends);
-  for (const absl::Status& s : clean.statuses) ASSERT_TRUE(s.ok()) << s;
-  // 120 bytes in three 40-byte segments, beside what the agreement and commit send there.
-  ASSERT_GE(sends, 3u);
-  for (uint64_t cut = 0; cut < sends; ++cut) {
-    for (LinkFault fault : {LinkFault::Drop(), LinkFault::Close(), LinkFault::Stall()}) {
-      SCOPED_TRACE(absl::StrCat("send ", cut, " of rank 1 to the root, fault ",
-                                static_cast<int>(fault.kind)));
-      const TransferRun run = GatherWithFault(GetParam(), cut, fault, ShortOptions());
-      bool any_ok = false, any_plain = false;
-      for (int r = 0; r < 4; ++r) {
-        const absl::Status& s = run.statuses[r];
-        any_ok = any_ok || s.ok();
-        any_plain = any_plain || (!s.ok() && OutcomeMarkOf(s) != OutcomeMark::kInDoubt);
-        if (s.ok() && r == 0) EXPECT_TRUE(run.buffers[r] == clean.buffers[r]) << "wrong result";
-        // Every wait has its deadline, and notices end the others' sooner.
-        EXPECT_LT(run.took[r], absl::Seconds(5)) << "rank " << r;
+  for (CollectiveKind kind : {CollectiveKind::kGather, CollectiveKind::kAllToAll}) {
+    uint64_t sends = 0;
+    const TransferRun clean =
+        RunWithFault(GetParam(), kind, std::nullopt, LinkFault::Drop(), ShortOptions(), &sends);
+    for (const absl::Status& s : clean.statuses) ASSERT_TRUE(s.ok()) << s;
+    // Three segments, beside what the agreement and commit send there.
+    ASSERT_GE(sends, 3u);
+    for (uint64_t cut = 0; cut < sends; ++cut) {
+      for (LinkFault fault : {LinkFault::Drop(), LinkFault::Close(), LinkFault::Stall()}) {
+        SCOPED_TRACE(absl::StrCat(CollectiveKindName(kind), ": send ", cut,
+                                  " of rank 1 to rank 0, fault ", static_cast<int>(fault.kind)));
+        const TransferRun run = RunWithFault(GetParam(), kind, cut, fault, ShortOptions());
+        ExpectNoSplitOutcome(run, clean);
       }
-      EXPECT_FALSE(any_ok && any_plain) << "OK on one rank and a plain failure on another";
     }
   }
 }

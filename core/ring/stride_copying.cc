@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ring/direct_transfer.h"
 #include "core/ring/partition.h"
 #include "core/ring/ring_broadcast.h"
 #include "core/ring/ring_gather.h"
@@ -17,7 +18,8 @@ namespace {
 
 bool IsCopying(CollectiveKind kind) {
   return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kScatter ||
-         kind == CollectiveKind::kGather || kind == CollectiveKind::kAllGather;
+         kind == CollectiveKind::kGather || kind == CollectiveKind::kAllGather ||
+         kind == CollectiveKind::kAllToAll;
 }
 
 // The checks the ring's algorithm for the kind makes first.
@@ -30,6 +32,7 @@ absl::Status CheckCopySpec(const RingMember& me, const CollectiveSpec& spec, siz
     case CollectiveKind::kAllGather:
       return CheckBufferSize(me, spec, buffer_bytes,
                              spec.count * static_cast<size_t>(std::max(1, me.world_size)));
+    case CollectiveKind::kAllToAll: return CheckAllToAllSpec(me, spec, buffer_bytes);
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "the stride links cannot copy a ", CollectiveKindName(spec.kind)));
@@ -73,6 +76,16 @@ void CopyResult(const RingMember& me, const CollectiveSpec& spec,
       const size_t slot = spec.count * DTypeSize(spec.dtype);
       for (size_t r = 0; r < n && slot > 0; ++r) {
         std::memcpy(buffer.data() + r * slot, held[r].bytes.data(), slot);
+      }
+      return;
+    }
+    case CollectiveKind::kAllToAll: {
+      // Rank q's block for this rank becomes block q; this rank's own stays.
+      const size_t block = buffer.size() / n;
+      const size_t mine = block * static_cast<size_t>(me.rank);
+      for (size_t q = 0; q < n && block > 0; ++q) {
+        if (q == static_cast<size_t>(me.rank)) continue;
+        std::memcpy(buffer.data() + q * block, held[q].bytes.data() + mine, block);
       }
       return;
     }

@@ -62,11 +62,13 @@ TEST_P(StrideCopying, EveryRankEndsWithTheRingsResultForEveryKindRingSizeAndRoot
   for (int n = 2; n <= 6; ++n) {
     for (int root = 0; root < n; ++root) {
       for (CollectiveKind kind : {CollectiveKind::kBroadcast, CollectiveKind::kScatter,
-                                  CollectiveKind::kGather, CollectiveKind::kAllGather}) {
+                                  CollectiveKind::kGather, CollectiveKind::kAllGather,
+                                  CollectiveKind::kAllToAll}) {
         for (size_t block : {size_t{0}, size_t{1}, size_t{9}}) {
           SCOPED_TRACE(absl::StrCat(CollectiveKindName(kind), " n ", n, " root ", root,
                                     " block ", block));
-          const bool scatters = kind == CollectiveKind::kScatter;
+          const bool scatters =
+              kind == CollectiveKind::kScatter || kind == CollectiveKind::kAllToAll;
           const CollectiveSpec spec =
               Spec(kind, DType::kFloat32, scatters ? block * n : block, root);
           const CopyRun run = RunCopy(GetParam(), n, std::vector<CollectiveSpec>(n, spec));
@@ -97,6 +99,14 @@ TEST_P(StrideCopying, EveryRankEndsWithTheRingsResultForEveryKindRingSizeAndRoot
                 }
                 break;
               }
+              case CollectiveKind::kAllToAll:
+                // Block q is rank q's block r.
+                for (int q = 0; q < n; ++q) {
+                  EXPECT_TRUE(Slice(got, q * slot, slot) ==
+                              Slice(BufferOf(spec, n, q), r * slot, slot))
+                      << "rank " << r << " block " << q;
+                }
+                break;
               case CollectiveKind::kGather:
               case CollectiveKind::kAllGather:
                 if (kind == CollectiveKind::kGather && r != root) {

@@ -119,7 +119,7 @@ bool ClientCallChannel::Handle(const std::vector<std::byte>& record) {
     answers->Post(reply);
   };
   if (call.kind() < static_cast<uint32_t>(CollectiveKind::kAllReduce) ||
-      call.kind() > static_cast<uint32_t>(CollectiveKind::kGather)) {
+      call.kind() > static_cast<uint32_t>(CollectiveKind::kAllToAll)) {
     v1::CallAnswer refused;
     refused.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
     refused.set_message(absl::StrCat("a call of unknown kind ", call.kind()));

@@ -427,11 +427,12 @@ std::optional<StrideSchedule> CollectiveExecutor::StrideScheduleFor(
     case CollectiveKind::kScatter:
     case CollectiveKind::kGather:
     case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:
       if (auto small = StrideScheduleToCopy(spec, epoch.me.world_size, options_.algorithm)) {
         return small;
       }
-      // A large scatter's or gather's data goes straight to its rank, whatever the
-      // schedule of its agreement: as the metric says, the direct exchange.
+      // A large scatter's, gather's or all-to-all's data goes straight to its rank,
+      // whatever the schedule of its agreement: as the metric says, the direct exchange.
       if (DirectTransferSchedule(spec, epoch.me.world_size, options_.algorithm).has_value()) {
         return StrideSchedule::kDirect;
       }
@@ -460,6 +461,8 @@ absl::string_view CollectiveExecutor::AlgorithmNameOf(const CollectiveSpec& spec
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
       return "ring";
+    case CollectiveKind::kAllToAll:
+      return "none";  // refused: it runs over stride links only
   }
   return "unknown";
 }
@@ -505,6 +508,15 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
       job.result_bytes = me.rank == job.spec.root ? data.size() : 0;
       return RunCopying(job, epoch, data, options, [&] {
         return RingGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
+      });
+    case CollectiveKind::kAllToAll:
+      return RunCopying(job, epoch, data, options, [&] {
+        // It has no ring algorithm: its blocks go straight to their ranks.
+        return RejectBeforeRunning(
+            epoch, job.spec, options,
+            absl::FailedPreconditionError(absl::StrCat(
+                "an all-to-all runs over links from every rank to every other, which rings "
+                "of up to ", kDirectRanksLimit, " ranks have; this one has ", me.world_size)));
       });
     case CollectiveKind::kReduceScatter: {
       PlaceBlockResult(job, me);

@@ -125,10 +125,10 @@ class CollectiveExecutor {
   // every link they may wait on.
   absl::Status RejectBeforeRunning(RingEpoch& epoch, const CollectiveSpec& spec,
                                    const RingOptions& options, const absl::Status& why) const;
-  // A broadcast's, scatter's, gather's or all-gather's data over `data`: over the stride
-  // links where the buffer is small enough (StrideScheduleToCopy), a large scatter or
-  // gather straight between the root and each rank (DirectTransferSchedule), else
-  // `on_the_ring`.
+  // A broadcast's, scatter's, gather's, all-gather's or all-to-all's data over `data`:
+  // over the stride links where the buffer is small enough (StrideScheduleToCopy), a large
+  // scatter, gather or all-to-all straight between the ranks (DirectTransferSchedule),
+  // else `on_the_ring`.
   absl::Status RunCopying(CollectiveJob& job, RingEpoch& epoch, absl::Span<std::byte> data,
                           const RingOptions& options,
                           absl::FunctionRef<absl::Status()> on_the_ring);
@@ -151,8 +151,8 @@ class CollectiveExecutor {
                                                   const RingEpoch& epoch) const;
   // What a collective of `spec` runs on `epoch`'s ring, as metrics name it: an
   // all-reduce's or barrier's AlgorithmName; "direct" or "doubling" for the others over
-  // the stride links; else "chain" (broadcast, scatter, gather) or "ring" (all-gather,
-  // reduce-scatter).
+  // the stride links; else "chain" (broadcast, scatter, gather), "ring" (all-gather,
+  // reduce-scatter) or "none" (an all-to-all, refused).
   absl::string_view AlgorithmNameOf(const CollectiveSpec& spec, const RingEpoch& epoch) const;
   absl::Status RunOnRing(CollectiveJob& job, RingEpoch& epoch);
   // Aborted, marked kMembershipChanged, when `job` was issued for a membership of the

@@ -242,6 +242,29 @@ TEST(CollectiveExecutor, AGathersResultIsEveryRanksInputAtTheRootAndNothingElsew
   }
 }
 
+// An all-to-all has no ring algorithm: on a ring without stride links (these epochs have
+// none; a worker's have up to 16 ranks) every rank refuses it at once, and the next
+// collective runs.
+TEST(CollectiveExecutor, AnAllToAllWithoutLinksToEveryRankFailsOnEveryRankAndTheRingGoesOn) {
+  ExecutorRing ring(3);
+  std::vector<std::shared_ptr<CollectiveJob>> jobs;
+  for (int r = 0; r < 3; ++r) {
+    jobs.push_back(Job(CollectiveKind::kAllToAll, "tokens", 1, {1, 2, 3}));
+    EXPECT_TRUE(ring.executor(r).Submit(jobs.back()).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(jobs[r]->status)) << "rank " << r << ": "
+                                                             << jobs[r]->status;
+    EXPECT_THAT(std::string(jobs[r]->status.message()),
+                HasSubstr("an all-to-all runs over links from every rank to every other"));
+    jobs[r] = Job(CollectiveKind::kAllReduce, "after", 2, {1});
+    EXPECT_TRUE(ring.executor(r).Submit(jobs[r]).ok());
+  }
+  AwaitAll(jobs);
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(jobs[r]->status.ok()) << jobs[r]->status;
+}
+
 TEST(CollectiveExecutor, ABroadcastWhoseRootLeftItsInputOutFailsOnEveryRankBeforeAnyByteMoved) {
   ExecutorRing ring(3);
   std::vector<std::shared_ptr<CollectiveJob>> jobs;

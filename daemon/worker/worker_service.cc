@@ -427,6 +427,12 @@ grpc::ServerUnaryReactor* WorkerService::Gather(grpc::CallbackServerContext* con
   return RunCollective(CollectiveKind::kGather, context, *request, response);
 }
 
+grpc::ServerUnaryReactor* WorkerService::AllToAll(grpc::CallbackServerContext* context,
+                                                  const v1::CollectiveRequest* request,
+                                                  v1::CollectiveResponse* response) {
+  return RunCollective(CollectiveKind::kAllToAll, context, *request, response);
+}
+
 grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                                    grpc::ServerWriter<v1::WorkerEvent>* writer) {
   // Who is at the other end, from the kernel (SO_PEERCRED), not from the request.

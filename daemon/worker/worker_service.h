@@ -45,8 +45,8 @@ using WorkerServiceBase = v1::Worker::WithCallbackMethod_AllReduce<
     v1::Worker::WithCallbackMethod_Broadcast<v1::Worker::WithCallbackMethod_AllGather<
         v1::Worker::WithCallbackMethod_Barrier<
             v1::Worker::WithCallbackMethod_ReduceScatter<
-                v1::Worker::WithCallbackMethod_Scatter<
-                    v1::Worker::WithCallbackMethod_Gather<v1::Worker::Service>>>>>>>;
+                v1::Worker::WithCallbackMethod_Scatter<v1::Worker::WithCallbackMethod_Gather<
+                    v1::Worker::WithCallbackMethod_AllToAll<v1::Worker::Service>>>>>>>>;
 
 class WorkerService final : public WorkerServiceBase {
  public:
@@ -86,6 +86,9 @@ class WorkerService final : public WorkerServiceBase {
   grpc::ServerUnaryReactor* Gather(grpc::CallbackServerContext* context,
                                    const v1::CollectiveRequest* request,
                                    v1::CollectiveResponse* response) override;
+  grpc::ServerUnaryReactor* AllToAll(grpc::CallbackServerContext* context,
+                                     const v1::CollectiveRequest* request,
+                                     v1::CollectiveResponse* response) override;
   grpc::Status Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                       grpc::ServerWriter<v1::WorkerEvent>* writer) override;
   grpc::Status Detach(grpc::ServerContext* context, const v1::DetachRequest* request,

@@ -364,6 +364,32 @@ class Client {
                                DType dtype, void* output, size_t output_count, int root,
                                const CollectiveOptions& options = {});
 
+  // Every rank's `input` is world_size() blocks of output.size() / world_size() elements,
+  // block r for rank r; rank r's `output` receives, as its block q, rank q's block r
+  // (MPI_Alltoall, torch's all_to_all_single with equal splits). Each block goes straight
+  // to its rank: every rank sends and receives (N-1)/N of its input. `output` may be
+  // `input` (in place). Up to 16 ranks: a larger ring fails the call on every rank.
+  // REQUIRES: input.size() == output.size(), a multiple of world_size().
+  template <Element T>
+  absl::Status AllToAll(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
+                        absl::Span<T> output, const CollectiveOptions& options = {}) {
+    return AllToAllAsync<T>(name, input, output, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle AllToAllAsync(absl::string_view name,
+                                 absl::Span<const std::type_identity_t<T>> input,
+                                 absl::Span<T> output, const CollectiveOptions& options = {}) {
+    return AllToAllAsync(name, input.data(), input.size(), kDTypeOf<T>, output.data(),
+                         output.size(), options);
+  }
+  // Raw form: `count` elements in and out (a multiple of world_size()).
+  absl::Status AllToAll(absl::string_view name, const void* input, size_t input_count,
+                        DType dtype, void* output, size_t output_count,
+                        const CollectiveOptions& options = {});
+  CollectiveHandle AllToAllAsync(absl::string_view name, const void* input, size_t input_count,
+                                 DType dtype, void* output, size_t output_count,
+                                 const CollectiveOptions& options = {});
+
   // Returns once every rank has entered the barrier. No data.
   absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
   CollectiveHandle BarrierAsync(absl::string_view name, const CollectiveOptions& options = {});

@@ -17,6 +17,7 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter = 5,
   kScatter = 6,
   kGather = 7,
+  kAllToAll = 8,
 };
 
 }  // namespace ringsync
