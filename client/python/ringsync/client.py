@@ -213,6 +213,19 @@ class Client:
         self._check("gather", name, root=root, timeout=timeout)
         return self._impl.gather_async(tensor, root, name, timeout, out)
 
+    def alltoall(self, tensor, name="alltoall", timeout=None, out=None):
+        """Exchanges blocks with every rank: `tensor` is world_size blocks along its first
+        dimension, block r for rank r; returns a new array of its kind, dtype and shape
+        holding, as block q, rank q's block for this rank (MPI_Alltoall). Each block goes
+        straight to its rank. `out` as allgather's, of tensor's shape; it may be `tensor`
+        itself (in place; an array from allocate() is then exchanged where it lies). At
+        most 16 ranks."""
+        return self.alltoall_async(tensor, name, timeout, out).wait()
+
+    def alltoall_async(self, tensor, name="alltoall", timeout=None, out=None):
+        self._check("alltoall", name, timeout=timeout)
+        return self._impl.alltoall_async(tensor, name, timeout, out)
+
     def barrier(self, name="barrier", timeout=None):
         """Returns once every rank has entered the barrier."""
         self.barrier_async(name, timeout).wait()

@@ -63,6 +63,9 @@ PYBIND11_MODULE(_ringsync, m) {
       .def("gather_async", &PyClient::GatherAsync, py::arg("tensor"), py::arg("root"),
            py::arg("name") = "gather", py::arg("timeout") = std::nullopt,
            py::arg("out") = py::none())
+      .def("alltoall_async", &PyClient::AllToAllAsync, py::arg("tensor"),
+           py::arg("name") = "alltoall", py::arg("timeout") = std::nullopt,
+           py::arg("out") = py::none())
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
       .def("refuse", &PyClient::Refuse, py::arg("kind"), py::arg("name"), py::arg("why"),

@@ -264,6 +264,25 @@ std::unique_ptr<PyHandle> PyClient::GatherAsync(py::handle tensor, int root,
       output.owner ? output.owner : py::none(), input.owner);
 }
 
+std::unique_ptr<PyHandle> PyClient::AllToAllAsync(py::handle tensor, const std::string& name,
+                                                  std::optional<double> timeout,
+                                                  py::handle out) {
+  auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kAllToAll, name, [&] {
+    TensorArg input = ToTensorArg(tensor, "alltoall", Access::kRead);
+    TensorArg output = out.is_none() ? NewGatherOutput(input, /*factor=*/1)
+                                     : OutArg(out, input, "alltoall", name);
+    return std::pair(std::move(input), std::move(output));
+  });
+  CollectiveOptions options;
+  options.timeout = TimeoutOf(timeout);
+  return Start(
+      [&](Client& c) {
+        return c.AllToAllAsync(name, input.data, input.count, input.dtype, output.data,
+                               output.count, options);
+      },
+      output.owner, input.owner);
+}
+
 std::unique_ptr<PyHandle> PyClient::BarrierAsync(const std::string& name,
                                                  std::optional<double> timeout) {
   CollectiveOptions options;

@@ -73,6 +73,11 @@ class PyClient {
   // dimension (a new array, or `out` as AllGatherAsync's); the other ranks' gives None.
   std::unique_ptr<PyHandle> GatherAsync(pybind11::handle tensor, int root, const std::string& name,
                                         std::optional<double> timeout, pybind11::handle out);
+  // `tensor`: this rank's N blocks along the first dimension. The handle gives an array of
+  // its shape (a new one, or `out`, which may be `tensor` itself) holding rank q's block
+  // for this rank as block q.
+  std::unique_ptr<PyHandle> AllToAllAsync(pybind11::handle tensor, const std::string& name,
+                                          std::optional<double> timeout, pybind11::handle out);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
   // Client::Refuse for the collective of `kind` (its CollectiveKindName: "allreduce", ...),
   // for arguments the Python layer rejects before the bindings see them (client.py).

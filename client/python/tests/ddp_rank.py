@@ -103,6 +103,21 @@ expected = torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float64) * (n * (n +
 assert torch.equal(work.get_future().wait()[0], expected), out
 assert torch.equal(flat_in, kept), "reduce_scatter changed its input"
 
+# all_to_all: rank r gets block r of every rank's input, as block q from rank q — from
+# one tensor (all_to_all_single, equal splits given or not) and from lists.
+single_in = torch.arange(2 * n, dtype=torch.int64) + 100 * rank  # block q: 2 rows for q
+single_out = torch.empty(2 * n, dtype=torch.int64)
+dist.all_to_all_single(single_out, single_in)
+want = torch.cat([torch.arange(2 * rank, 2 * rank + 2, dtype=torch.int64) + 100 * q
+                  for q in range(n)])
+assert torch.equal(single_out, want), single_out
+single_out.zero_()
+dist.all_to_all_single(single_out, single_in, [2] * n, [2] * n, async_op=True).wait()
+assert torch.equal(single_out, want), single_out
+lists_out = [torch.empty(3).t() for _ in range(n)]  # any layout
+dist.all_to_all(lists_out, [torch.full((3,), float(10 * rank + q)) for q in range(n)])
+assert all(torch.equal(o, torch.full((3,), float(10 * q + rank))) for q, o in enumerate(lists_out))
+
 # An input that requires grad is read for its values, as by torch's own backends.
 out = torch.empty(2)
 dist._reduce_scatter_base(out, torch.ones(2 * n, requires_grad=True))
@@ -139,6 +154,9 @@ for i in range(2):
     shard = torch.empty(big)
     dist.reduce_scatter(shard, [mine + r for r in range(n)])  # in place in the scratch
     assert torch.equal(shard, sum(everyone) + n * rank), i
+    exchanged = [torch.empty(big) for _ in range(n)]
+    dist.all_to_all(exchanged, [mine + r for r in range(n)])  # in place in the scratch
+    assert all(torch.equal(x, everyone[q] + rank) for q, x in enumerate(exchanged)), i
 
 # The coalesced forms: one collective for the whole list.
 tensors = [torch.full((3,), float(rank)), torch.full((2, 2), float(2 * rank))]
@@ -153,8 +171,9 @@ for r, (a, b) in enumerate(outputs):
 # What ringsync has not got (point to point) says so, and bad arguments say what is wrong
 # before anything is sent (every rank makes the same bad call).
 for call, message in [
-        (lambda: dist.all_to_all_single(torch.ones(n), torch.ones(n)),
-         "the ringsync backend has no alltoall"),
+        (lambda: dist.all_to_all_single(torch.ones(n + 1), torch.ones(n + 1),
+                                        [2] + [1] * (n - 1), [2] + [1] * (n - 1)),
+         "ringsync has no all-to-all of uneven splits"),
         (lambda: dist.send(torch.ones(1), dst=(rank + 1) % n), "the ringsync backend has no send"),
         (lambda: dist.reduce_scatter(torch.empty(2), [torch.ones(3)] * n),
          "each of the input tensors must hold 2 elements of Float (one holds 3 of Float)"),

@@ -204,6 +204,43 @@ def test_gather_collects_every_ranks_tensor_at_the_root_only(clients):
             np.testing.assert_array_equal(out[q], np.full(4, q, dtype=np.int8))
 
 
+def test_alltoall_gives_each_rank_its_block_of_every_rank(clients):
+    def rank(client):
+        r = client.rank
+        # Block q of rank r holds 10 * r + q, two rows of it: rank q gets it as block r.
+        rows = torch.tensor([[10.0 * r + q] * 3 for q in range(WORLD_SIZE) for _ in range(2)],
+                            dtype=torch.bfloat16)
+        exchanged = client.alltoall(rows, "tokens")
+        # numpy, in place, and large enough to go straight from rank to rank.
+        big = np.repeat(np.arange(WORLD_SIZE, dtype=np.int32) + 100 * r, 100_000)
+        same = client.alltoall(big, out=big)
+        return r, rows, exchanged, big, same
+
+    for r, rows, exchanged, big, same in run_ranks(clients, rank):
+        assert exchanged.dtype == torch.bfloat16 and exchanged.shape == rows.shape
+        assert torch.equal(rows[0:2], torch.full((2, 3), 10.0 * r, dtype=torch.bfloat16)), \
+            "the input is the caller's"
+        for q in range(WORLD_SIZE):
+            assert torch.equal(exchanged[2 * q:2 * q + 2],
+                               torch.full((2, 3), 10.0 * q + r, dtype=torch.bfloat16))
+        assert same is big
+        np.testing.assert_array_equal(
+            big, np.repeat(np.arange(WORLD_SIZE, dtype=np.int32) * 100 + r, 100_000))
+
+
+def test_an_alltoall_of_rows_the_ranks_do_not_divide_fails_on_every_rank(clients):
+    def rank(client):
+        try:
+            client.alltoall(np.ones(WORLD_SIZE + 1, np.float32), "uneven")
+        except ringsync.Error as e:
+            return str(e)
+        return None
+    errors = run_ranks(clients, rank)
+    assert all(errors), errors
+    assert f"the input holds {WORLD_SIZE + 1} elements, which is not one block" in errors[0]
+    run_ranks(clients, lambda c: c.barrier("after"))
+
+
 def test_barrier_and_empty_tensor(clients):
     def rank(client):
         client.barrier()

@@ -66,7 +66,8 @@ std::pair<ReduceOp, double> RingsyncOpOf(const c10d::ReduceOp& reduce_op, const 
 [[noreturn]] c10::intrusive_ptr<c10d::Work> Unsupported(const char* op) {
   TORCH_CHECK(false, "the ringsync backend has no ", op,
               " (it has no point-to-point transfers; it has allreduce, broadcast, allgather, "
-              "reduce, gather, scatter, reduce_scatter, their coalesced forms and barrier); for ",
+              "reduce, gather, scatter, reduce_scatter, alltoall with equal splits, their "
+              "coalesced forms and barrier); for ",
               op, " create a second group with dist.new_group(backend=\"gloo\")");
 }
 
@@ -547,9 +548,52 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
   });
 }
 
+// The daemon's all-to-all moves equal blocks (MPI_Alltoall); uneven splits
+// (MPI_Alltoallv) it has not got.
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
+  return RefusedOnThrow(*client_, CollectiveKind::kAllToAll, "alltoall", [&] {
+    const DType dtype = DTypeOf(input, "alltoall");
+    TORCH_CHECK(DTypeOf(output, "alltoall") == dtype && output.numel() == input.numel(),
+                "ringsync alltoall: the output must hold as many elements as the input, same "
+                "dtype");
+    const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
+    for (const std::vector<int64_t>* splits : {&input_splits, &output_splits}) {
+      for (int64_t split : *splits) {
+        TORCH_CHECK(static_cast<int>(splits->size()) == getSize() &&
+                        split * getSize() == rows,
+                    "ringsync alltoall: splits must be equal (", rows, " / ", getSize(),
+                    " rows each) or left out; ringsync has no all-to-all of uneven splits");
+      }
+    }
+    CollectiveHandle handle =
+        client_->AllToAllAsync("torch.alltoall", input.data_ptr(), input.numel(), dtype,
+                               output.data_ptr(), output.numel(), OptionsOf(opts.timeout));
+    return Track(c10d::OpType::ALLTOALL_BASE, "alltoall", {output}, {input}, std::move(handle));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& opts) {
+  return RefusedOnThrow(*client_, CollectiveKind::kAllToAll, "alltoall", [&] {
+    TORCH_CHECK(!inputs.empty(), "ringsync alltoall: no input tensors");
+    const DType dtype = DTypeOf(inputs[0], "alltoall");
+    CheckList(inputs, getSize(), inputs[0], "alltoall", "input tensors");
+    CheckList(outputs, getSize(), inputs[0], "alltoall", "output tensors");
+    // The inputs end to end in scratch, exchanged there in place (registered scratch runs
+    // in the worker's own view of it), then copied out to the outputs.
+    at::Tensor flat = ConcatenatedScratch(inputs);
+    CollectiveHandle handle =
+        client_->AllToAllAsync("torch.alltoall", flat.data_ptr(), flat.numel(), dtype,
+                               flat.data_ptr(), flat.numel(), OptionsOf(opts.timeout));
+    return Track(c10d::OpType::ALLTOALL, "alltoall", outputs, {}, std::move(handle),
+                 CopyOut(flat, 0, outputs), {flat});
+  });
+}
+
 // clang-format off
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&, std::vector<int64_t>&, const c10d::AllToAllOptions&) { Unsupported("alltoall"); }
-c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&, const c10d::AllToAllOptions&) { Unsupported("alltoall"); }
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::send(std::vector<at::Tensor>&, int, int) { Unsupported("send"); }
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::recv(std::vector<at::Tensor>&, int, int) { Unsupported("recv"); }
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::recvAnysource(std::vector<at::Tensor>&, int) { Unsupported("recv"); }

@@ -4,12 +4,13 @@
 //
 // It has what the daemon has: allreduce (SUM, AVG, MIN, MAX, PRODUCT, and PREMUL_SUM with
 // a scalar factor), broadcast, allgather (and _allgather_base), reduce_scatter (and
-// _reduce_scatter_base), scatter, gather, barrier; and what one of those makes: reduce,
+// _reduce_scatter_base), scatter, gather, alltoall (and alltoall_base, all_to_all_single:
+// equal splits only), barrier; and what one of those makes: reduce,
 // allreduce_coalesced (the SDK's tensor group), allgather_coalesced — each one
 // collective, moving more bytes than a dedicated algorithm would (process_group.cc says
 // how many). Tensors the SDK reads or writes are CPU tensors, contiguous, of a dtype
 // ringsync reduces; lists copied to or from may have any layout. Point-to-point ops
-// (send, recv, alltoall) raise a RuntimeError that names them. Each op returns at once
+// (send, recv) and uneven all-to-alls raise a RuntimeError that names them. Each op returns at once
 // with a CollectiveWork whose Work and Future complete when the ring has finished (DDP's
 // buckets and comm hooks rely on the future).
 //
@@ -85,13 +86,18 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
       std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
 
+  // The daemon's all-to-all: equal splits (or none given) only.
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  // Lists of world_size tensors of one size: the inputs end to end in scratch, exchanged
+  // there, copied out.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
   // Point-to-point ops, which the daemon has not got: each raises a RuntimeError naming
   // itself.
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
-                                               std::vector<int64_t>&,
-                                               const c10d::AllToAllOptions&) override;
-  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
-                                          const c10d::AllToAllOptions&) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>&, int, int) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>&, int, int) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override;
