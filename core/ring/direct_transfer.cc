@@ -1,7 +1,6 @@
 #include "core/ring/direct_transfer.h"
 
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,17 +15,18 @@ namespace {
 
 // What this rank sends to and receives from each rank (by rank): the root's block r to
 // rank r (scatter), rank r's input to the root's slot r (gather), or this rank's block r
-// to rank r and rank r's for this one into `scratch` (all-to-all).
+// to rank r and rank r's for this one in its place (all-to-all).
 std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& spec,
-                                  absl::Span<std::byte> buffer, absl::Span<std::byte> scratch) {
+                                  absl::Span<std::byte> buffer) {
   const size_t n = static_cast<size_t>(me.world_size);
   if (spec.kind == CollectiveKind::kAllToAll) {
-    // Block r to rank r; rank r's block for this rank into the scratch's block r.
+    // Block r to rank r, and rank r's block for this rank in its place (each segment once
+    // this rank's own has gone: StrideRank::Transfer).
     const size_t block = buffer.size() / n;
     std::vector<DirectRoute> routes(n);
     for (size_t r = 0; r < n; ++r) {
       if (r == static_cast<size_t>(me.rank)) continue;
-      routes[r] = DirectRoute{buffer.subspan(r * block, block), scratch.subspan(r * block, block)};
+      routes[r] = DirectRoute{buffer.subspan(r * block, block), buffer.subspan(r * block, block)};
     }
     return routes;
   }
@@ -65,10 +65,10 @@ absl::Status CheckTransferSpec(const RingMember& me, const CollectiveSpec& spec,
   }
 }
 
-// Whether this rank writes into its buffer during the data pass: a scatter's other ranks
-// and a gather's root (an all-to-all's ranks write theirs after it).
-bool WritesWhileMoving(const RingMember& me, const CollectiveSpec& spec) {
-  if (spec.kind == CollectiveKind::kAllToAll) return false;
+// Whether this rank writes into its buffer: a scatter's other ranks, a gather's root and
+// every rank of an all-to-all.
+bool Writes(const RingMember& me, const CollectiveSpec& spec) {
+  if (spec.kind == CollectiveKind::kAllToAll) return true;
   return (spec.kind == CollectiveKind::kScatter) != (me.rank == spec.root);
 }
 
@@ -120,30 +120,15 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
     // As the stride all-reduce: give up before this rank's data moves.
     result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
   }
-  bool writing = result.ok() && WritesWhileMoving(me, spec);
+  const bool writing = result.ok() && Writes(me, spec);
   if (result.ok()) {
-    if (spec.kind == CollectiveKind::kGather && me.rank == spec.root && me.rank > 0) {
+    const size_t slot = spec.count * DTypeSize(spec.dtype);
+    if (spec.kind == CollectiveKind::kGather && me.rank == spec.root && me.rank > 0 &&
+        slot > 0) {
       // The root's own input takes its slot before rank 0's block arrives in the first.
-      const size_t slot = spec.count * DTypeSize(spec.dtype);
       std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);
     }
-    // An all-to-all's blocks arrive beside its buffer: each block it receives takes the
-    // place of one it may still be sending.
-    const bool all_to_all = spec.kind == CollectiveKind::kAllToAll;
-    const size_t scratch_bytes = all_to_all ? buffer.size() : 0;
-    const std::unique_ptr<std::byte[]> scratch = std::make_unique_for_overwrite<std::byte[]>(scratch_bytes);
-    result = rank.Transfer(RoutesOf(me, spec, buffer, {scratch.get(), scratch_bytes}),
-                           options.segment_bytes);
-    if (result.ok() && all_to_all) {
-      writing = true;
-      const size_t block = buffer.size() / static_cast<size_t>(me.world_size);
-      for (size_t r = 0; r < static_cast<size_t>(me.world_size); ++r) {
-        // Its own block stays where it is.
-        if (r != static_cast<size_t>(me.rank) && block > 0) {
-          std::memcpy(buffer.data() + block * r, scratch.get() + block * r, block);
-        }
-      }
-    }
+    result = rank.Transfer(RoutesOf(me, spec, buffer), options.segment_bytes);
     if (result.ok()) result = rank.Commit();
   }
   rank.ExportStats(local);

@@ -25,8 +25,7 @@
 // buffers left as they were. Ranks that chose differently (the chains, by their flags)
 // meet on the ring link and fail naming the difference. An all-to-all runs in place:
 // rank r's buffer holds N blocks, block q for rank q, and ends with rank q's block r as
-// its block q (its own stays). The blocks arrive in scratch memory and are copied in once
-// the data pass completed, so a failure before that leaves the buffer untouched.
+// its block q (its own stays); each segment lands once the one it replaces has gone.
 #pragma once
 
 #include <optional>

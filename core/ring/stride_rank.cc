@@ -41,6 +41,27 @@ void SendOnEveryLink(StrideLinks& links, absl::Span<const int> strides, const Fr
 
 }  // namespace
 
+// How far a direct transfer's sending thread has got, in its order: segment i to rank+d
+// is place i * N + d. A receive that lands where a send still reads waits for it here.
+class SendProgress {
+ public:
+  void Passed(size_t place) {
+    absl::MutexLock lock(&mu_);
+    passed_ = std::max(passed_, place + 1);
+  }
+  // True once `place` is passed; false when `wait` ran out first.
+  bool AwaitPassed(size_t place, absl::Duration wait) {
+    absl::MutexLock lock(&mu_);
+    auto passed = [this, place]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return passed_ > place; };
+    return mu_.AwaitWithTimeout(absl::Condition(&passed), wait);
+  }
+
+ private:
+  absl::Mutex mu_;
+  size_t passed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+
 std::vector<std::vector<StrideLane>> StrideRoundsOf(StrideSchedule schedule, int n) {
   std::vector<std::vector<StrideLane>> rounds;
   if (n < 2) return rounds;
@@ -208,25 +229,39 @@ absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t s
     links[static_cast<size_t>(stride)] = link->front();
   }
 
-  // No two ranks wait on each other: a sender blocked on segment i to rank Y has
-  // segments before i to Y unread there, so Y waits on an earlier round, for a rank
-  // whose sender is blocked on a round no later than that one, and so on down: the
-  // rounds fall until a rank's wait ends.
+  // Both threads go through rank+1, rank+2, ... in each round. No two ranks wait on each
+  // other: a sender blocked on segment i to rank Y has segment i-1 to Y unread there, so
+  // Y waits in an earlier round, for a rank (or its own sender) whose sender is blocked in
+  // a round no later than that one, and so on down: the rounds fall until a wait ends
+  // (in round 0 no sender waits).
   RingStats sent;
   absl::Status send_result;
+  SendProgress progress;
   absl::Notification sends_done;
   std::thread sender([&] {
-    send_result = SendRoutes(routes, links, segment_bytes, rounds, sent);
+    send_result = SendRoutes(routes, links, segment_bytes, rounds, progress, sent);
+    progress.Passed(rounds * static_cast<size_t>(n));  // all of them, gone or given up
     sends_done.Notify();
   });
   absl::Status result = absl::OkStatus();
   for (size_t i = 0; i < rounds && result.ok(); ++i) {
-    for (int stride = 1; stride < n && result.ok(); ++stride) {
-      const int from = From(stride);
-      const absl::Span<std::byte> into = routes[static_cast<size_t>(from)].receive;
+    for (int d = 1; d < n && result.ok(); ++d) {
+      const int from = To(d);
+      const int stride = n - d;  // the link that brings rank+d's frames
+      const DirectRoute& route = routes[static_cast<size_t>(from)];
+      const absl::Span<std::byte> into = route.receive;
       const size_t at = i * segment_bytes;
       if (at >= into.size()) continue;
       const size_t bytes = std::min(segment_bytes, into.size() - at);
+      // Where this segment lands, the one this rank sends there may still be read (an
+      // all-to-all in place): it waits until that one has gone.
+      const size_t place = i * static_cast<size_t>(n) + static_cast<size_t>(d);
+      while (at < route.send.size() && result.ok() &&
+             !progress.AwaitPassed(place, kAbortWatchInterval)) {
+        result = limit_.IsCancelled() ? absl::CancelledError("the sending thread failed")
+                                      : WatchOtherLinks(nullptr, limit_.deadline);
+      }
+      if (!result.ok()) break;
       absl::StatusOr<ReceivedFrame> received =
           Receive(*links[static_cast<size_t>(stride)], stride, FrameKind::kSegment,
                   kTransferStep, static_cast<int>(i), from,
@@ -259,14 +294,18 @@ absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t s
 
 absl::Status StrideRank::SendRoutes(absl::Span<const DirectRoute> routes,
                                     absl::Span<Link* const> links, size_t segment_bytes,
-                                    size_t rounds, RingStats& sent) {
+                                    size_t rounds, SendProgress& progress, RingStats& sent) {
   const int n = me_.world_size;
   for (size_t i = 0; i < rounds; ++i) {
     for (int stride = 1; stride < n; ++stride) {
+      const size_t place = i * static_cast<size_t>(n) + static_cast<size_t>(stride);
       const int to = To(stride);
       const absl::Span<const std::byte> data = routes[static_cast<size_t>(to)].send;
       const size_t at = i * segment_bytes;
-      if (at >= data.size()) continue;
+      if (at >= data.size()) {
+        progress.Passed(place);
+        continue;
+      }
       const absl::Span<const std::byte> piece = data.subspan(at, segment_bytes);
       Frame frame = StampedFrame(FrameKind::kSegment, me_, spec_.sequence, kTransferStep,
                                  static_cast<int>(i), me_.rank);
@@ -282,6 +321,7 @@ absl::Status StrideRank::SendRoutes(absl::Span<const DirectRoute> routes,
       }
       sent.bytes_sent += piece.size();
       ++sent.frames_sent;
+      progress.Passed(place);  // its payload is the caller's again
     }
   }
   return absl::OkStatus();

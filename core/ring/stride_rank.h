@@ -58,6 +58,8 @@ struct DirectRoute {
   absl::Span<std::byte> receive;
 };
 
+class SendProgress;  // stride_rank.cc
+
 // Thread-safety: one thread (the collective's) uses a StrideRank.
 class StrideRank {
  public:
@@ -94,8 +96,10 @@ class StrideRank {
   // segment's index, this rank as chunk, the segment's byte offset in the route as
   // offset), sent from a thread of the pass's own in rounds: segment 0 to every rank,
   // then segment 1, ... The frames from each rank are received in the same rounds,
-  // checked (place and size) and copied into its route's `receive`; a rank with nothing
-  // (more) to receive watches every link for an abort notice while its sends go out.
+  // checked (place and size) and copied into its route's `receive` — each only once the
+  // same segment of the route's `send` has gone, so a route may receive where it sends
+  // (in place). A rank with nothing (more) to receive watches every link for an abort
+  // notice while its sends go out.
   // Links not connected yet are connected. A failure is told to the others and annotated;
   // the `receive` spans may then hold part of the data.
   absl::Status Transfer(absl::Span<const DirectRoute> routes, size_t segment_bytes);
@@ -121,10 +125,12 @@ class StrideRank {
   // The links of a round's lanes, connected if they are not yet.
   absl::StatusOr<std::vector<Link*>> LinksOf(const std::vector<StrideLane>& lanes);
   // Transfer's sending thread: every route's `send` in rounds of segments over `links`
-  // (by stride). On a failure, cancels the pass (which wakes the receiving thread) and
-  // returns why. Touches no member but the links and the cancellation.
+  // (by stride), each segment's place passed in `progress` once it has gone. On a
+  // failure, cancels the pass (which wakes the receiving thread) and returns why. Changes
+  // no member but the cancellation (and reads none the receiving thread changes).
   absl::Status SendRoutes(absl::Span<const DirectRoute> routes, absl::Span<Link* const> links,
-                          size_t segment_bytes, size_t rounds, RingStats& sent);
+                          size_t segment_bytes, size_t rounds, SendProgress& progress,
+                          RingStats& sent);
   // What a failure names a round's frames by: "step k" (doubling), or none (the direct
   // exchange has one round); then a commit round's.
   std::string RoundFrames(int round, absl::string_view whose) const;
