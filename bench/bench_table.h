@@ -19,7 +19,9 @@ namespace ringsync::bench {
 // The bytes each rank moves on a ring per byte of a collective's result (busbw / algbw), as
 // nccl-tests counts them, for `collective` named as ringsync-bench --collective names it:
 // 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather or a gather
-// (whose size is the whole result), a reduce-scatter or a scatter (the whole input).
+// (whose size is the whole result), a reduce-scatter or a scatter (the whole input) and an
+// all-to-all (each rank's input, which is also its output's size: all but its own block
+// leaves, alltoall_perf's factor).
 struct BusFactor {
   const char* formula;  // as the tables' heading line prints it
   double value;
@@ -28,7 +30,7 @@ inline BusFactor BusFactorOf(absl::string_view collective, int nranks) {
   const double n = nranks;
   if (collective == "broadcast") return {"1", 1.0};
   if (collective == "allgather" || collective == "reducescatter" || collective == "scatter" ||
-      collective == "gather") {
+      collective == "gather" || collective == "alltoall") {
     return {"(N-1)/N", (n - 1) / n};
   }
   return {"2(N-1)/N", 2 * (n - 1) / n};

@@ -17,10 +17,11 @@
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
 # is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast,
-# allgather, scatter or gather times that collective instead of the all-reduce (ringsync,
-# Gloo C++ and MPI; an all-gather's or gather's size is its whole result, a scatter's the
-# root's input, nccl-tests' busbw factors); reducescatter (ringsync alone; its size is its
-# whole input).
+# allgather, scatter, gather or alltoall times that collective instead of the all-reduce
+# (ringsync, Gloo C++ and MPI; an all-gather's or gather's size is its whole result, a
+# scatter's the root's input, an all-to-all's each rank's input, nccl-tests' busbw factors;
+# ringsync's all-to-all runs in place, the peers' from an input into an output);
+# reducescatter (ringsync alone; its size is its whole input).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -32,6 +33,7 @@
 #   BENCH_FLAGS=--registered WORKER_FLAGS=--peer_transport=grpc bench/compare_with_gloo.sh
 #   CLUSTER_FLAGS=--security=tls bench/compare_with_gloo.sh   # mutual TLS, not the cluster token
 #   COLLECTIVE=allgather PEERS="ringsync gloo-cpp" MIN_BYTES=1M bench/compare_with_gloo.sh
+#   COLLECTIVE=alltoall BENCH_FLAGS=--registered PEERS="ringsync gloo-cpp" bench/compare_with_gloo.sh
 #
 # Needs BUILD_DIR/bin/{ringsyncd,ringsync-local-cluster,ringsync-bench}, for the Gloo C++
 # column BUILD_DIR/bin/gloo-peer-bench, for the torch column /usr/bin/python3 with torch,
@@ -64,8 +66,9 @@ read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 if [[ $COLLECTIVE != allreduce ]]; then
   for peer in "${PEERS[@]}"; do
     case $peer:$COLLECTIVE in
-      ringsync:*|gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter|gloo-cpp:gather) ;;
-      mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter|mpi-*:gather) ;;
+      ringsync:*) ;;
+      gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter|gloo-cpp:gather|gloo-cpp:alltoall) ;;
+      mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter|mpi-*:gather|mpi-*:alltoall) ;;
       *) echo "$peer does not time a $COLLECTIVE here" >&2; exit 2 ;;
     esac
   done

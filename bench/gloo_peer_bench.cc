@@ -1,8 +1,8 @@
 // gloo-peer-bench: the Gloo C++ library's own all-reduce (gloo::allreduce over its TCP
-// transport), or with --collective its gloo::broadcast, gloo::allgather, gloo::scatter or
-// gloo::gather, the peer ringsync-bench is compared with. Same sizes, inputs, iteration
-// policy and columns as bench/ringsync_bench.cc, so bench/compare_with_gloo.sh joins the
-// tables row by row.
+// transport), or with --collective its gloo::broadcast, gloo::allgather, gloo::scatter,
+// gloo::gather or gloo::alltoall, the peer ringsync-bench is compared with. Same sizes,
+// inputs, iteration policy and columns as bench/ringsync_bench.cc, so
+// bench/compare_with_gloo.sh joins the tables row by row.
 //
 //   gloo-peer-bench --nranks=4 --min_bytes=1M --max_bytes=256M
 //   gloo-peer-bench --nranks=4 --rank=R --hostname=H --store_dir=DIR ...   # one per host
@@ -35,6 +35,7 @@
 #include "bench/peer_sweep.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
+#include "gloo/alltoall.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/gather.h"
@@ -116,6 +117,16 @@ class RankBench {
       opts.setTag(next_tag_++);
       opts.setTimeout(c_.timeout);
       gloo::gather(opts);
+    };
+    peer.all_to_all = [this](const T* input, size_t count, T* output) {
+      // Not in place: gloo::alltoall sends from its input while it receives into its output.
+      const size_t all = count * static_cast<size_t>(context_->size);
+      gloo::AlltoallOptions opts(context_);
+      opts.setInput(const_cast<T*>(input), all);
+      opts.setOutput(output, all);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(c_.timeout);
+      gloo::alltoall(opts);
     };
     peer.barrier = [this] { Barrier(); };
     peer.max_over_ranks = [this](double v) {

@@ -1,8 +1,8 @@
 // mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
-// its MPI_Bcast, MPI_Allgather, MPI_Scatter or MPI_Gather, the MPI peer ringsync-bench is compared
-// with. Same sizes, inputs, iteration policy and columns as bench/ringsync_bench.cc and
-// bench/gloo_peer_bench.cc (bench/peer_sweep.h), so bench/compare_with_gloo.sh joins the
-// tables row by row.
+// its MPI_Bcast, MPI_Allgather, MPI_Scatter, MPI_Gather or MPI_Alltoall, the MPI peer
+// ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
+// bench/ringsync_bench.cc and bench/gloo_peer_bench.cc (bench/peer_sweep.h), so
+// bench/compare_with_gloo.sh joins the tables row by row.
 //
 //   mpirun -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo mpi-peer-bench --min_bytes=1M
 //   mpirun -np 4 --mca btl vader,self mpi-peer-bench --min_bytes=1M     # shared memory
@@ -66,6 +66,7 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
                        : sweep.collective == "allgather" ? "MPI_Allgather"
                        : sweep.collective == "scatter"   ? "MPI_Scatter"
                        : sweep.collective == "gather"    ? "MPI_Gather"
+                       : sweep.collective == "alltoall"  ? "MPI_Alltoall"
                                                          : "MPI_Allreduce in place";
     std::printf("# mpi-peer-bench %s: nranks %d, %s, %s (%s)\n", sweep.collective.c_str(), n,
                 call, Transport().c_str(), library.c_str());
@@ -87,6 +88,13 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
   peer.gather = [](const T* input, size_t count, T* output) {
     MPI_Gather(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
                TypeOf<T>(), 0, MPI_COMM_WORLD);
+  };
+  // From an input into an output, MPI_Alltoall's usual form: OpenMPI runs an MPI_IN_PLACE
+  // one through a basic algorithm of its own (pairs of ranks swap blocks through a
+  // temporary buffer), not the tuned ones.
+  peer.all_to_all = [](const T* input, size_t count, T* output) {
+    MPI_Alltoall(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
+                 TypeOf<T>(), MPI_COMM_WORLD);
   };
   peer.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
   peer.max_over_ranks = [](double v) {

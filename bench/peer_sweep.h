@@ -28,8 +28,9 @@ struct PeerSweep {
   std::string op;     // sum, min or max
   bool check;         // check one collective of known inputs per size
   // allreduce, broadcast (from rank 0), allgather (a size is its whole result, N blocks),
-  // scatter (from rank 0; a size is the root's input, N blocks) or gather (to rank 0; a
-  // size is the root's result, N blocks), as ringsync-bench --collective.
+  // scatter (from rank 0; a size is the root's input, N blocks), gather (to rank 0; a
+  // size is the root's result, N blocks) or alltoall (a size is each rank's input, N
+  // blocks), as ringsync-bench --collective.
   std::string collective = "allreduce";
 };
 
@@ -66,6 +67,12 @@ int64_t CountNotFrom(const T* data, size_t count, int rank, size_t first = 0) {
   return wrong;
 }
 
+// The rank whose inputs, from the block's first element, fill the all-to-all block that
+// rank `from` sends rank `to`, as in ringsync-bench (its ExchangedBlock, which runs in
+// place): a block that did not arrive, to's own block for `from`, then differs from the
+// one expected there at any block length, up to N = 5 everywhere.
+inline int ExchangedBlockRank(int from, int to) { return from + 2 * to; }
+
 // How many of data[0, count) differ from the all-reduce (`op`) of `nranks` ranks' inputs.
 template <typename T>
 int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& op) {
@@ -92,9 +99,10 @@ double PeakRssMiB();
 // What a peer library lends the sweep: its all-reduce of `count` elements of T in place
 // with the sweep's op, its broadcast of rank 0's `count` elements in place, its
 // all-gather of each rank's `count` elements into N x count, its scatter of rank 0's
-// N x `count` elements, block r into rank r's output, and its gather of each rank's
-// `count` elements into rank 0's N x count (any but the all-reduce may be empty: the
-// peer has none), a barrier, and one scalar's max and sum over all ranks
+// N x `count` elements, block r into rank r's output, its gather of each rank's
+// `count` elements into rank 0's N x count, and its all-to-all of each rank's N x `count`
+// elements, block r to rank r, whose output's block q is rank q's (any but the all-reduce
+// may be empty: the peer has none), a barrier, and one scalar's max and sum over all ranks
 // (every rank gets the result). Each is called by every rank in the same order.
 template <typename T>
 struct PeerCollectives {
@@ -103,6 +111,7 @@ struct PeerCollectives {
   std::function<void(const T* input, size_t count, T* output)> all_gather;
   std::function<void(const T* input, size_t count, T* output)> scatter;
   std::function<void(const T* input, size_t count, T* output)> gather;
+  std::function<void(const T* input, size_t count, T* output)> all_to_all;
   std::function<void()> barrier;
   std::function<double(double)> max_over_ranks;
   std::function<int64_t(int64_t)> sum_over_ranks;
@@ -111,8 +120,8 @@ struct PeerCollectives {
 // One rank's sweep over `sweep`'s sizes with the peer's collective: per size the warm-up,
 // a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
 // sweep.check, one collective of known inputs whose wrong elements are summed over ranks.
-// An all-gather's or a gather's sizes are whole results, a scatter's the root's input, each
-// rounded down to N blocks. Rank 0 prints how
+// An all-gather's or a gather's sizes are whole results, a scatter's the root's input, an
+// all-to-all's each rank's input, each rounded down to N blocks. Rank 0 prints how
 // time and bandwidth are measured, the column heads, a row per size and the verdict lines
 // (`who` names the peer in the RSS line), after the bench's own first '#' line.
 // Returns the wrong elements over all ranks and sizes (the same on every rank); -1 if
@@ -126,20 +135,26 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   const bool gathers = sweep.collective == "allgather" || to_root;
   const bool broadcasts = sweep.collective == "broadcast";
   const bool scatters = sweep.collective == "scatter";
+  const bool exchanges = sweep.collective == "alltoall";
   if ((gathers && !(to_root ? peer.gather : peer.all_gather)) ||
-      (broadcasts && !peer.broadcast) || (scatters && !peer.scatter)) {
+      (broadcasts && !peer.broadcast) || (scatters && !peer.scatter) ||
+      (exchanges && !peer.all_to_all)) {
     if (print) std::fprintf(stderr, "%s: no %s in this peer\n", who, sweep.collective.c_str());
     return -1;
   }
   std::vector<size_t> counts;
   for (size_t count : SweepCounts(sweep, sizeof(T))) {
-    if (gathers || scatters) count = std::max<size_t>(1, count / nranks) * nranks;
+    if (gathers || scatters || exchanges) count = std::max<size_t>(1, count / nranks) * nranks;
     if (counts.empty() || counts.back() != count) counts.push_back(count);
   }
   std::vector<T> buffer(counts.back());
-  // An all-gather's or a gather's input, a scatter's output: one block.
-  std::vector<T> input(gathers || scatters ? counts.back() / nranks : 0);
+  // An all-gather's or a gather's input, a scatter's output: one block; an all-to-all's
+  // input: N blocks (the peers' all-to-alls take an input and an output).
+  std::vector<T> input(exchanges             ? counts.back()
+                       : gathers || scatters ? counts.back() / nranks
+                                             : 0);
   const auto run = [&](size_t count) {
+    if (exchanges) return peer.all_to_all(input.data(), count / nranks, buffer.data());
     if (to_root) return peer.gather(input.data(), count / nranks, buffer.data());
     if (gathers) return peer.all_gather(input.data(), count / nranks, buffer.data());
     if (scatters) return peer.scatter(buffer.data(), count / nranks, input.data());
@@ -149,6 +164,16 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   const auto fill = [&](size_t count) {
     if (gathers) return FillInputs(input.data(), count / nranks, rank);
     if (scatters) FillInputs(input.data(), count / nranks, rank + 1);  // shows a miss
+    if (exchanges) {
+      const size_t block = count / nranks;
+      for (int to = 0; to < nranks; ++to) {
+        FillInputs(input.data() + to * block, block, ExchangedBlockRank(rank, to));
+      }
+      // No rank sends -3, so every element that does not arrive shows (the timed batch
+      // left the right values in the output).
+      std::fill_n(buffer.data(), count, static_cast<T>(-3));
+      return;
+    }
     FillInputs(buffer.data(), count, rank);
   };
   const auto count_wrong = [&](size_t count) -> int64_t {
@@ -160,6 +185,12 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     }
     int64_t wrong = 0;
     const size_t block = count / nranks;
+    if (exchanges) {
+      for (int from = 0; from < nranks; ++from) {
+        wrong += CountNotFrom(buffer.data() + from * block, block, ExchangedBlockRank(from, rank));
+      }
+      return wrong;
+    }
     if (to_root && rank != 0) return wrong;  // only the root has a result
     for (int r = 0; r < nranks; ++r) wrong += CountNotFrom(buffer.data() + r * block, block, r);
     return wrong;

@@ -84,6 +84,7 @@ TEST(BusFactor, IsWhatEachRankMovesPerByteOfResultAsNcclTests) {
   EXPECT_DOUBLE_EQ(BusFactorOf("broadcast", 4).value, 1.0);
   EXPECT_DOUBLE_EQ(BusFactorOf("allgather", 4).value, 0.75);
   EXPECT_DOUBLE_EQ(BusFactorOf("reducescatter", 4).value, 0.75);
+  EXPECT_DOUBLE_EQ(BusFactorOf("alltoall", 4).value, 0.75);
   EXPECT_STREQ(BusFactorOf("allreduce", 4).formula, "2(N-1)/N");
 }
 
@@ -112,6 +113,19 @@ PeerCollectives<T> SimulatedPeer(int nranks, bool broken) {
       }
     }
   };
+  peer.all_to_all = [nranks, broken](const T* input, size_t count, T* output) {
+    if (broken) {  // exchanges nothing: the output is the rank's own input
+      std::copy(input, input + nranks * count, output);
+      return;
+    }
+    for (int from = 0; from < nranks; ++from) {
+      if (from == 1) {
+        std::copy(input + count, input + 2 * count, output + count);
+      } else {
+        FillInputs(output + from * count, count, ExchangedBlockRank(from, 1));
+      }
+    }
+  };
   peer.barrier = [] {};
   peer.max_over_ranks = [](double v) { return v; };
   peer.sum_over_ranks = [](int64_t v) { return v; };
@@ -123,11 +137,30 @@ PeerSweep SmallSweep(const std::string& collective) {
 }
 
 TEST(RunSweep, ChecksEachCollectivesResultAgainstTheRanksInputs) {
-  for (const std::string collective : {"allreduce", "broadcast", "allgather"}) {
+  for (const std::string collective : {"allreduce", "broadcast", "allgather", "alltoall"}) {
     EXPECT_EQ(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, false), "test"), 0)
         << collective;
     EXPECT_GT(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, true), "test"), 0)
         << collective << ": a peer that leaves rank 1's own data is caught";
+  }
+}
+
+// ringsync's all-to-all runs in place: one that exchanged nothing leaves each rank its own
+// input, whose every block but the rank's own must differ from the result at any length.
+TEST(ExchangedBlockRank, AnAllToAllThatExchangedNothingIsCaughtAtAnyBlockLength) {
+  for (int nranks = 2; nranks <= 5; ++nranks) {
+    for (size_t block = 1; block <= 10; ++block) {
+      for (int rank = 0; rank < nranks; ++rank) {
+        std::vector<float> kept(block);
+        int64_t wrong = 0;
+        for (int from = 0; from < nranks; ++from) {
+          FillInputs(kept.data(), block, ExchangedBlockRank(rank, from));  // rank's own block
+          wrong += CountNotFrom(kept.data(), block, ExchangedBlockRank(from, rank));
+        }
+        EXPECT_EQ(wrong, static_cast<int64_t>((nranks - 1) * block))
+            << nranks << " ranks, rank " << rank << ", blocks of " << block;
+      }
+    }
   }
 }
 

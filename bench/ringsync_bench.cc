@@ -1,6 +1,6 @@
 // ringsync-bench: collective latency and bandwidth through the SDK, like nccl-tests'
 // all_reduce_perf (broadcast_perf, all_gather_perf, reduce_scatter_perf, scatter_perf,
-// gather_perf with --collective).
+// gather_perf, alltoall_perf with --collective).
 // Start one process per rank, each with --worker naming its own worker:
 //
 //   ringsync-bench --worker=unix:/tmp/ringsync-cluster-XXXX/w0.sock --max_bytes=64M &
@@ -13,7 +13,8 @@
 // 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather or a gather
 // (to rank 0), whose size is its whole result (N blocks, one from each rank), and for a
 // reduce-scatter or a scatter (from rank 0), whose size is its whole input (N blocks, one
-// for each rank), as in nccl-tests. (ringsync's
+// for each rank), and for an all-to-all, whose size is each rank's input, which is also
+// its output (N blocks, one for each rank), as in nccl-tests. (ringsync's
 // reduce-scatter moves S per rank, not the (N-1)/N x S busbw counts: see client.h.)
 //
 // Checking: the timed batch reduces its own results again and again (values run off to
@@ -23,7 +24,10 @@
 // order in which the ring combines: float16 sums stay exact up to N = 1024, bfloat16 up
 // to N = 128. A broadcast's root is rank 0; an all-gather's rank r sends its own input
 // (a separate buffer) as block r; a reduce-scatter's rank r receives block r into a
-// separate buffer. #wrong is summed over ranks; any #wrong > 0 makes the exit status 1.
+// separate buffer. An all-to-all runs in place (input = output: the form in which a
+// registered buffer needs no copy), so its inputs are chosen to tell a block that arrived
+// from the one it replaces (SizedCollective::ExchangedBlock). #wrong is summed over ranks;
+// any #wrong > 0 makes the exit status 1.
 //
 // The SDK does not report CollectiveResponse.bytes_sent, so the per-rank ring traffic
 // printed at the end is the schedule's 2(N-1)/N * size, not a measurement.
@@ -59,7 +63,8 @@
 
 ABSL_FLAG(std::string, collective, "allreduce",
           "allreduce, broadcast (from rank 0), allgather, reducescatter, scatter (from rank 0; "
-          "the size is the root's input) or gather (to rank 0; the size is the root's result)");
+          "the size is the root's input), gather (to rank 0; the size is the root's result) or "
+          "alltoall (in place; the size is each rank's input)");
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
 ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
@@ -70,8 +75,9 @@ ABSL_FLAG(std::string, op, "sum", "sum avg min max prod");
 ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes, see --help)");
 ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing");
 ABSL_FLAG(bool, registered, false,
-          "the result in a registered buffer (Client::Allocate: the worker reduces an "
-          "all-reduce or broadcast in place, no copy in or out) instead of plain memory");
+          "the result in a registered buffer (Client::Allocate: the worker runs an "
+          "all-reduce, broadcast or all-to-all in place, no copy in or out) instead of plain "
+          "memory");
 ABSL_FLAG(bool, stage_in_registered_memory, true,
           "plain memory: the SDK stages the tensor in registered memory (ClientOptions::"
           "stage_in_registered_memory); false: in a shared-memory file, as before");
@@ -221,12 +227,13 @@ int64_t CountWrong(const std::byte* buffer, size_t count, size_t element_size,
 absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name) {
   for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
                               CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                              CollectiveKind::kScatter, CollectiveKind::kGather}) {
+                              CollectiveKind::kScatter, CollectiveKind::kGather,
+                              CollectiveKind::kAllToAll}) {
     if (name == CollectiveKindName(kind)) return kind;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "bad --collective '", name,
-      "': expected allreduce, broadcast, allgather, reducescatter, scatter or gather"));
+      "': expected allreduce, broadcast, allgather, reducescatter, scatter, gather or alltoall"));
 }
 
 struct Config {
@@ -278,9 +285,10 @@ struct Row {
   int64_t collectives;  // of this size, by each rank: warm-ups, timed, the check
 };
 
-// One size's collective over `count` elements in `whole` (the all-reduce's or broadcast's
-// data, the all-gather's or gather's result, the reduce-scatter's or scatter's input) and,
-// for those four, count / N in `block` (the gathers' input, the scatters' result).
+// One size's collective over `count` elements in `whole` (the all-reduce's, broadcast's or
+// all-to-all's data, the all-gather's or gather's result, the reduce-scatter's or scatter's
+// input) and, for those four, count / N in `block` (the gathers' input, the scatters'
+// result).
 class SizedCollective {
  public:
   SizedCollective(Client& client, const Config& c, std::byte* whole, std::byte* block, size_t count)
@@ -288,7 +296,8 @@ class SizedCollective {
         n_(client.world_size()), element_(DTypeSize(c.dtype)) {}
 
   // This rank's input, fresh: the reduction's operands, the broadcast root's (and, so that
-  // a broadcast that did not arrive shows, the other ranks' own) values, the gathered block.
+  // a broadcast that did not arrive shows, the other ranks' own) values, the gathered block,
+  // the all-to-all's blocks.
   void FillInput() {
     const int rank = client_.rank();
     switch (c_.collective) {
@@ -303,6 +312,11 @@ class SizedCollective {
       case CollectiveKind::kAllGather:
       case CollectiveKind::kGather:
         return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
+      case CollectiveKind::kAllToAll:
+        for (int to = 0; to < n_; ++to) {
+          Fill(whole_ + to * Block() * element_, Block() * element_, ExchangedBlock(rank, to));
+        }
+        return;
       case CollectiveKind::kBarrier: return;  // refused by ParseCollective
     }
   }
@@ -322,6 +336,8 @@ class SizedCollective {
       case CollectiveKind::kGather:  // only the root has an output
         return client_.Gather(name, block_, Block(), c_.dtype,
                               client_.rank() == 0 ? whole_ : nullptr, count_, /*root=*/0);
+      case CollectiveKind::kAllToAll:
+        return client_.AllToAll(name, whole_, count_, c_.dtype, whole_, count_);
       case CollectiveKind::kBarrier: break;
     }
     return absl::InternalError("unknown collective");
@@ -356,6 +372,14 @@ class SizedCollective {
                     expected.end());
         return CountWrong(block_, Block(), element_, expected);
       }
+      case CollectiveKind::kAllToAll: {
+        int64_t wrong = 0;
+        for (int from = 0; from < n_; ++from) {
+          wrong += CountWrong(whole_ + from * Block() * element_, Block(), element_,
+                              ExchangedBlock(from, client_.rank()));
+        }
+        return wrong;
+      }
       case CollectiveKind::kBarrier: break;
     }
     return static_cast<int64_t>(count_);
@@ -363,6 +387,16 @@ class SizedCollective {
 
  private:
   size_t Block() const { return count_ / static_cast<size_t>(n_); }
+
+  // The block rank `from` sends rank `to` of an all-to-all: the inputs of a rank from + 2 x to,
+  // from the block's first element. One pattern across the whole buffer, as an all-reduce's,
+  // would not do: in place, with blocks of 3 mod 5 elements, an exchange leaves the values
+  // no exchange leaves. Here a block that did not arrive (to's own block `from`, rank
+  // to + 2 x from's inputs) differs from the expected one at any length wherever from - to
+  // is not a multiple of 5, the inputs' period in the rank.
+  std::vector<std::byte> ExchangedBlock(int from, int to) const {
+    return Pattern(c_.dtype, ReduceOp::kSum, n_, from + 2 * to);
+  }
 
   Client& client_;
   const Config& c_;
@@ -449,6 +483,7 @@ int Run() {
     buffer = reinterpret_cast<std::byte*>(storage.data());
   }
   // An all-gather's input, a reduce-scatter's result: a rank's block of the largest size.
+  // (An all-to-all's blocks stay in the one buffer: it runs in place.)
   const CollectiveKindTraits traits = TraitsOf(c.collective);
   const bool blocks = traits.gathers || traits.scatters;
   std::vector<uint64_t> block_storage;
@@ -474,8 +509,9 @@ int Run() {
   double busbw_sum = 0;
   int rows = 0;
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.step_factor) {
-    // An all-gather's result and a reduce-scatter's input are N whole blocks.
-    const int64_t multiple = blocks ? n : 1;
+    // An all-gather's result, a reduce-scatter's input and an all-to-all's data are N
+    // whole blocks.
+    const int64_t multiple = blocks || traits.exchanges ? n : 1;
     const int64_t count =
         std::max<int64_t>(multiple, bytes / static_cast<int64_t>(element) / multiple * multiple);
     if (count == last_count || count * static_cast<int64_t>(element) > c.max_bytes) {
@@ -540,7 +576,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "collective latency and bandwidth through ringsync, nccl-tests style; one process per "
       "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--collective=allreduce|broadcast|"
-      "allgather|reducescatter|scatter|gather --min_bytes=4 "
+      "allgather|reducescatter|scatter|gather|alltoall --min_bytes=4 "
       "--max_bytes=256M --dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
       "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
   absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("bench/ringsync_bench.cc"));

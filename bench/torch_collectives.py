@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """torch.distributed's collectives on the "ringsync" backend beside the same calls on
 torch's Gloo, N ranks on this machine (or on namespace hosts): all_reduce, broadcast,
-all_gather, scatter and reduce_scatter (ringsync collectives; torch 1.13's Gloo has no
-reduce_scatter), and reduce and gather, which the ringsync backend composes from those
-(one all-reduce or all-gather each: more bytes than a dedicated algorithm). Each row:
+all_gather, gather, scatter, reduce_scatter and all_to_all_single (ringsync collectives;
+torch 1.13's Gloo has no reduce_scatter), and reduce, which the ringsync backend composes
+from an all-reduce (more bytes than a dedicated algorithm). Each row:
 ITERS calls back to back after a barrier, the slowest rank's time per call, then one call
 on known inputs checked (#wrong counts the elements that differ); ratio = ringsync's
 time / Gloo's.
@@ -16,7 +16,8 @@ time / Gloo's.
 beside that host's worker, every link shaped to --rate; torch Gloo's ranks meet on w0.
 
 --sizes: bytes of float32 each rank contributes (all_gather, gather, reduce_scatter's
-output) or holds (all_reduce, reduce, broadcast, scatter's output).
+output) or holds (all_reduce, reduce, broadcast, scatter's output, all_to_all_single's
+input and output).
 """
 import argparse
 import os
@@ -27,7 +28,7 @@ import rank_hosts  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ("all_reduce", "reduce", "broadcast", "all_gather", "gather", "scatter",
-       "reduce_scatter")
+       "reduce_scatter", "all_to_all_single")
 
 
 def prepare(torch, dist, op, n, rank, count):
@@ -54,6 +55,13 @@ def prepare(torch, dist, op, n, rank, count):
     if op == "scatter":
         pieces = list(every.chunk(n)) if rank == 0 else None
         return (lambda: dist.scatter(x, pieces, src=0)), (lambda: int((x != mine).sum()))
+    if op == "all_to_all_single":  # rank r's block q goes to rank q as its block r
+        blocks = torch.arange(count, dtype=torch.float32) // max(count // n, 1)
+        sent = blocks + 100 * rank
+        got = torch.empty(count)
+        want = rank + 100 * blocks
+        return (lambda: dist.all_to_all_single(got, sent)), \
+            (lambda: int((got != want).sum()))
     inputs = [mine] * n  # reduce_scatter: rank r's block r summed over ranks
     return (lambda: dist.reduce_scatter(x, inputs)), (lambda: int((x != total).sum()))
 
