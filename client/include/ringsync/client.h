@@ -368,7 +368,8 @@ class Client {
   // block r for rank r; rank r's `output` receives, as its block q, rank q's block r
   // (MPI_Alltoall, torch's all_to_all_single with equal splits). Each block goes straight
   // to its rank: every rank sends and receives (N-1)/N of its input. `output` may be
-  // `input` (in place). Up to 16 ranks: a larger ring fails the call on every rank.
+  // `input` (in place). On rings of more than 16 ranks only small ones run (up to the
+  // worker's --doubling_max_bytes); a larger one fails on every rank.
   // REQUIRES: input.size() == output.size(), a multiple of world_size().
   template <Element T>
   absl::Status AllToAll(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,

@@ -218,8 +218,9 @@ class Client:
         dimension, block r for rank r; returns a new array of its kind, dtype and shape
         holding, as block q, rank q's block for this rank (MPI_Alltoall). Each block goes
         straight to its rank. `out` as allgather's, of tensor's shape; it may be `tensor`
-        itself (in place; an array from allocate() is then exchanged where it lies). At
-        most 16 ranks."""
+        itself (in place; an array from allocate() is then exchanged where it lies). On
+        rings of more than 16 ranks only small ones run (up to the workers'
+        --doubling_max_bytes)."""
         return self.alltoall_async(tensor, name, timeout, out).wait()
 
     def alltoall_async(self, tensor, name="alltoall", timeout=None, out=None):
