@@ -116,10 +116,6 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
   RingStats local;
   std::vector<StrideContribution> held;
   absl::Status result = rank.Gather({}, held, [](int) { return uint64_t{0}; });
-  if (result.ok() && rank.limit().IsCancelled()) {
-    // As the stride all-reduce: give up before this rank's data moves.
-    result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
-  }
   const bool writing = result.ok() && Writes(me, spec);
   if (result.ok()) {
     const size_t slot = spec.count * DTypeSize(spec.dtype);

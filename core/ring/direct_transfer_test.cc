@@ -16,6 +16,7 @@
 #include "core/ring/direct_transfer.h"
 #include "core/ring/stride_copying.h"
 #include "core/sync/steady_stopwatch.h"
+#include "core/testing/links_with_fault.h"
 #include "core/testing/ring_specs.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
@@ -26,6 +27,7 @@ namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::LinksWithFault;
 using testing::Bytes;
 using testing::Spec;
 
@@ -217,31 +219,6 @@ TEST_P(DirectTransferTest, RanksDisagreeingOnTheRootAllFailWithTheirBuffersUntou
     }
   }
 }
-
-// A rank's stride links with the link of one stride replaced by a FaultyLink over it.
-class LinksWithFault final : public StrideLinks {
- public:
-  LinksWithFault(StrideLinks& inner, Link& replaced, FaultyLink& faulty)
-      : inner_(inner), replaced_(replaced), faulty_(faulty) {}
-
-  absl::StatusOr<Link*> Stride(int stride, const WaitLimit& limit) override {
-    absl::StatusOr<Link*> link = inner_.Stride(stride, limit);
-    if (link.ok() && *link == &replaced_) return &faulty_;
-    return link;
-  }
-  std::vector<Link*> Connected() override {
-    std::vector<Link*> links = inner_.Connected();
-    for (Link*& link : links) {
-      if (link == &replaced_) link = &faulty_;
-    }
-    return links;
-  }
-
- private:
-  StrideLinks& inner_;
-  Link& replaced_;
-  FaultyLink& faulty_;
-};
 
 RingOptions ShortOptions() {
   RingOptions options = testing::SmallSegments();

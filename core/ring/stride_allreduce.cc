@@ -56,11 +56,6 @@ absl::Status StrideAllReduce(StrideSchedule schedule, const RingMember& me, Stri
   std::vector<StrideContribution> held;
   const uint64_t bytes = buffer.size();
   absl::Status result = rank.Gather(std::move(mine), held, [bytes](int) { return bytes; });
-  if (result.ok() && rank.limit().IsCancelled()) {
-    // Cancelled (the client left) while small frames flowed without a blocking wait:
-    // give up now, before this rank's data completes, so every rank fails plainly.
-    result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
-  }
   const bool combining = result.ok();  // the caller's buffer is written from here on
   if (combining) {
     std::vector<absl::Span<const std::byte>> contributions;

@@ -27,6 +27,7 @@
 #include "core/ring/ring_allreduce.h"
 #include "core/sync/steady_stopwatch.h"
 #include "core/testing/dtype_op_params.h"
+#include "core/testing/links_with_fault.h"
 #include "core/testing/ring_test_data.h"
 #include "core/testing/spawn_ranks.h"
 #include "gmock/gmock.h"
@@ -38,6 +39,7 @@ namespace {
 using ::testing::AnyOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::LinksWithFault;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 using testing::Bytes;
@@ -421,31 +423,6 @@ TEST_P(StrideAllReduceTest, ARankThatGivesUpMakesEveryOtherRankFailPromptlyNamin
     EXPECT_TRUE(run.stats[r].buffer_untouched) << "rank " << r;
   }
 }
-
-// A rank's stride links with the link of one stride replaced by a FaultyLink over it.
-class LinksWithFault final : public StrideLinks {
- public:
-  LinksWithFault(StrideLinks& inner, Link& replaced, FaultyLink& faulty)
-      : inner_(inner), replaced_(replaced), faulty_(faulty) {}
-
-  absl::StatusOr<Link*> Stride(int stride, const WaitLimit& limit) override {
-    absl::StatusOr<Link*> link = inner_.Stride(stride, limit);
-    if (link.ok() && *link == &replaced_) return &faulty_;
-    return link;
-  }
-  std::vector<Link*> Connected() override {
-    std::vector<Link*> links = inner_.Connected();
-    for (Link*& link : links) {
-      if (link == &replaced_) link = &faulty_;
-    }
-    return links;
-  }
-
- private:
-  StrideLinks& inner_;
-  Link& replaced_;
-  FaultyLink& faulty_;
-};
 
 // Rank 1 sends on its link of `stride` through a FaultyLink, with `fault` at send `cut`.
 Outcome RunWithFault(StrideSchedule schedule, int n, const CollectiveSpec& spec, int stride,

@@ -120,10 +120,6 @@ absl::Status StrideCopy(StrideSchedule schedule, const RingMember& me, StrideLin
   std::vector<StrideContribution> held;
   absl::Status result = rank.Gather(Mine(me, spec, buffer), held,
                                     [&spec](int r) { return ContributionBytes(spec, r); });
-  if (result.ok() && rank.limit().IsCancelled()) {
-    // As the stride all-reduce: give up before this rank's data completes.
-    result = rank.Reject(rank.ExplainCancel(absl::CancelledError("cancelled")));
-  }
   const bool writing = result.ok();  // the caller's buffer is written from here on
   if (writing) {
     CopyResult(me, spec, held, buffer);

@@ -208,6 +208,11 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<StrideC
           DTypeName(spec_.dtype))));
     }
   }
+  if (limit_.IsCancelled()) {
+    // Cancelled (the client left) while small frames flowed without a blocking wait:
+    // give up now, before this rank's data completes, so every rank fails plainly.
+    return Reject(ExplainCancel(absl::CancelledError("cancelled")));
+  }
   return absl::OkStatus();
 }
 

@@ -82,12 +82,12 @@ class StrideRank {
   StrideRank(const StrideRank&) = delete;
   StrideRank& operator=(const StrideRank&) = delete;
 
-  const WaitLimit& limit() const { return limit_; }
-
   // The gather pass: fills `held` (by rank) with every rank's spec and contribution, this
   // rank's `mine`. FailedPrecondition quoting the first rank whose spec differs from this
   // rank's (every rank finds one then); InvalidArgument, told to the others, when a rank's
-  // contribution is not `contribution_bytes(rank)` long; any other failure is told too.
+  // contribution is not `contribution_bytes(rank)` long; Cancelled, told too, when the
+  // collective was cancelled by the time the pass completed (the caller writes nothing
+  // then); any other failure is told too.
   absl::Status Gather(std::vector<std::byte> mine, std::vector<StrideContribution>& held,
                       absl::FunctionRef<uint64_t(int rank)> contribution_bytes);
   // A direct transfer's data pass, between Gather (which agreed the specs) and Commit:
@@ -110,9 +110,6 @@ class StrideRank {
     NotifyAbort(why);
     return Annotate(why);
   }
-  absl::Status ExplainCancel(absl::Status status) const {
-    return ringsync::ExplainCancel(std::move(status), options_.cancellation);
-  }
   void ExportStats(RingStats& out) const {
     out.bytes_sent = stats_.bytes_sent;
     out.bytes_received = stats_.bytes_received;
@@ -120,6 +117,9 @@ class StrideRank {
   }
 
  private:
+  absl::Status ExplainCancel(absl::Status status) const {
+    return ringsync::ExplainCancel(std::move(status), options_.cancellation);
+  }
   int To(int stride) const { return RingMod(me_.rank + stride, me_.world_size); }
   int From(int stride) const { return RingMod(me_.rank - stride, me_.world_size); }
   // The links of a round's lanes, connected if they are not yet.
