@@ -19,34 +19,30 @@ namespace {
 std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& spec,
                                   absl::Span<std::byte> buffer) {
   const size_t n = static_cast<size_t>(me.world_size);
-  if (spec.kind == CollectiveKind::kAllToAll) {
-    // Block r to rank r, and rank r's block for this rank in its place (each segment once
-    // this rank's own has gone: StrideRank::Transfer).
-    const size_t block = buffer.size() / n;
-    std::vector<DirectRoute> routes(n);
-    for (size_t r = 0; r < n; ++r) {
-      if (r == static_cast<size_t>(me.rank)) continue;
-      routes[r] = DirectRoute{buffer.subspan(r * block, block), buffer.subspan(r * block, block)};
-    }
-    return routes;
-  }
-  const size_t root = static_cast<size_t>(spec.root);
   const size_t rank = static_cast<size_t>(me.rank);
-  std::vector<DirectRoute> routes(n);
-  const size_t block = spec.kind == CollectiveKind::kScatter ? buffer.size() / n
-                                                             : spec.count * DTypeSize(spec.dtype);
+  const size_t root = static_cast<size_t>(spec.root);
+  const size_t block = spec.kind == CollectiveKind::kGather ? spec.count * DTypeSize(spec.dtype)
+                                                            : buffer.size() / n;
   auto block_of = [&](size_t r) { return buffer.subspan(r * block, block); };
+  std::vector<DirectRoute> routes(n);
   for (size_t r = 0; r < n; ++r) {
-    if (r == rank || (rank != root && r != root)) continue;
-    const bool scatter = spec.kind == CollectiveKind::kScatter;
-    if (rank == root && scatter) {
-      routes[r].send = block_of(r);
-    } else if (rank == root) {
-      routes[r].receive = block_of(r);
-    } else if (scatter) {
-      routes[r].receive = block_of(rank);
-    } else {
-      routes[r].send = block_of(0);  // a gather's input is in the first slot
+    if (r == rank) continue;
+    switch (spec.kind) {
+      case CollectiveKind::kAllToAll:
+        // Rank r's block lands in place of the one sent there, each segment once this
+        // rank's own has gone (StrideRank::Transfer).
+        routes[r] = DirectRoute{block_of(r), block_of(r)};
+        break;
+      case CollectiveKind::kScatter:
+        if (rank == root) routes[r].send = block_of(r);
+        if (r == root) routes[r].receive = block_of(rank);
+        break;
+      case CollectiveKind::kGather:
+        if (rank == root) routes[r].receive = block_of(r);
+        if (r == root) routes[r].send = block_of(0);  // a gather's input is in the first slot
+        break;
+      default:
+        break;
     }
   }
   return routes;
