@@ -219,7 +219,9 @@ absl::Status StrideRank::Gather(std::vector<std::byte> mine, std::vector<StrideC
 absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t segment_bytes) {
   const int n = me_.world_size;
   segment_bytes = std::max<size_t>(segment_bytes, 1);
-  auto segments = [segment_bytes](size_t bytes) { return (bytes + segment_bytes - 1) / segment_bytes; };
+  auto segments = [segment_bytes](size_t bytes) {
+    return (bytes + segment_bytes - 1) / segment_bytes;
+  };
   size_t rounds = 0;
   // By stride: the link to rank+s, which also brings rank-s's frames; connected only
   // where a route uses it.

@@ -320,7 +320,8 @@ void CollectiveExecutor::Run(CollectiveJob& job) {
     spdlog::debug("{} ({}, {}) done in {}: sent {} B, received {} B on the ring, {} waiting for "
                   "the input to arrive",
                   DescribeCollective(job.spec), DescribeShape(job.spec),
-                  AlgorithmNameOf(job.spec, **epoch), absl::FormatDuration(job.elapsed), job.stats.bytes_sent, job.stats.bytes_received,
+                  AlgorithmNameOf(job.spec, **epoch), absl::FormatDuration(job.elapsed),
+                  job.stats.bytes_sent, job.stats.bytes_received,
                   absl::FormatDuration(job.stats.input_wait));
   }
   job.Finish(result);

@@ -27,8 +27,8 @@ namespace ringsync {
 // large scatters and gathers sent straight to their rank (core/ring/direct_transfer.h):
 // two of the ring link's slot size (--segment_bytes), so that one segment is copied in
 // while the receiver copies the other out (allocated with the link, they are mapped in
-// as such a transfer touches them). With the ring link's mailbox (2 MiB, touched in full as it wraps) worker
-// peak RSS at N=8 was 34 MiB instead of 28.
+// as such a transfer touches them). With the ring link's mailbox (2 MiB, touched in full
+// as it wraps) worker peak RSS at N=8 was 34 MiB instead of 28.
 inline constexpr uint32_t kStrideLinkShmSlots = 2;
 inline constexpr uint64_t kStrideLinkMailboxBytes = uint64_t{512} << 10;
 // A stride algorithm's frame's record: the payload and, generously, its encoded header.

@@ -50,8 +50,11 @@ TEST(AllToAllEndToEnd, EachRankGetsItsBlockOfEveryRanksInputThroughEveryPath) {
                                     in_place ? ", in place" : ""));
           const size_t count = block * kRanks;
           std::vector<Bytes> inputs;
-          for (int r = 0; r < kRanks; ++r) inputs.push_back(testing::RandomInput(dtype, count, r, 29));
-          std::vector<Bytes> outputs = in_place ? inputs : std::vector<Bytes>(kRanks, Bytes(count * DTypeSize(dtype)));
+          for (int r = 0; r < kRanks; ++r) {
+            inputs.push_back(testing::RandomInput(dtype, count, r, 29));
+          }
+          std::vector<Bytes> outputs =
+              in_place ? inputs : std::vector<Bytes>(kRanks, Bytes(count * DTypeSize(dtype)));
           ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
             const void* input = in_place ? outputs[r].data() : inputs[r].data();
             return client.AllToAll("tokens", input, count, dtype, outputs[r].data(), count);
