@@ -96,12 +96,8 @@ std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec,
       StrideScheduleToCopy(spec, world_size, policy).has_value()) {
     return std::nullopt;
   }
-  // The passes carry a spec each: the schedule the smallest all-reduce runs here, whose
-  // links the worker connects as the ring forms.
-  const std::optional<StrideSchedule> small = StrideScheduleOf(
-      ChooseAllReduceAlgorithm(world_size, DTypeSize(spec.dtype), spec.dtype, ReduceOp::kSum,
-                               policy));
-  return small.value_or(StrideSchedule::kDirect);
+  // The passes carry a spec each: over the links the worker connects as the ring forms.
+  return SmallestAllReduceSchedule(world_size, policy).value_or(StrideSchedule::kDirect);
 }
 
 absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, StrideLinks& links,

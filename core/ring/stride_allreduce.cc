@@ -25,6 +25,12 @@ int StrideRounds(StrideSchedule schedule, int world_size) {
   return static_cast<int>(StrideRoundsOf(schedule, world_size).size());
 }
 
+std::optional<StrideSchedule> SmallestAllReduceSchedule(int world_size,
+                                                        const AlgorithmPolicy& policy) {
+  return StrideScheduleOf(ChooseAllReduceAlgorithm(world_size, sizeof(float), DType::kFloat32,
+                                                   ReduceOp::kSum, policy));
+}
+
 std::vector<int> StridesBeyondTheRing(StrideSchedule schedule, int world_size) {
   std::vector<int> strides;
   for (const std::vector<StrideLane>& round : StrideRoundsOf(schedule, world_size)) {

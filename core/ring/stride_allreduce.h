@@ -68,6 +68,13 @@ namespace ringsync {
 // The schedule `algorithm` runs on stride links; nullopt for the ring and the relay.
 std::optional<StrideSchedule> StrideScheduleOf(AllReduceAlgorithm algorithm);
 
+// The stride schedule the smallest all-reduce runs over `world_size` ranks under `policy`
+// (nullopt: it relays or runs the ring). Each stride algorithm runs for buffers up to a
+// limit, so this is the one (if any) the policy runs at all: its links are those a
+// worker connects as the ring forms.
+std::optional<StrideSchedule> SmallestAllReduceSchedule(int world_size,
+                                                        const AlgorithmPolicy& policy);
+
 // Rounds of each pass of `schedule` over `world_size` ranks: ceil(log2 N) for the
 // doubling, 1 for the direct exchange; 0 for one rank.
 int StrideRounds(StrideSchedule schedule, int world_size);

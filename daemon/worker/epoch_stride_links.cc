@@ -10,10 +10,7 @@
 namespace ringsync {
 
 std::vector<int> StridesToConnectAhead(int world_size, const AlgorithmPolicy& policy) {
-  // Each stride algorithm runs for buffers up to a limit, so the smallest buffer shows
-  // which one (if any) the policy runs.
-  const std::optional<StrideSchedule> schedule = StrideScheduleOf(
-      ChooseAllReduceAlgorithm(world_size, sizeof(float), DType::kFloat32, ReduceOp::kSum, policy));
+  const std::optional<StrideSchedule> schedule = SmallestAllReduceSchedule(world_size, policy);
   if (!schedule.has_value()) return {};
   return StridesBeyondTheRing(*schedule, world_size);
 }
