@@ -555,14 +555,23 @@ TEST_P(NotTheRootTest, AGatherWritesOnlyTheRootsOutputAndARankWithoutOneSaysSo) 
 INSTANTIATE_TEST_SUITE_P(InlineAndShared, NotTheRootTest,
                          ::testing::Values(size_t{1} << 20, 1));
 
-class AllGatherTest : public ClientTest, public ::testing::WithParamInterface<size_t> {};
+// A client of rank 1 of 3 whose tensors of 1 KiB and more are shared; the parameter is a
+// size in elements (inline below the threshold, shared above it).
+class RankOneOfThreeTest : public ClientTest, public ::testing::WithParamInterface<size_t> {
+ protected:
+  std::unique_ptr<Client> ConnectAsRankOneOfThree() {
+    v1::WorkerInfo info = worker_.info();
+    info.set_rank(1);
+    info.set_world_size(3);
+    worker_.SetInfo(info);
+    return Connect("", WithThreshold(1024));
+  }
+};
+
+class AllGatherTest : public RankOneOfThreeTest {};
 
 TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {
-  v1::WorkerInfo info = worker_.info();
-  info.set_rank(1);
-  info.set_world_size(3);
-  worker_.SetInfo(info);
-  std::unique_ptr<Client> client = Connect("", WithThreshold(1024));
+  std::unique_ptr<Client> client = ConnectAsRankOneOfThree();
   ASSERT_NE(client, nullptr);
   const std::vector<float> params = Iota(GetParam());
   std::vector<float> all(3 * params.size(), -1.0f);
@@ -582,14 +591,12 @@ TEST_P(AllGatherTest, OutputHoldsEveryRanksInputInRankOrder) {
 
 INSTANTIATE_TEST_SUITE_P(InlineAndShared, AllGatherTest, ::testing::Values(4, 1000));
 
+class AllToAllTest : public RankOneOfThreeTest {};
+
 // An all-to-all carries its input whole (count elements, one block per rank) and takes the
 // worker's result, in place of the input, into the output: beside the input or over it.
-TEST_P(AllGatherTest, AnAllToAllSendsItsBlocksAndTakesTheResultIntoTheOutput) {
-  v1::WorkerInfo info = worker_.info();
-  info.set_rank(1);
-  info.set_world_size(3);
-  worker_.SetInfo(info);
-  std::unique_ptr<Client> client = Connect("", WithThreshold(1024));
+TEST_P(AllToAllTest, SendsItsBlocksAndTakesTheResultIntoTheOutput) {
+  std::unique_ptr<Client> client = ConnectAsRankOneOfThree();
   ASSERT_NE(client, nullptr);
   const size_t block = GetParam();
   std::vector<float> tokens = Iota(3 * block);
@@ -611,6 +618,8 @@ TEST_P(AllGatherTest, AnAllToAllSendsItsBlocksAndTakesTheResultIntoTheOutput) {
   EXPECT_TRUE(absl::IsInvalidArgument(uneven)) << uneven;
   EXPECT_THAT(std::string(uneven.message()), HasSubstr("not one block for each of this ring's 3"));
 }
+
+INSTANTIATE_TEST_SUITE_P(InlineAndShared, AllToAllTest, ::testing::Values(4, 1000));
 
 TEST_F(ClientTest, BroadcastSendsTheRootAndReceivesInPlace) {
   std::unique_ptr<Client> client = Connect();
