@@ -61,7 +61,6 @@ class SendProgress {
   size_t passed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-
 std::vector<std::vector<StrideLane>> StrideRoundsOf(StrideSchedule schedule, int n) {
   std::vector<std::vector<StrideLane>> rounds;
   if (n < 2) return rounds;
