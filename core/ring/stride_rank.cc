@@ -1,6 +1,7 @@
 #include "core/ring/stride_rank.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -8,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "core/outcome.h"
 
 namespace ringsync {
@@ -41,24 +41,50 @@ void SendOnEveryLink(StrideLinks& links, absl::Span<const int> strides, const Fr
 
 }  // namespace
 
-// How far a direct transfer's sending thread has got, in its order: segment i to rank+d
-// is place i * N + d. A receive that lands where a send still reads waits for it here.
+// How far a direct transfer's sending threads have got, one per destination: how many
+// segments to rank+d have gone (or been given up). A receive that lands where a send
+// still reads waits for it here.
 class SendProgress {
  public:
-  void Passed(size_t place) {
+  // Nothing goes to any rank until Expect says so.
+  explicit SendProgress(int n) : passed_(static_cast<size_t>(n), kAll) {}
+  // A sending thread will send to rank+d.
+  void Expect(int d) {
     absl::MutexLock lock(&mu_);
-    passed_ = std::max(passed_, place + 1);
+    passed_[static_cast<size_t>(d)] = 0;
   }
-  // True once `place` is passed; false when `wait` ran out first.
-  bool AwaitPassed(size_t place, absl::Duration wait) {
+  // Segment `segment` to rank+d has gone.
+  void Passed(int d, size_t segment) {
     absl::MutexLock lock(&mu_);
-    auto passed = [this, place]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return passed_ > place; };
+    size_t& passed = passed_[static_cast<size_t>(d)];
+    passed = std::max(passed, segment + 1);
+  }
+  // Nothing more will read what goes to rank+d: every segment went, or was given up.
+  void PassedAll(int d) {
+    absl::MutexLock lock(&mu_);
+    passed_[static_cast<size_t>(d)] = kAll;
+  }
+  // True once segment `segment` to rank+d passed; false when `wait` ran out first.
+  bool AwaitPassed(int d, size_t segment, absl::Duration wait) {
+    absl::MutexLock lock(&mu_);
+    auto passed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return passed_[static_cast<size_t>(d)] > segment;
+    };
     return mu_.AwaitWithTimeout(absl::Condition(&passed), wait);
+  }
+  // True once every sending thread is done; false when `wait` ran out first.
+  bool AwaitAllPassed(absl::Duration wait) {
+    absl::MutexLock lock(&mu_);
+    auto all = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return std::all_of(passed_.begin(), passed_.end(), [](size_t p) { return p == kAll; });
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&all), wait);
   }
 
  private:
+  static constexpr size_t kAll = std::numeric_limits<size_t>::max();
   absl::Mutex mu_;
-  size_t passed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<size_t> passed_ ABSL_GUARDED_BY(mu_);  // by d
 };
 
 std::vector<std::vector<StrideLane>> StrideRoundsOf(StrideSchedule schedule, int n) {
@@ -235,20 +261,30 @@ absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t s
     links[static_cast<size_t>(stride)] = link->front();
   }
 
-  // Both threads go through rank+1, rank+2, ... in each round. No two ranks wait on each
-  // other: a sender blocked on segment i to rank Y has segment i-1 to Y unread there, so
-  // Y waits in an earlier round, for a rank (or its own sender) whose sender is blocked in
-  // a round no later than that one, and so on down: the rounds fall until a wait ends
-  // (in round 0 no sender waits).
-  RingStats sent;
-  absl::Status send_result;
-  SendProgress progress;
-  absl::Notification sends_done;
-  std::thread sender([&] {
-    send_result = SendRoutes(routes, links, segment_bytes, rounds, progress, sent);
-    progress.Passed(rounds * static_cast<size_t>(n));  // all of them, gone or given up
-    sends_done.Notify();
-  });
+  // A sending thread per destination, each sending its segments in order, and this
+  // thread receiving in rounds: segment i from rank+1, rank+2, ..., then segment i+1. No
+  // two ranks wait on each other: a receive from rank Z waits only for Z's sender to this
+  // rank, which never waits for anything but this rank's taking its earlier segments; and
+  // a receive that waits for this rank's own segment i to Y to have gone waits for a
+  // sender blocked only while Y has its segment i-1 unread, so Y waits in an earlier
+  // round — the rounds fall until a wait ends (in round 0 no sender waits: a link queues
+  // a frame). A slow destination holds up only its own sender, as Gloo's and MPI's
+  // posted sends do; one thread feeding every link in turn left the others idle
+  // whenever one socket was full.
+  std::vector<RingStats> sent(static_cast<size_t>(n));
+  std::vector<absl::Status> send_results(static_cast<size_t>(n));
+  SendProgress progress(n);
+  std::vector<std::thread> senders;
+  for (int stride = 1; stride < n; ++stride) {
+    const absl::Span<const std::byte> data = routes[static_cast<size_t>(To(stride))].send;
+    if (data.empty()) continue;
+    progress.Expect(stride);
+    senders.emplace_back([&, stride, data] {
+      const auto s = static_cast<size_t>(stride);
+      send_results[s] = SendRoute(data, *links[s], stride, segment_bytes, progress, sent[s]);
+      progress.PassedAll(stride);  // gone or given up: nothing reads `data` any more
+    });
+  }
   absl::Status result = absl::OkStatus();
   for (size_t i = 0; i < rounds && result.ok(); ++i) {
     for (int d = 1; d < n && result.ok(); ++d) {
@@ -261,10 +297,9 @@ absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t s
       const size_t bytes = std::min(segment_bytes, into.size() - at);
       // Where this segment lands, the one this rank sends there may still be read (an
       // all-to-all in place): it waits until that one has gone.
-      const size_t place = i * static_cast<size_t>(n) + static_cast<size_t>(d);
       while (at < route.send.size() && result.ok() &&
-             !progress.AwaitPassed(place, kAbortWatchInterval)) {
-        result = limit_.IsCancelled() ? absl::CancelledError("the sending thread failed")
+             !progress.AwaitPassed(d, i, kAbortWatchInterval)) {
+        result = limit_.IsCancelled() ? absl::CancelledError("a sending thread failed")
                                       : WatchOtherLinks(nullptr, limit_.deadline);
       }
       if (!result.ok()) break;
@@ -285,50 +320,44 @@ absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t s
       }
     }
   }
-  while (result.ok() && !sends_done.WaitForNotificationWithTimeout(kAbortWatchInterval)) {
+  while (result.ok() && !progress.AwaitAllPassed(kAbortWatchInterval)) {
     result = WatchOtherLinks(nullptr, limit_.deadline);
   }
-  if (!result.ok()) cancellation_.Cancel(result);  // the sender gives up its sends
-  sender.join();
-  stats_.bytes_sent += sent.bytes_sent;
-  stats_.frames_sent += sent.frames_sent;
-  // The sender's failure cancelled the receiving; its cause is the one to report.
-  if (!send_result.ok() && (result.ok() || absl::IsCancelled(result))) result = send_result;
+  if (!result.ok()) cancellation_.Cancel(result);  // the senders give up their sends
+  for (std::thread& sender : senders) sender.join();
+  for (int stride = 1; stride < n; ++stride) {
+    const auto s = static_cast<size_t>(stride);
+    stats_.bytes_sent += sent[s].bytes_sent;
+    stats_.frames_sent += sent[s].frames_sent;
+    // A sender's failure cancelled the receiving; its cause is the one to report.
+    if (!send_results[s].ok() && (result.ok() || absl::IsCancelled(result))) {
+      result = send_results[s];
+    }
+  }
   if (!result.ok()) return Failed(std::move(result));
   return absl::OkStatus();
 }
 
-absl::Status StrideRank::SendRoutes(absl::Span<const DirectRoute> routes,
-                                    absl::Span<Link* const> links, size_t segment_bytes,
-                                    size_t rounds, SendProgress& progress, RingStats& sent) {
-  const int n = me_.world_size;
-  for (size_t i = 0; i < rounds; ++i) {
-    for (int stride = 1; stride < n; ++stride) {
-      const size_t place = i * static_cast<size_t>(n) + static_cast<size_t>(stride);
-      const int to = To(stride);
-      const absl::Span<const std::byte> data = routes[static_cast<size_t>(to)].send;
-      const size_t at = i * segment_bytes;
-      if (at >= data.size()) {
-        progress.Passed(place);
-        continue;
-      }
-      const absl::Span<const std::byte> piece = data.subspan(at, segment_bytes);
-      Frame frame = StampedFrame(FrameKind::kSegment, me_, spec_.sequence, kTransferStep,
-                                 static_cast<int>(i), me_.rank);
-      frame.offset = at;
-      frame.count = piece.size();
-      if (absl::Status s = links[static_cast<size_t>(stride)]->Send(frame, piece, limit_);
-          !s.ok()) {
-        const absl::Status failed(s.code(), absl::StrCat("sending segment ", i,
-                                                         " of this rank's data to rank ", to,
-                                                         ": ", s.message()));
-        cancellation_.Cancel(failed);
-        return failed;
-      }
-      sent.bytes_sent += piece.size();
-      ++sent.frames_sent;
-      progress.Passed(place);  // its payload is the caller's again
+absl::Status StrideRank::SendRoute(absl::Span<const std::byte> data, Link& link, int stride,
+                                   size_t segment_bytes, SendProgress& progress,
+                                   RingStats& sent) {
+  const int to = To(stride);
+  for (size_t i = 0, at = 0; at < data.size(); ++i, at += segment_bytes) {
+    const absl::Span<const std::byte> piece = data.subspan(at, segment_bytes);
+    Frame frame = StampedFrame(FrameKind::kSegment, me_, spec_.sequence, kTransferStep,
+                               static_cast<int>(i), me_.rank);
+    frame.offset = at;
+    frame.count = piece.size();
+    if (absl::Status s = link.Send(frame, piece, limit_); !s.ok()) {
+      const absl::Status failed(s.code(), absl::StrCat("sending segment ", i,
+                                                       " of this rank's data to rank ", to, ": ",
+                                                       s.message()));
+      cancellation_.Cancel(failed);
+      return failed;
     }
+    sent.bytes_sent += piece.size();
+    ++sent.frames_sent;
+    progress.Passed(stride, i);  // its payload is the caller's again
   }
   return absl::OkStatus();
 }

@@ -94,8 +94,8 @@ class StrideRank {
   // `routes` by rank (this rank's own is ignored). Each route's `send` goes to its rank
   // over the link of that stride as segment frames of up to `segment_bytes` (step 1, the
   // segment's index, this rank as chunk, the segment's byte offset in the route as
-  // offset), sent from a thread of the pass's own in rounds: segment 0 to every rank,
-  // then segment 1, ... The frames from each rank are received in the same rounds,
+  // offset), sent in order from a thread of the pass's own per destination. The frames
+  // from each rank are received in rounds (segment 0 from every rank, then segment 1, ...),
   // checked (place and size) and copied into its route's `receive` — each only once the
   // same segment of the route's `send` has gone, so a route may receive where it sends
   // (in place). A rank with nothing (more) to receive watches every link for an abort
@@ -124,13 +124,12 @@ class StrideRank {
   int From(int stride) const { return RingMod(me_.rank - stride, me_.world_size); }
   // The links of a round's lanes, connected if they are not yet.
   absl::StatusOr<std::vector<Link*>> LinksOf(const std::vector<StrideLane>& lanes);
-  // Transfer's sending thread: every route's `send` in rounds of segments over `links`
-  // (by stride), each segment's place passed in `progress` once it has gone. On a
-  // failure, cancels the pass (which wakes the receiving thread) and returns why. Changes
-  // no member but the cancellation (and reads none the receiving thread changes).
-  absl::Status SendRoutes(absl::Span<const DirectRoute> routes, absl::Span<Link* const> links,
-                          size_t segment_bytes, size_t rounds, SendProgress& progress,
-                          RingStats& sent);
+  // One of Transfer's sending threads: `data` to rank To(stride) over `link` as segments,
+  // each passed in `progress` once it has gone. On a failure, cancels the pass (which
+  // wakes the receiving thread and the other senders) and returns why. Changes no member
+  // but the cancellation (and reads none the receiving thread changes).
+  absl::Status SendRoute(absl::Span<const std::byte> data, Link& link, int stride,
+                         size_t segment_bytes, SendProgress& progress, RingStats& sent);
   // What a failure names a round's frames by: "step k" (doubling), or none (the direct
   // exchange has one round); then a commit round's.
   std::string RoundFrames(int round, absl::string_view whose) const;
