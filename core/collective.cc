@@ -54,6 +54,51 @@ absl::Status ValidateMembers(const CollectiveSpec& spec) {
   return absl::OkStatus();
 }
 
+// Adds `counts` up into `total` unless that passes kMaxCollectiveElements.
+bool SumWithin(const std::vector<uint64_t>& counts, uint64_t& total) {
+  total = 0;
+  for (uint64_t count : counts) {
+    if (__builtin_add_overflow(total, count, &total) || total > kMaxCollectiveElements) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ValidateSplits(const CollectiveSpec& spec) {
+  if (spec.send_counts.empty() && spec.receive_counts.empty()) return absl::OkStatus();
+  if (spec.kind != CollectiveKind::kAllToAll) {
+    return Invalid(absl::StrCat("split sizes are given for a ", CollectiveKindName(spec.kind),
+                                "; only an all-to-all has them"));
+  }
+  if (spec.send_counts.size() != spec.receive_counts.size()) {
+    return Invalid(absl::StrCat("send_counts lists ", spec.send_counts.size(),
+                                " ranks but receive_counts ", spec.receive_counts.size(),
+                                "; both list every rank"));
+  }
+  if (spec.send_counts.size() > kMaxAllToAllSplits) {
+    return Invalid(absl::StrCat("split sizes list ", spec.send_counts.size(), " ranks; at most ",
+                                kMaxAllToAllSplits, " are allowed"));
+  }
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  if (!SumWithin(spec.send_counts, sent) || !SumWithin(spec.receive_counts, received)) {
+    return Invalid("split sizes add up to more than 2^40 elements");
+  }
+  if (sent != spec.count) {
+    return Invalid(absl::StrCat("send_counts add up to ", sent, ", not to count ", spec.count));
+  }
+  return absl::OkStatus();
+}
+
+// The spec without what an uneven all-to-all's ranks legitimately differ in.
+CollectiveSpec WithoutCounts(CollectiveSpec spec) {
+  spec.count = 0;
+  spec.send_counts.clear();
+  spec.receive_counts.clear();
+  return spec;
+}
+
 std::string DescribeMember(const CollectiveSpec& spec, size_t i) {
   if (i >= spec.members.size()) {
     return absl::StrCat("no tensor #", i, " (its fused all-reduce holds ", spec.members.size(),
@@ -136,10 +181,19 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
   if (traits.has_root && spec.root < 0) {
     return Invalid(absl::StrCat("root ", spec.root, " is negative; it must be a rank"));
   }
+  if (absl::Status s = ValidateSplits(spec); !s.ok()) return s;
   return ValidateMembers(spec);
 }
 
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size) {
+  if (HasUnevenBlocks(spec)) {
+    uint64_t received = 0;
+    if (world_size <= 0 || spec.receive_counts.size() != static_cast<size_t>(world_size) ||
+        !SumWithin(spec.receive_counts, received)) {
+      return std::nullopt;
+    }
+    return received;
+  }
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
   if (traits.scatters || traits.exchanges) {
     if (world_size <= 0 || spec.count % static_cast<uint64_t>(world_size) != 0) {
@@ -154,6 +208,12 @@ std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_siz
     return std::nullopt;
   }
   return elements;
+}
+
+std::optional<uint64_t> WorkingElements(const CollectiveSpec& spec, int world_size) {
+  const std::optional<uint64_t> result = ResultElements(spec, world_size);
+  if (!result.has_value() || !HasUnevenBlocks(spec)) return result;
+  return spec.count + *result;  // each at most kMaxCollectiveElements
 }
 
 absl::string_view CollectiveKindName(CollectiveKind kind) {
@@ -188,6 +248,9 @@ std::string DescribeShape(const CollectiveSpec& spec) {
     case CollectiveKind::kGather:
       absl::StrAppend(&shape, " to root ", spec.root);
       break;
+    case CollectiveKind::kAllToAll:
+      if (HasUnevenBlocks(spec)) absl::StrAppend(&shape, " in uneven blocks");
+      break;
     default:
       break;
   }
@@ -206,6 +269,11 @@ std::string DescribeCollective(const CollectiveSpec& spec) {
 absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,
                             int their_rank) {
   if (mine == theirs) return absl::OkStatus();
+  // Uneven all-to-alls' counts differ by design: CheckAllToAllCounts matches them.
+  if (HasUnevenBlocks(mine) && HasUnevenBlocks(theirs) &&
+      WithoutCounts(mine) == WithoutCounts(theirs)) {
+    return absl::OkStatus();
+  }
   if (mine.sequence == theirs.sequence && !mine.members.empty() && !theirs.members.empty() &&
       mine.members != theirs.members) {
     return MemberMismatch(mine, my_rank, theirs, their_rank);
@@ -220,6 +288,31 @@ absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const Colle
       absl::StrCat(DescribeCollective(mine), ": rank ", my_rank, " has ", DescribeShape(mine),
                    ", rank ", their_rank, " has ", DescribeShape(theirs),
                    "; ", kSameArguments, " count, dtype, op and root"));
+}
+
+absl::Status CheckAllToAllCounts(const std::vector<CollectiveSpec>& specs) {
+  const size_t n = specs.size();
+  for (size_t q = 0; q < n; ++q) {
+    for (size_t r = 0; r < n; ++r) {
+      const CollectiveSpec& from = specs[q];
+      const CollectiveSpec& to = specs[r];
+      if (from.send_counts.size() != n || to.receive_counts.size() != n) {
+        const CollectiveSpec& short_one = from.send_counts.size() != n ? from : to;
+        return absl::FailedPreconditionError(absl::StrCat(
+            DescribeCollective(short_one), ": rank ", &short_one == &from ? q : r, " gave ",
+            short_one.send_counts.size(), " split sizes for a ring of ", n, " ranks; ",
+            kSameArguments, " number of split sizes, one per rank"));
+      }
+      if (from.send_counts[r] != to.receive_counts[q]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            DescribeCollective(from), ": rank ", q, " sends ", from.send_counts[r],
+            " elements to rank ", r, ", which expects ", to.receive_counts[q], " from it; ",
+            kSameArguments, " size for each pair of ranks (rank q's input split for rank r is "
+            "rank r's output split for rank q)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -46,6 +46,8 @@ inline constexpr uint64_t kMaxCollectiveElements = uint64_t{1} << 40;
 // stays a small part of one (ResNet-50's 161 tensors take ~6 KiB).
 inline constexpr size_t kMaxFusedMembers = 16384;
 inline constexpr size_t kMaxFusedMemberNameBytes = 256 * 1024;  // all names together
+// An uneven all-to-all's split sizes (one per rank) travel in every agreement frame too.
+inline constexpr size_t kMaxAllToAllSplits = 4096;
 
 // One tensor of a fused all-reduce: the tensors lie one after another in its buffer, in
 // member order, and each rank must list the same ones.
@@ -68,9 +70,22 @@ struct CollectiveSpec {
   double post_scale = 1.0;
   // Non-empty for a fused all-reduce: its tensors, whose counts add up to `count`.
   std::vector<FusedMember> members;
+  // Non-empty for an all-to-all of uneven blocks (MPI_Alltoallv's form): the elements this
+  // rank sends to and receives from each rank, by rank, one of each per rank of the ring;
+  // `count` is the sum of send_counts. Its input (count elements, block r for rank r) and
+  // its result (rank q's block for this rank as block q) are separate buffers. Rank q's
+  // send_counts[r] must be rank r's receive_counts[q]. Empty for an all-to-all of N equal
+  // blocks, in place, and for every other kind.
+  std::vector<uint64_t> send_counts;
+  std::vector<uint64_t> receive_counts;
 
   friend bool operator==(const CollectiveSpec&, const CollectiveSpec&) = default;
 };
+
+// Whether `spec` is an all-to-all of uneven blocks (CollectiveSpec::send_counts).
+inline bool HasUnevenBlocks(const CollectiveSpec& spec) {
+  return spec.kind == CollectiveKind::kAllToAll && !spec.send_counts.empty();
+}
 
 // The checks every layer makes of a spec, whoever built it (the SDK from its caller's
 // arguments, the worker from a request, a rank from its neighbour's first frame): a known
@@ -80,17 +95,23 @@ struct CollectiveSpec {
 // says "unset" with 0, so a real 0 would silently become 1); for a broadcast a root >= 0
 // (that it is a rank of the ring is checked against the ring); members only on an
 // all-reduce, at most kMaxFusedMembers with names of 1 to kMaxCollectiveNameBytes bytes
-// (kMaxFusedMemberNameBytes in all) whose counts add up to count. The sequence is not
+// (kMaxFusedMemberNameBytes in all) whose counts add up to count; split sizes only on an
+// all-to-all, as many sends as receives (1 to kMaxAllToAllSplits), the sends adding up to
+// count and the receives to at most kMaxCollectiveElements. The sequence is not
 // checked: the ring assigns it. InvalidArgument whose message starts with the field,
 // e.g. "name is empty; ...".
 absl::Status ValidateSpec(const CollectiveSpec& spec);
 
 // Elements of the result on each rank: count, world_size x count for an all-gather (and a
-// gather's root; its other ranks have none), or
-// count / world_size for a reduce-scatter or a scatter; nullopt when that overflows, or
-// when their count (or an all-to-all's) is not a multiple of world_size (or world_size is
-// not positive).
+// gather's root; its other ranks have none), count / world_size for a reduce-scatter or a
+// scatter, or the sum of an uneven all-to-all's receive_counts; nullopt when that
+// overflows, when their count (or an even all-to-all's) is not a multiple of world_size,
+// when an uneven all-to-all's splits are not one per rank (or world_size is not positive).
 std::optional<uint64_t> ResultElements(const CollectiveSpec& spec, int world_size);
+
+// The elements a worker holds for a collective: the result's, but an uneven all-to-all's
+// input and result side by side (input first). nullopt as ResultElements.
+std::optional<uint64_t> WorkingElements(const CollectiveSpec& spec, int world_size);
 
 // "allreduce 1024 x float32 sum" — the part two ranks compare; "barrier" for a barrier.
 std::string DescribeShape(const CollectiveSpec& spec);
@@ -109,6 +130,12 @@ std::string QuotedName(const CollectiveSpec& spec);
 //   float32), rank 1 has 'fc2.bias' (10 x float32); every rank must pass the same ...
 absl::Status CheckAgreement(const CollectiveSpec& mine, int my_rank, const CollectiveSpec& theirs,
                             int their_rank);
+// For uneven all-to-alls, whose ranks' specs differ in their counts by design (which
+// CheckAgreement leaves out): `specs` by rank, each agreed with CheckAgreement; OK when
+// every rank q sends rank r what r expects from q. Else FailedPrecondition naming the
+// first pair (by q, then r) that does not match, the same on every rank that holds the
+// same specs.
+absl::Status CheckAllToAllCounts(const std::vector<CollectiveSpec>& specs);
 
 // True for a status CheckAgreement returned (ranks disagreed on a collective), also as a
 // worker reports it: the phrases below are part of its message.

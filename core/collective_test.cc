@@ -227,6 +227,79 @@ TEST(ValidateSpec, FusedMembersAddUpToTheCountAndAreNamed) {
   EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("at most 16384"));
 }
 
+// Rank r's spec of an uneven all-to-all on three ranks in which rank q sends q + r + 1
+// elements to rank r.
+CollectiveSpec Uneven(int r) {
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::kAllToAll;
+  spec.name = "tokens";
+  spec.sequence = 9;
+  spec.dtype = DType::kFloat32;
+  for (int q = 0; q < 3; ++q) {
+    spec.send_counts.push_back(static_cast<uint64_t>(r + q + 1));
+    spec.receive_counts.push_back(static_cast<uint64_t>(q + r + 1));
+    spec.count += static_cast<uint64_t>(r + q + 1);
+  }
+  return spec;
+}
+
+TEST(ValidateSpec, AnUnevenAllToAllsSplitsListEveryRankAndItsSendsAddUpToTheCount) {
+  EXPECT_TRUE(ValidateSpec(Uneven(1)).ok());
+  CollectiveSpec spec = Uneven(1);
+  spec.count += 1;
+  ExpectInvalid(spec, "send_counts add up to 9, not to count 10");
+  spec = Uneven(1);
+  spec.receive_counts.pop_back();
+  ExpectInvalid(spec, "send_counts lists 3 ranks but receive_counts 2");
+  spec = Uneven(1);
+  spec.kind = CollectiveKind::kScatter;
+  ExpectInvalid(spec, "split sizes are given for a scatter; only an all-to-all has them");
+  spec = Uneven(1);
+  spec.send_counts = {kMaxCollectiveElements, 1, 0};
+  spec.count = kMaxCollectiveElements + 1;
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateSpec(spec)));
+  spec.send_counts.assign(kMaxAllToAllSplits + 1, 0);
+  spec.receive_counts.assign(kMaxAllToAllSplits + 1, 0);
+  spec.count = 0;
+  EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("at most 4096"));
+}
+
+TEST(ResultElements, OfAnUnevenAllToAllIsWhatItReceivesBesideItsInput) {
+  const CollectiveSpec spec = Uneven(2);  // sends 3 + 4 + 5, receives 3 + 4 + 5
+  EXPECT_EQ(ResultElements(spec, 3), 12u);
+  EXPECT_EQ(WorkingElements(spec, 3), 24u) << "the input, then the result";
+  EXPECT_EQ(ResultElements(spec, 4), std::nullopt) << "splits for 3 ranks on a ring of 4";
+  EXPECT_EQ(WorkingElements(AllReduce(), 4), 1024u);
+  EXPECT_EQ(DescribeShape(spec), "alltoall 12 x float32 in uneven blocks");
+}
+
+TEST(CheckAgreement, LeavesAnUnevenAllToAllsCountsToCheckAllToAllCounts) {
+  EXPECT_TRUE(CheckAgreement(Uneven(0), 0, Uneven(2), 2).ok());
+  CollectiveSpec even = Uneven(2);
+  even.send_counts.clear();
+  even.receive_counts.clear();
+  const absl::Status mixed = CheckAgreement(Uneven(0), 0, even, 2);
+  EXPECT_TRUE(IsAgreementMismatch(mixed)) << mixed;
+  EXPECT_THAT(std::string(mixed.message()),
+              HasSubstr("rank 0 has alltoall 6 x float32 in uneven blocks, rank 2 has alltoall "
+                        "12 x float32"));
+  CollectiveSpec renamed = Uneven(2);
+  renamed.name = "other";
+  EXPECT_FALSE(CheckAgreement(Uneven(0), 0, renamed, 2).ok());
+
+  std::vector<CollectiveSpec> specs = {Uneven(0), Uneven(1), Uneven(2)};
+  EXPECT_TRUE(CheckAllToAllCounts(specs).ok());
+  specs[2].receive_counts[1] = 7;  // rank 1 sends it 4
+  const absl::Status s = CheckAllToAllCounts(specs);
+  EXPECT_TRUE(IsAgreementMismatch(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("collective #9 'tokens': rank 1 sends 4 elements to rank 2, which "
+                        "expects 7 from it; every rank must pass the same size for each pair"));
+  specs = {Uneven(0), Uneven(1)};
+  EXPECT_THAT(std::string(CheckAllToAllCounts(specs).message()),
+              HasSubstr("rank 0 gave 3 split sizes for a ring of 2 ranks"));
+}
+
 TEST(DescribeCollective, QuotesALongNameCut) {
   CollectiveSpec spec;
   spec.sequence = 3;

@@ -34,6 +34,28 @@ TEST(CollectiveRequestSpec, RoundTripsThroughTheRequest) {
   EXPECT_EQ(*spec, expected);
 }
 
+TEST(CollectiveRequestSpec, AnUnevenAllToAllsSplitSizesRoundTripAndAreBounded) {
+  CollectiveSpec uneven;
+  uneven.kind = CollectiveKind::kAllToAll;
+  uneven.name = "tokens";
+  uneven.send_counts = {3, 0, 5};
+  uneven.receive_counts = {1, 2, 0};
+  uneven.count = 8;
+  v1::CollectiveRequest request;
+  SetRequestSpec(uneven, &request);
+  absl::StatusOr<CollectiveSpec> spec = SpecOfRequest(CollectiveKind::kAllToAll, request);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(*spec, uneven);
+
+  request.mutable_spec()->set_count(9);
+  spec = SpecOfRequest(CollectiveKind::kAllToAll, request);
+  EXPECT_THAT(std::string(spec.status().message()),
+              StartsWith("send_counts add up to 8, not to count 9"));
+  for (size_t i = 0; i <= kMaxAllToAllSplits; ++i) request.mutable_spec()->add_send_counts(0);
+  spec = SpecOfRequest(CollectiveKind::kAllToAll, request);
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith("split sizes list more than 4096"));
+}
+
 TEST(CollectiveRequestSpec, ReadsTheFlatFieldsOfOlderSdks) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

@@ -47,6 +47,8 @@ void ToProto(const CollectiveSpec& spec, v1::CollectiveSpec* out) {
     wire->set_name(member.name);
     wire->set_count(member.count);
   }
+  out->mutable_send_counts()->Add(spec.send_counts.begin(), spec.send_counts.end());
+  out->mutable_receive_counts()->Add(spec.receive_counts.begin(), spec.receive_counts.end());
 }
 
 absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
@@ -77,6 +79,13 @@ absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
   for (const v1::FusedMember& member : in.members()) {
     spec.members.push_back({member.name(), member.count()});
   }
+  if (in.send_counts_size() > static_cast<int>(kMaxAllToAllSplits) ||
+      in.receive_counts_size() > static_cast<int>(kMaxAllToAllSplits)) {
+    return absl::InvalidArgumentError(absl::StrCat("split sizes list more than ",
+                                                   kMaxAllToAllSplits, " ranks"));
+  }
+  spec.send_counts.assign(in.send_counts().begin(), in.send_counts().end());
+  spec.receive_counts.assign(in.receive_counts().begin(), in.receive_counts().end());
   if (absl::Status valid = ValidateSpec(spec); !valid.ok()) return valid;
   return spec;
 }

@@ -16,10 +16,32 @@ namespace {
 // What this rank sends to and receives from each rank (by rank): the root's block r to
 // rank r (scatter), rank r's input to the root's slot r (gather), or this rank's block r
 // to rank r and rank r's for this one in its place (all-to-all).
+// An uneven all-to-all's blocks (its buffer: the input, then the result): block r of the
+// input to rank r, rank r's into block r of the result. Its own block is `routes[rank]`.
+std::vector<DirectRoute> UnevenRoutesOf(const CollectiveSpec& spec, absl::Span<std::byte> buffer) {
+  const size_t esize = DTypeSize(spec.dtype);
+  const size_t n = spec.send_counts.size();
+  std::vector<DirectRoute> routes(n);
+  size_t sent = 0;
+  size_t received = spec.count * esize;
+  for (size_t r = 0; r < n; ++r) {
+    routes[r].send = buffer.subspan(sent, spec.send_counts[r] * esize);
+    routes[r].receive = buffer.subspan(received, spec.receive_counts[r] * esize);
+    sent += routes[r].send.size();
+    received += routes[r].receive.size();
+  }
+  return routes;
+}
+
 std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& spec,
                                   absl::Span<std::byte> buffer) {
   const size_t n = static_cast<size_t>(me.world_size);
   const size_t rank = static_cast<size_t>(me.rank);
+  if (HasUnevenBlocks(spec)) {
+    std::vector<DirectRoute> routes = UnevenRoutesOf(spec, buffer);
+    routes[rank] = {};
+    return routes;
+  }
   const size_t root = static_cast<size_t>(spec.root);
   const size_t block = spec.kind == CollectiveKind::kGather ? spec.count * DTypeSize(spec.dtype)
                                                             : buffer.size() / n;
@@ -72,11 +94,20 @@ bool Writes(const RingMember& me, const CollectiveSpec& spec) {
 
 absl::Status CheckAllToAllSpec(const RingMember& me, const CollectiveSpec& spec,
                                size_t buffer_bytes) {
-  if (absl::Status s = CheckBufferSize(me, spec, buffer_bytes, spec.count); !s.ok()) return s;
   if (spec.kind != CollectiveKind::kAllToAll) {
     return absl::InvalidArgumentError(
         absl::StrCat("an all-to-all cannot run a ", CollectiveKindName(spec.kind)));
   }
+  if (HasUnevenBlocks(spec)) {
+    const std::optional<uint64_t> elements = WorkingElements(spec, me.world_size);
+    if (!elements.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "alltoall with ", spec.send_counts.size(), " split sizes on a ring of ",
+          me.world_size, " ranks: give one per rank"));
+    }
+    return CheckBufferSize(me, spec, buffer_bytes, *elements);
+  }
+  if (absl::Status s = CheckBufferSize(me, spec, buffer_bytes, spec.count); !s.ok()) return s;
   if (spec.count % static_cast<uint64_t>(me.world_size) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("alltoall of ", spec.count,
                                                    " elements: not one block for each of ",
@@ -91,9 +122,11 @@ std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec,
   const bool rooted = spec.kind == CollectiveKind::kScatter || spec.kind == CollectiveKind::kGather;
   const bool mode_allows = all_to_all || policy.mode == AlgorithmPolicy::Mode::kAuto ||
                            policy.mode == AlgorithmPolicy::Mode::kDirect;
+  // An uneven all-to-all always runs as one: its ranks' sizes differ, so no size of its
+  // own would make every rank choose the gather pass alike.
   if ((!all_to_all && !rooted) || !IsValid(spec.dtype) || !policy.stride_links ||
       world_size < (all_to_all ? 1 : 3) || world_size > kDirectRanksLimit || !mode_allows ||
-      StrideScheduleToCopy(spec, world_size, policy).has_value()) {
+      (!HasUnevenBlocks(spec) && StrideScheduleToCopy(spec, world_size, policy).has_value())) {
     return std::nullopt;
   }
   // The passes carry a spec each: over the links the worker connects as the ring forms.
@@ -108,6 +141,12 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
   RingStats local;
   std::vector<StrideContribution> held;
   absl::Status result = rank.Gather({}, held, [](int) { return uint64_t{0}; });
+  if (result.ok() && HasUnevenBlocks(spec)) {
+    // Every rank holds every spec now: each finds the same mismatch, if any.
+    std::vector<CollectiveSpec> specs;
+    for (const StrideContribution& contribution : held) specs.push_back(contribution.spec);
+    if (absl::Status s = CheckAllToAllCounts(specs); !s.ok()) result = rank.Reject(s);
+  }
   const bool writing = result.ok() && Writes(me, spec);
   if (result.ok()) {
     const size_t slot = spec.count * DTypeSize(spec.dtype);
@@ -115,6 +154,10 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
         slot > 0) {
       // The root's own input takes its slot before rank 0's block arrives in the first.
       std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);
+    }
+    if (HasUnevenBlocks(spec)) {
+      const DirectRoute own = UnevenRoutesOf(spec, buffer)[static_cast<size_t>(me.rank)];
+      if (!own.send.empty()) std::memcpy(own.receive.data(), own.send.data(), own.send.size());
     }
     result = rank.Transfer(RoutesOf(me, spec, buffer), options.segment_bytes);
     if (result.ok()) result = rank.Commit();

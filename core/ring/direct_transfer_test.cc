@@ -40,14 +40,36 @@ struct TransferRun {
   std::vector<absl::Duration> took;
 };
 
-// Rank r's buffer: a gather's N slots with rank r's input first (the rest kUntouched), a
-// scatter's or an all-to-all's spec.count elements of rank r's input.
+// Rank r's buffer: a gather's N slots with rank r's input first (the rest kUntouched), an
+// uneven all-to-all's input and then its result (kUntouched), a scatter's or an even
+// all-to-all's spec.count elements of rank r's input.
 Bytes BufferOf(const CollectiveSpec& spec, int n, int r) {
   const Bytes input = testing::RandomInput(spec.dtype, spec.count, r, 17);
-  if (spec.kind != CollectiveKind::kGather) return input;
-  Bytes buffer(input.size() * static_cast<size_t>(n), kUntouched);
+  if (spec.kind != CollectiveKind::kGather && !HasUnevenBlocks(spec)) return input;
+  const size_t elements = HasUnevenBlocks(spec) ? *WorkingElements(spec, n)
+                                                : spec.count * static_cast<size_t>(n);
+  Bytes buffer(elements * DTypeSize(spec.dtype), kUntouched);
   std::copy(input.begin(), input.end(), buffer.begin());
   return buffer;
+}
+
+// Rank r's spec of an uneven all-to-all in which rank q sends sizes[q][r] elements to
+// rank r.
+CollectiveSpec UnevenSpec(const std::vector<std::vector<uint64_t>>& sizes, int r) {
+  CollectiveSpec spec = Spec(CollectiveKind::kAllToAll, DType::kFloat32, 0);
+  for (size_t q = 0; q < sizes.size(); ++q) {
+    spec.send_counts.push_back(sizes[static_cast<size_t>(r)][q]);
+    spec.receive_counts.push_back(sizes[q][static_cast<size_t>(r)]);
+    spec.count += sizes[static_cast<size_t>(r)][q];
+  }
+  return spec;
+}
+
+// Where rank q's block r begins in its input, in elements.
+uint64_t SendOffset(const std::vector<std::vector<uint64_t>>& sizes, size_t q, size_t r) {
+  uint64_t offset = 0;
+  for (size_t i = 0; i < r; ++i) offset += sizes[q][i];
+  return offset;
 }
 
 Bytes Slice(const Bytes& b, size_t at, size_t size) {
@@ -177,6 +199,67 @@ TEST_P(DirectTransferTest, AnAllToAllWhoseRanksDisagreeFailsEveryRankWithItsBuff
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(std::string(uneven.statuses[r].message()),
                 HasSubstr("alltoall of 10 elements: not one block for each of 3 ranks"));
+  }
+}
+
+TEST_P(DirectTransferTest, AnUnevenAllToAllLeavesRankQsBlockRAsBlockQOfRankRsResult) {
+  for (int n = 1; n <= 6; ++n) {
+    // Blocks of 0 to 23 elements (40-byte segments: none, one, several with a short last).
+    std::vector<std::vector<uint64_t>> sizes(n, std::vector<uint64_t>(n));
+    for (int q = 0; q < n; ++q) {
+      for (int r = 0; r < n; ++r) sizes[q][r] = (q * 7 + r * 11 + n) % 24;
+    }
+    SCOPED_TRACE(absl::StrCat("n ", n));
+    std::vector<CollectiveSpec> specs;
+    for (int r = 0; r < n; ++r) specs.push_back(UnevenSpec(sizes, r));
+    const TransferRun run = RunTransfer(GetParam(), n, specs);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
+      const size_t input_bytes = specs[r].count * sizeof(float);
+      EXPECT_TRUE(Slice(run.buffers[r], 0, input_bytes) ==
+                  Slice(BufferOf(specs[r], n, r), 0, input_bytes))
+          << "rank " << r << "'s input changed";
+      uint64_t at = input_bytes;
+      uint64_t sent = 0;
+      for (int q = 0; q < n; ++q) {
+        const size_t bytes = sizes[q][r] * sizeof(float);
+        EXPECT_TRUE(Slice(run.buffers[r], at, bytes) ==
+                    Slice(BufferOf(specs[q], n, q), SendOffset(sizes, q, r) * sizeof(float), bytes))
+            << "rank " << r << " block " << q;
+        at += bytes;
+        if (q != r) sent += sizes[r][q] * sizeof(float);
+      }
+      EXPECT_EQ(at, run.buffers[r].size());
+      EXPECT_EQ(run.stats[r].bytes_sent, sent) << "rank " << r;
+    }
+  }
+}
+
+TEST_P(DirectTransferTest, AnUnevenAllToAllWhoseSplitsDoNotMatchFailsEveryRankAlikeUntouched) {
+  const int n = 4;
+  std::vector<std::vector<uint64_t>> sizes(n, std::vector<uint64_t>(n, 5));
+  std::vector<CollectiveSpec> specs;
+  for (int r = 0; r < n; ++r) specs.push_back(UnevenSpec(sizes, r));
+  ++specs[2].receive_counts[1];  // rank 2 expects 6 elements from rank 1, which sends 5
+  const TransferRun run = RunTransfer(GetParam(), n, specs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(run.statuses[r])) << "rank " << r << ": "
+                                                             << run.statuses[r];
+    EXPECT_THAT(std::string(run.statuses[r].message()),
+                HasSubstr("rank 1 sends 5 elements to rank 2, which expects 6 from it"))
+        << "rank " << r;
+    EXPECT_TRUE(run.buffers[r] == BufferOf(specs[r], n, r)) << "rank " << r;
+    EXPECT_TRUE(run.stats[r].buffer_untouched) << "rank " << r;
+  }
+  // An even all-to-all on one rank and uneven ones on the others: a plain disagreement.
+  std::vector<CollectiveSpec> mixed(specs.begin(), specs.begin() + 3);
+  mixed[1] = Spec(CollectiveKind::kAllToAll, DType::kFloat32, 15);
+  mixed[0] = UnevenSpec(std::vector<std::vector<uint64_t>>(3, std::vector<uint64_t>(3, 5)), 0);
+  mixed[2] = UnevenSpec(std::vector<std::vector<uint64_t>>(3, std::vector<uint64_t>(3, 5)), 2);
+  const TransferRun disagreeing = RunTransfer(GetParam(), 3, mixed);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(IsAgreementMismatch(disagreeing.statuses[r])) << disagreeing.statuses[r];
+    EXPECT_THAT(std::string(disagreeing.statuses[r].message()), HasSubstr("in uneven blocks"));
   }
 }
 

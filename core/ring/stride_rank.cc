@@ -297,7 +297,8 @@ absl::Status StrideRank::Transfer(absl::Span<const DirectRoute> routes, size_t s
       const size_t bytes = std::min(segment_bytes, into.size() - at);
       // Where this segment lands, the one this rank sends there may still be read (an
       // all-to-all in place): it waits until that one has gone.
-      while (at < route.send.size() && result.ok() &&
+      const bool in_place = route.receive.data() == route.send.data();
+      while (in_place && at < route.send.size() && result.ok() &&
              !progress.AwaitPassed(d, i, kAbortWatchInterval)) {
         result = limit_.IsCancelled() ? absl::CancelledError("a sending thread failed")
                                       : WatchOtherLinks(nullptr, limit_.deadline);

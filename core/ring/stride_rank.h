@@ -52,7 +52,8 @@ struct StrideContribution {
 
 // What this rank moves straight to and from one other rank in a direct transfer
 // (direct_transfer.h): `send` goes to that rank, and what that rank sends lands in
-// `receive`. Either may be empty.
+// `receive`. Either may be empty; where both begin at the same place (an all-to-all in
+// place) a segment lands only once the one it replaces has gone.
 struct DirectRoute {
   absl::Span<const std::byte> send;
   absl::Span<std::byte> receive;
@@ -96,9 +97,9 @@ class StrideRank {
   // segment's index, this rank as chunk, the segment's byte offset in the route as
   // offset), sent in order from a thread of the pass's own per destination. The frames
   // from each rank are received in rounds (segment 0 from every rank, then segment 1, ...),
-  // checked (place and size) and copied into its route's `receive` — each only once the
-  // same segment of the route's `send` has gone, so a route may receive where it sends
-  // (in place). A rank with nothing (more) to receive watches every link for an abort
+  // checked (place and size) and copied into its route's `receive` — in a route that
+  // receives where it sends (in place), each only once the same segment of its `send`
+  // has gone. A rank with nothing (more) to receive watches every link for an abort
   // notice while its sends go out.
   // Links not connected yet are connected. A failure is told to the others and annotated;
   // the `receive` spans may then hold part of the data.
