@@ -202,6 +202,29 @@ CollectiveHandle Client::AllToAllAsync(absl::string_view name, const void* input
                   input, output, output_count));
 }
 
+absl::Status Client::AllToAllV(absl::string_view name, const void* input, size_t input_count,
+                               absl::Span<const uint64_t> send_counts, DType dtype, void* output,
+                               size_t output_count, absl::Span<const uint64_t> receive_counts,
+                               const CollectiveOptions& options) {
+  return AllToAllVAsync(name, input, input_count, send_counts, dtype, output, output_count,
+                        receive_counts, options)
+      .Wait();
+}
+
+CollectiveHandle Client::AllToAllVAsync(absl::string_view name, const void* input,
+                                        size_t input_count, absl::Span<const uint64_t> send_counts,
+                                        DType dtype, void* output, size_t output_count,
+                                        absl::Span<const uint64_t> receive_counts,
+                                        const CollectiveOptions& options) {
+  // The call's checks (ValidateCall) say when the counts do not add up to the buffers.
+  CollectiveCall call = WithBuffers(
+      MakeCall(CollectiveKind::kAllToAll, name, dtype, input_count, options.timeout), input,
+      output, output_count);
+  call.spec.send_counts.assign(send_counts.begin(), send_counts.end());
+  call.spec.receive_counts.assign(receive_counts.begin(), receive_counts.end());
+  return core_->Start(std::move(call));
+}
+
 absl::Status Client::Barrier(absl::string_view name, const CollectiveOptions& options) {
   return BarrierAsync(name, options).Wait();
 }

@@ -257,15 +257,25 @@ std::shared_ptr<PendingCollective> ClientCore::StartNow(
     if (absl::IsInvalidArgument(bytes.status())) TellRingOfRefusal(call, bytes.status());
     return completed(bytes.status());
   }
-  // (A collective without data names none either way: PrepareData.)
-  const bool too_large_inline = max_inline_bytes > 0 && bytes->input > max_inline_bytes;
+  if (bytes->side_by_side && !worker.uneven_all_to_all()) {
+    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+        DescribeCall(call), ": the worker is of an older ringsync, which has no all-to-all of "
+        "uneven blocks; upgrade the workers"));
+    TellRingOfRefusal(call, refused);
+    return completed(refused);
+  }
+  // (A collective without data names none either way: PrepareData.) An uneven
+  // all-to-all's result comes back inline too.
+  const size_t inline_bytes = bytes->side_by_side ? std::max(bytes->input, bytes->output)
+                                                  : bytes->input;
+  const bool too_large_inline = max_inline_bytes > 0 && inline_bytes > max_inline_bytes;
   const bool use_shared_memory =
       target_.is_unix() && (bytes->buffer() >= options_.shared_memory_threshold_bytes ||
                             too_large_inline);
   if (too_large_inline && !use_shared_memory) {
     // The worker's gRPC would refuse it unread, and the other ranks would wait for it.
     const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
-        DescribeCall(call), " carries ", bytes->input, " bytes, more than the worker takes "
+        DescribeCall(call), " carries ", inline_bytes, " bytes, more than the worker takes "
         "inline over TCP (its --max_inline_bytes=", max_inline_bytes, "); connect through "
         "the worker's unix socket (shared memory) or raise --max_inline_bytes"));
     TellRingOfRefusal(call, refused);
@@ -334,9 +344,18 @@ std::optional<RegisteredBufferRegistry::Location> ClientCore::InRegisteredBuffer
   // A fused call's tensors (pieces) are copied, each may lie anywhere.
   if (bytes.output == 0 || !call.pieces.empty()) return std::nullopt;
   switch (call.spec.kind) {
+    case CollectiveKind::kAllToAll:
+      if (bytes.side_by_side) {
+        // Uneven: in place where the output follows the input in one registered buffer.
+        if (static_cast<const char*>(call.output) !=
+            static_cast<const char*>(call.input) + bytes.input) {
+          return std::nullopt;
+        }
+        return registered_->Find(call.input, bytes.buffer());
+      }
+      [[fallthrough]];
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kAllToAll:
       if (call.input != call.output) return std::nullopt;
       return registered_->Find(call.output, bytes.output);
     case CollectiveKind::kAllGather:
@@ -388,8 +407,8 @@ bool ClientCore::RunsInStaging(const CollectiveCall& call, const CallBytes& byte
   if (bytes.output == 0) return false;
   switch (call.spec.kind) {
     case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kAllToAll: return bytes.input == bytes.output;
+    case CollectiveKind::kBroadcast: return bytes.input == bytes.output;
+    case CollectiveKind::kAllToAll: return bytes.side_by_side || bytes.input == bytes.output;
     case CollectiveKind::kAllGather:
     case CollectiveKind::kGather: return gathers_in_registered;
     case CollectiveKind::kReduceScatter:

@@ -45,6 +45,13 @@ absl::StatusOr<CallBytes> ValidateCall(const CollectiveCall& call, int world_siz
     return Invalid(call, absl::StrCat(spec.count, " elements overflow size_t bytes"));
   }
   const std::optional<uint64_t> expected_output = ResultElements(spec, world_size);
+  if (HasUnevenBlocks(spec)) {
+    if (!expected_output.has_value()) {
+      return Invalid(call, absl::StrCat("split sizes for ", spec.send_counts.size(),
+                                        " ranks, but this ring has ", world_size));
+    }
+    bytes.side_by_side = true;
+  }
   if (!expected_output.has_value() && (traits.scatters || traits.exchanges)) {
     return Invalid(call, absl::StrCat("the input holds ", spec.count, " elements, which is not "
                                       "one block for each of this ring's ", world_size, " ranks"));

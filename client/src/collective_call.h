@@ -28,7 +28,8 @@ struct CollectiveCall {
   absl::Duration timeout = absl::ZeroDuration();  // zero: the worker's default
   const void* input = nullptr;                    // spec.count elements
   void* output = nullptr;                         // output_count elements; the result lands here
-  size_t output_count = 0;  // spec.count; world_size * spec.count for AllGather
+  size_t output_count = 0;  // spec.count; world_size * spec.count for AllGather; for an
+                            // uneven all-to-all the sum of its receive_counts
   // Non-empty for a fused all-reduce (input and output unused): one per spec.members.
   std::vector<TensorPiece> pieces;
   // Not OK: the SDK refused the caller's arguments (this says why, InvalidArgument); the
@@ -39,9 +40,11 @@ struct CollectiveCall {
 struct CallBytes {
   size_t input = 0;
   size_t output = 0;
+  bool side_by_side = false;  // an uneven all-to-all: the result follows the input
   // The worker's buffer for the call: the larger of the two (an all-gather's result holds
-  // its input in the first slot, a reduce-scatter's input holds its result's block).
-  size_t buffer() const { return input > output ? input : output; }
+  // its input in the first slot, a reduce-scatter's input holds its result's block), or
+  // both, side by side.
+  size_t buffer() const { return side_by_side ? input + output : input > output ? input : output; }
 };
 
 // InvalidArgument (FailedPrecondition when the ring's size is unknown but needed) with a

@@ -254,6 +254,13 @@ absl::Status PendingCollective::CopyResultOut() {
           " ranks when the call began)"));
     }
   }
+  if (bytes_.side_by_side && response_.result_bytes() != bytes_.output) {
+    return absl::InternalError(absl::StrCat(
+        DescribeCall(call_), ": the worker returned an uneven all-to-all's result of ",
+        response_.result_bytes(), " bytes for an output of ", bytes_.output,
+        "; the output was left ", registered_ ? "as the worker left it" : "untouched",
+        " (is the worker of another ringsync version?)"));
+  }
   if (TraitsOf(call_.spec.kind).scatters && response_.result_bytes() != bytes_.output) {
     // The block's size follows the ring's, which may have changed since the call began.
     return absl::InternalError(absl::StrCat(

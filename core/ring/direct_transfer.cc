@@ -122,11 +122,9 @@ std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec,
   const bool rooted = spec.kind == CollectiveKind::kScatter || spec.kind == CollectiveKind::kGather;
   const bool mode_allows = all_to_all || policy.mode == AlgorithmPolicy::Mode::kAuto ||
                            policy.mode == AlgorithmPolicy::Mode::kDirect;
-  // An uneven all-to-all always runs as one: its ranks' sizes differ, so no size of its
-  // own would make every rank choose the gather pass alike.
   if ((!all_to_all && !rooted) || !IsValid(spec.dtype) || !policy.stride_links ||
       world_size < (all_to_all ? 1 : 3) || world_size > kDirectRanksLimit || !mode_allows ||
-      (!HasUnevenBlocks(spec) && StrideScheduleToCopy(spec, world_size, policy).has_value())) {
+      StrideScheduleToCopy(spec, world_size, policy).has_value()) {
     return std::nullopt;
   }
   // The passes carry a spec each: over the links the worker connects as the ring forms.

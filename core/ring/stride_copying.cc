@@ -105,7 +105,9 @@ std::vector<std::byte> Mine(const RingMember& me, const CollectiveSpec& spec,
 
 std::optional<StrideSchedule> StrideScheduleToCopy(const CollectiveSpec& spec, int world_size,
                                                    const AlgorithmPolicy& policy) {
-  if (!IsCopying(spec.kind) || !IsValid(spec.dtype)) return std::nullopt;
+  // An uneven all-to-all's ranks have sizes of their own: it always runs as a direct
+  // transfer (direct_transfer.h), which every rank chooses alike.
+  if (!IsCopying(spec.kind) || !IsValid(spec.dtype) || HasUnevenBlocks(spec)) return std::nullopt;
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);
   return StrideScheduleOf(
       ChooseAllReduceAlgorithm(world_size, bytes, spec.dtype, ReduceOp::kSum, policy));

@@ -511,6 +511,7 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
         return RingGatherFromFirstSlot(me, link, job.spec, data, options, &job.stats);
       });
     case CollectiveKind::kAllToAll:
+      if (HasUnevenBlocks(job.spec)) PlaceUnevenResult(job, me);
       return RunCopying(job, epoch, data, options, [&] {
         // It has no ring algorithm: its blocks go straight to their ranks.
         return RejectBeforeRunning(
@@ -579,6 +580,14 @@ void CollectiveExecutor::PlaceBlockResult(CollectiveJob& job, const RingMember& 
   if (const std::optional<uint64_t> block = ResultElements(job.spec, me.world_size)) {
     job.result_offset = static_cast<uint64_t>(me.rank) * *block * esize;
     job.result_bytes = *block * esize;
+  }
+}
+
+void CollectiveExecutor::PlaceUnevenResult(CollectiveJob& job, const RingMember& me) {
+  const size_t esize = IsValid(job.spec.dtype) ? DTypeSize(job.spec.dtype) : 0;
+  if (const std::optional<uint64_t> result = ResultElements(job.spec, me.world_size)) {
+    job.result_offset = job.spec.count * esize;
+    job.result_bytes = *result * esize;
   }
 }
 

@@ -134,6 +134,8 @@ class CollectiveExecutor {
                           absl::FunctionRef<absl::Status()> on_the_ring);
   // A reduce-scatter's or a scatter's result: the block of the rank it runs as.
   static void PlaceBlockResult(CollectiveJob& job, const RingMember& me);
+  // An uneven all-to-all's result: what follows its input.
+  static void PlaceUnevenResult(CollectiveJob& job, const RingMember& me);
   // A broadcast or scatter whose client left its input out, or a gather whose client left
   // its output out, finds this rank is the root: fails it on every rank.
   absl::Status RejectLeftOutRoot(const CollectiveJob& job, RingEpoch& epoch,

@@ -124,11 +124,13 @@ struct CollectiveJob {
     return stored;
   }
   // What the ring works in on a ring of `world_size`: the data, an inline all-gather's or
-  // gather's grown to hold every rank's slot (its input stays first). (A reduce-scatter's or a
+  // gather's grown to hold every rank's slot (its input stays first), an inline uneven
+  // all-to-all's grown to hold its result after its input. (A reduce-scatter's or a
   // scatter's is its input: the result is a block of it, result_offset.)
   absl::Span<std::byte> ResultBuffer(int world_size) {
-    const std::optional<uint64_t> elements = ResultElements(spec, world_size);
-    if (TraitsOf(spec.kind).gathers && !is_shared && !is_registered() && elements.has_value()) {
+    const std::optional<uint64_t> elements = WorkingElements(spec, world_size);
+    const bool grows = TraitsOf(spec.kind).gathers || HasUnevenBlocks(spec);
+    if (grows && !is_shared && !is_registered() && elements.has_value()) {
       inline_data.resize(*elements * DTypeSize(spec.dtype));
     }
     return bytes();

@@ -47,6 +47,13 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
   const CollectiveSpec& spec = job.spec;
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);  // no overflow: count <= 2^40
+  // An uneven all-to-all's region holds its input and then its result (the ring checks
+  // that its splits are one per rank when it runs).
+  const uint64_t room =
+      HasUnevenBlocks(spec)
+          ? WorkingElements(spec, static_cast<int>(spec.receive_counts.size())).value_or(0) *
+                DTypeSize(spec.dtype)
+          : bytes;
   switch (request.data_case()) {
     case v1::CollectiveRequest::kInlineData:
       if (request.input_left_out() && spec.kind == CollectiveKind::kScatter) {
@@ -64,6 +71,11 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
                                                    spec.count, " x ", DTypeName(spec.dtype),
                                                    " (", bytes, " expected)"));
       }
+      if (room - bytes > limits.max_inline_bytes) {
+        return Invalid("inline_data", absl::StrCat(
+            "an uneven all-to-all's result of ", room - bytes, " bytes is answered inline, so "
+            "it must fit the worker's --max_inline_bytes (", limits.max_inline_bytes, ")"));
+      }
       job.inline_data.resize(bytes);
       if (bytes > 0) std::memcpy(job.inline_data.data(), request.inline_data().data(), bytes);
       return absl::OkStatus();
@@ -74,7 +86,7 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
                                               " carries no data"));
       }
       const bool size_ok =
-          traits.gathers ? shared.size_bytes() >= bytes : shared.size_bytes() == bytes;
+          traits.gathers ? shared.size_bytes() >= bytes : shared.size_bytes() == room;
       if (!size_ok) {
         return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
                                                          spec.count, " x ", DTypeName(spec.dtype)));
@@ -99,7 +111,7 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
         }
         return absl::OkStatus();
       }
-      if (size != bytes) {
+      if (size != room) {
         return Invalid("registered.size_bytes",
                        absl::StrCat(request.registered().size_bytes(), " bytes for ", spec.count,
                                     " x ", DTypeName(spec.dtype)));

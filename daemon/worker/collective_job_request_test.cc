@@ -74,6 +74,33 @@ TEST(JobFromRequest, AnAllGathersInlineBufferGrowsToTheRingWithItsInputFirst) {
   EXPECT_EQ((*job)->inline_data[0], std::byte{1});
 }
 
+TEST(JobFromRequest, AnUnevenAllToAllHoldsItsInputThenItsResult) {
+  CollectiveSpec spec = Floats(CollectiveKind::kAllToAll, 3);
+  spec.send_counts = {1, 2, 0};
+  spec.receive_counts = {4, 0, 1};
+  absl::StatusOr<std::shared_ptr<CollectiveJob>> job =
+      JobFromRequest(CollectiveKind::kAllToAll, Request(spec), JobRequestLimits{});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ((*job)->inline_data.size(), 12u) << "the request carries the input only";
+  EXPECT_EQ((*job)->ResultBuffer(3).size(), 32u) << "3 + 5 float32: the result follows";
+  EXPECT_EQ((*job)->inline_data[0], std::byte{1});
+
+  JobRequestLimits small;
+  small.max_inline_bytes = 16;
+  EXPECT_THAT(std::string(JobFromRequest(CollectiveKind::kAllToAll, Request(spec), small)
+                              .status()
+                              .message()),
+              HasSubstr("result of 20 bytes is answered inline, so it must fit the worker's "
+                        "--max_inline_bytes (16)"));
+  v1::CollectiveRequest shared = Request(spec);
+  shared.mutable_shared()->set_path("/dev/shm/ringsync-no-such-file-for-this-test");
+  shared.mutable_shared()->set_size_bytes(32);
+  EXPECT_TRUE(CheckedJobFromRequest(CollectiveKind::kAllToAll, shared, JobRequestLimits{}).ok())
+      << "a region of the input and the result";
+  shared.mutable_shared()->set_size_bytes(12);
+  EXPECT_FALSE(CheckedJobFromRequest(CollectiveKind::kAllToAll, shared, JobRequestLimits{}).ok());
+}
+
 TEST(JobFromRequest, NamesTheFieldOfEveryBadRequest) {
   const CollectiveSpec spec = Floats(CollectiveKind::kAllReduce, 4);
   v1::CollectiveRequest request = Request(spec);

@@ -227,6 +227,7 @@ void WorkerService::FillInfo(const RingStatus& status, v1::WorkerInfo* info) con
   info->set_gathers_in_registered(true);
   info->set_takes_broadcast_without_input(true);
   info->set_takes_arriving_reduce_scatter_input(true);
+  info->set_uneven_all_to_all(true);
   info->set_descriptor_socket(descriptors_ != nullptr);
 }
 

@@ -391,6 +391,45 @@ class Client {
                                  DType dtype, void* output, size_t output_count,
                                  const CollectiveOptions& options = {});
 
+  // An all-to-all of uneven blocks (MPI_Alltoallv; torch's all_to_all_single with split
+  // sizes): rank r's `input` is world_size() blocks one after another, block q of
+  // send_counts[q] elements for rank q; its `output` receives rank q's block r as its
+  // block q, of receive_counts[q] elements. Rank q's send_counts[r] must be rank r's
+  // receive_counts[q]: a pair that does not match fails every rank before a byte moves,
+  // naming the pair. `input` and `output` are separate buffers; allocated side by side in
+  // one registered buffer (the output right after the input, e.g. two spans of one
+  // Allocate) it runs there with no copy. Each block goes straight to its rank, on rings
+  // of up to 16 ranks (a larger ring fails it on every rank).
+  // REQUIRES: send_counts and receive_counts hold world_size() counts each; input holds
+  // their sum of send_counts elements, output of receive_counts.
+  template <Element T>
+  absl::Status AllToAllV(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
+                         absl::Span<const uint64_t> send_counts, absl::Span<T> output,
+                         absl::Span<const uint64_t> receive_counts,
+                         const CollectiveOptions& options = {}) {
+    return AllToAllVAsync<T>(name, input, send_counts, output, receive_counts, options).Wait();
+  }
+  template <Element T>
+  CollectiveHandle AllToAllVAsync(absl::string_view name,
+                                  absl::Span<const std::type_identity_t<T>> input,
+                                  absl::Span<const uint64_t> send_counts, absl::Span<T> output,
+                                  absl::Span<const uint64_t> receive_counts,
+                                  const CollectiveOptions& options = {}) {
+    return AllToAllVAsync(name, input.data(), input.size(), send_counts, kDTypeOf<T>,
+                          output.data(), output.size(), receive_counts, options);
+  }
+  // Raw form: `input_count` elements in (the sum of send_counts), `output_count` out (the
+  // sum of receive_counts).
+  absl::Status AllToAllV(absl::string_view name, const void* input, size_t input_count,
+                         absl::Span<const uint64_t> send_counts, DType dtype, void* output,
+                         size_t output_count, absl::Span<const uint64_t> receive_counts,
+                         const CollectiveOptions& options = {});
+  CollectiveHandle AllToAllVAsync(absl::string_view name, const void* input, size_t input_count,
+                                  absl::Span<const uint64_t> send_counts, DType dtype,
+                                  void* output, size_t output_count,
+                                  absl::Span<const uint64_t> receive_counts,
+                                  const CollectiveOptions& options = {});
+
   // Returns once every rank has entered the barrier. No data.
   absl::Status Barrier(absl::string_view name, const CollectiveOptions& options = {});
   CollectiveHandle BarrierAsync(absl::string_view name, const CollectiveOptions& options = {});
