@@ -213,19 +213,29 @@ class Client:
         self._check("gather", name, root=root, timeout=timeout)
         return self._impl.gather_async(tensor, root, name, timeout, out)
 
-    def alltoall(self, tensor, name="alltoall", timeout=None, out=None):
+    def alltoall(self, tensor, name="alltoall", timeout=None, out=None, input_splits=None,
+                 output_splits=None):
         """Exchanges blocks with every rank: `tensor` is world_size blocks along its first
         dimension, block r for rank r; returns a new array of its kind, dtype and shape
         holding, as block q, rank q's block for this rank (MPI_Alltoall). Each block goes
         straight to its rank. `out` as allgather's, of tensor's shape; it may be `tensor`
         itself (in place; an array from allocate() is then exchanged where it lies). On
         rings of more than 16 ranks only small ones run (up to the workers'
-        --doubling_max_bytes)."""
-        return self.alltoall_async(tensor, name, timeout, out).wait()
+        --doubling_max_bytes).
 
-    def alltoall_async(self, tensor, name="alltoall", timeout=None, out=None):
+        Uneven blocks (MPI_Alltoallv, torch's all_to_all_single with split sizes):
+        `input_splits` lists the rows of `tensor` for each rank, `output_splits` the rows
+        each rank sends this one; the result has sum(output_splits) rows (in `out` when
+        given; None of either splits its tensor evenly). Rank q's input_splits[r] must be
+        rank r's output_splits[q]: a pair that does not match fails every rank, naming it.
+        On rings of up to 16 ranks."""
+        return self.alltoall_async(tensor, name, timeout, out, input_splits,
+                                   output_splits).wait()
+
+    def alltoall_async(self, tensor, name="alltoall", timeout=None, out=None, input_splits=None,
+                       output_splits=None):
         self._check("alltoall", name, timeout=timeout)
-        return self._impl.alltoall_async(tensor, name, timeout, out)
+        return self._impl.alltoall_async(tensor, name, timeout, out, input_splits, output_splits)
 
     def barrier(self, name="barrier", timeout=None):
         """Returns once every rank has entered the barrier."""

@@ -65,7 +65,8 @@ PYBIND11_MODULE(_ringsync, m) {
            py::arg("out") = py::none())
       .def("alltoall_async", &PyClient::AllToAllAsync, py::arg("tensor"),
            py::arg("name") = "alltoall", py::arg("timeout") = std::nullopt,
-           py::arg("out") = py::none())
+           py::arg("out") = py::none(), py::arg("input_splits") = py::none(),
+           py::arg("output_splits") = py::none())
       .def("barrier_async", &PyClient::BarrierAsync, py::arg("name") = "barrier",
            py::arg("timeout") = std::nullopt)
       .def("refuse", &PyClient::Refuse, py::arg("kind"), py::arg("name"), py::arg("why"),

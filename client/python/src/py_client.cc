@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/python/src/alltoall_splits.h"
 #include "client/python/src/errors.h"
 #include "client/python/src/tensor_arg.h"
 #include "core/collective.h"
@@ -265,18 +266,32 @@ std::unique_ptr<PyHandle> PyClient::GatherAsync(py::handle tensor, int root,
 }
 
 std::unique_ptr<PyHandle> PyClient::AllToAllAsync(py::handle tensor, const std::string& name,
-                                                  std::optional<double> timeout,
-                                                  py::handle out) {
-  auto [input, output] = RefusedOnError(client_.get(), CollectiveKind::kAllToAll, name, [&] {
+                                                  std::optional<double> timeout, py::handle out,
+                                                  py::handle input_splits,
+                                                  py::handle output_splits) {
+  const bool uneven = !input_splits.is_none() || !output_splits.is_none();
+  auto [input, output, splits] = RefusedOnError(client_.get(), CollectiveKind::kAllToAll, name, [&] {
     TensorArg input = ToTensorArg(tensor, "alltoall", Access::kRead);
-    TensorArg output = out.is_none() ? NewGatherOutput(input, /*factor=*/1)
-                                     : OutArg(out, input, "alltoall", name);
-    return std::pair(std::move(input), std::move(output));
+    if (!uneven) {
+      TensorArg output = out.is_none() ? NewGatherOutput(input, /*factor=*/1)
+                                       : OutArg(out, input, "alltoall", name);
+      return std::tuple(std::move(input), std::move(output), AllToAllSplits{});
+    }
+    std::optional<TensorArg> given;
+    if (!out.is_none()) given = OutArg(out, input, "alltoall", name);
+    AllToAllSplits splits = SplitsOf(input, given ? &*given : nullptr, input_splits, output_splits,
+                                     RingSizeFor("alltoall", name), name);
+    TensorArg output = given ? *std::move(given) : NewRowsLike(input, splits.output_rows, "alltoall");
+    return std::tuple(std::move(input), std::move(output), std::move(splits));
   });
   CollectiveOptions options;
   options.timeout = TimeoutOf(timeout);
   return Start(
       [&](Client& c) {
+        if (uneven) {
+          return c.AllToAllVAsync(name, input.data, input.count, splits.send_counts, input.dtype,
+                                  output.data, output.count, splits.receive_counts, options);
+        }
         return c.AllToAllAsync(name, input.data, input.count, input.dtype, output.data,
                                output.count, options);
       },

@@ -75,9 +75,13 @@ class PyClient {
                                         std::optional<double> timeout, pybind11::handle out);
   // `tensor`: this rank's N blocks along the first dimension. The handle gives an array of
   // its shape (a new one, or `out`, which may be `tensor` itself) holding rank q's block
-  // for this rank as block q.
+  // for this rank as block q. With `input_splits` or `output_splits` (rows for and from
+  // each rank, alltoall_splits.h) the blocks are of those sizes, and the result a new
+  // array (or `out`, not `tensor`) of the output's rows.
   std::unique_ptr<PyHandle> AllToAllAsync(pybind11::handle tensor, const std::string& name,
-                                          std::optional<double> timeout, pybind11::handle out);
+                                          std::optional<double> timeout, pybind11::handle out,
+                                          pybind11::handle input_splits,
+                                          pybind11::handle output_splits);
   std::unique_ptr<PyHandle> BarrierAsync(const std::string& name, std::optional<double> timeout);
   // Client::Refuse for the collective of `kind` (its CollectiveKindName: "allreduce", ...),
   // for arguments the Python layer rejects before the bindings see them (client.py).

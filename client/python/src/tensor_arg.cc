@@ -187,4 +187,10 @@ TensorArg NewScatterOutput(const TensorArg& like, int divisor, absl::string_view
   return NewLike(like, shape, call);
 }
 
+TensorArg NewRowsLike(const TensorArg& like, py::ssize_t rows, absl::string_view call) {
+  std::vector<py::ssize_t> shape = like.shape;
+  shape[0] = rows;
+  return NewLike(like, shape, call);
+}
+
 }  // namespace ringsync::python

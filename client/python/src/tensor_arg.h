@@ -48,4 +48,9 @@ TensorArg NewGatherOutput(const TensorArg& like, int factor);
 // others waiting.
 TensorArg NewScatterOutput(const TensorArg& like, int divisor, absl::string_view call);
 
+// A new, uninitialized array of the same kind and dtype as `like`, with `rows` as its
+// first dimension and like's others: the output of an uneven all-to-all (`call`).
+// REQUIRES: like has a first dimension.
+TensorArg NewRowsLike(const TensorArg& like, pybind11::ssize_t rows, absl::string_view call);
+
 }  // namespace ringsync::python

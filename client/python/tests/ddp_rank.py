@@ -118,6 +118,26 @@ lists_out = [torch.empty(3).t() for _ in range(n)]  # any layout
 dist.all_to_all(lists_out, [torch.full((3,), float(10 * rank + q)) for q in range(n)])
 assert all(torch.equal(o, torch.full((3,), float(10 * q + rank))) for q, o in enumerate(lists_out))
 
+# Uneven splits (a mixture of experts' token dispatch): rank q sends rank r (q + r) % 3 rows
+# of 2, holding 100 * q + 10 * r + i, into an output of the rows it receives.
+sends = [(rank + r) % 3 for r in range(n)]
+receives = [(q + rank) % 3 for q in range(n)]
+tokens = torch.tensor([[100.0 * rank + 10 * r + i] * 2 for r in range(n) for i in range(sends[r])])
+tokens = tokens.reshape(-1, 2)
+routed = torch.full((sum(receives), 2), -1.0)
+dist.all_to_all_single(routed, tokens, receives, sends)
+want = torch.tensor([[100.0 * q + 10 * rank + i] * 2 for q in range(n) for i in range(receives[q])])
+assert torch.equal(routed, want.reshape(-1, 2)), routed
+# The list form with tensors of different sizes; and splits given on one side only (the
+# other split evenly).
+uneven_out = [torch.empty(receives[q]) for q in range(n)]
+dist.all_to_all(uneven_out, [torch.full((sends[r],), float(10 * rank + r)) for r in range(n)])
+assert all(torch.equal(o, torch.full((receives[q],), float(10 * q + rank)))
+           for q, o in enumerate(uneven_out)), uneven_out
+half = torch.empty(n, dtype=torch.int64)
+dist.all_to_all_single(half, torch.arange(n, dtype=torch.int64) + 10 * rank, None, [1] * n)
+assert torch.equal(half, torch.arange(n, dtype=torch.int64) * 10 + rank), half
+
 # An input that requires grad is read for its values, as by torch's own backends.
 out = torch.empty(2)
 dist._reduce_scatter_base(out, torch.ones(2 * n, requires_grad=True))
@@ -172,8 +192,8 @@ for r, (a, b) in enumerate(outputs):
 # before anything is sent (every rank makes the same bad call).
 for call, message in [
         (lambda: dist.all_to_all_single(torch.ones(n + 1), torch.ones(n + 1),
-                                        [2] + [1] * (n - 1), [2] + [1] * (n - 1)),
-         "ringsync has no all-to-all of uneven splits"),
+                                        [2] + [1] * (n - 1), [1] * n),
+         f"the input split sizes add up to {n} rows; the input has {n + 1}"),
         (lambda: dist.send(torch.ones(1), dst=(rank + 1) % n), "the ringsync backend has no send"),
         (lambda: dist.reduce_scatter(torch.empty(2), [torch.ones(3)] * n),
          "each of the input tensors must hold 2 elements of Float (one holds 3 of Float)"),

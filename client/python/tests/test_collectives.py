@@ -241,6 +241,65 @@ def test_an_alltoall_of_rows_the_ranks_do_not_divide_fails_on_every_rank(clients
     run_ranks(clients, lambda c: c.barrier("after"))
 
 
+def test_alltoall_with_split_sizes_exchanges_uneven_blocks_of_rows(clients):
+    def rows_from(q, r):  # rank q sends rank r this many rows
+        return (q + 2 * r) % 3
+
+    def rank(client):
+        r = client.rank
+        splits = [rows_from(r, q) for q in range(WORLD_SIZE)]
+        received = [rows_from(q, r) for q in range(WORLD_SIZE)]
+        # Row i of block q holds 100 * r + 10 * q + i (two columns).
+        tensor = torch.tensor([[100.0 * r + 10 * q + i] * 2
+                               for q in range(WORLD_SIZE) for i in range(splits[q])])
+        tensor = tensor.reshape(-1, 2)
+        got = client.alltoall(tensor, "experts", input_splits=splits, output_splits=received)
+        # numpy into an out= whose rows split evenly (one row from each rank).
+        out = np.full((WORLD_SIZE, 2), -1, np.int64)
+        even = client.alltoall(np.arange(2 * WORLD_SIZE, dtype=np.int64).reshape(-1, 2) + 10 * r,
+                               out=out, input_splits=[1] * WORLD_SIZE)
+        return r, received, got, out, even
+
+    for r, received, got, out, even in run_ranks(clients, rank):
+        assert got.shape == (sum(received), 2) and got.dtype == torch.float32
+        at = 0
+        for q in range(WORLD_SIZE):
+            for i in range(received[q]):
+                assert torch.equal(got[at], torch.full((2,), 100.0 * q + 10 * r + i)), (r, q, i)
+                at += 1
+        assert even is out
+        np.testing.assert_array_equal(
+            out, np.array([[2 * r + 10 * q, 2 * r + 1 + 10 * q] for q in range(WORLD_SIZE)]))
+
+
+def test_alltoall_splits_that_do_not_match_fail_every_rank_naming_the_pair(clients):
+    def rank(client):
+        r = client.rank
+        received = [1] * WORLD_SIZE
+        if r == 1:
+            received[0] = 2  # rank 0 sends it 1
+        try:
+            client.alltoall(np.ones(WORLD_SIZE, np.float32), "mismatch",
+                            input_splits=[1] * WORLD_SIZE, output_splits=received)
+        except ringsync.Error as e:
+            return str(e)
+        return None
+    errors = run_ranks(clients, rank)
+    assert all("rank 0 sends 1 elements to rank 1, which expects 2 from it" in e
+               for e in errors), errors
+
+    def bad(client):
+        try:
+            client.alltoall(np.ones(3, np.float32), "bad", input_splits=[1, 2])
+        except (ValueError, ringsync.Error) as e:
+            return type(e), str(e)
+        return None
+    raised = run_ranks(clients, bad)
+    assert all(kind is ValueError for kind, _ in raised), raised
+    assert "input_splits lists 2 sizes; this ring has" in raised[0][1]
+    run_ranks(clients, lambda c: c.barrier("after"))
+
+
 def test_barrier_and_empty_tensor(clients):
     def rank(client):
         client.barrier()

@@ -66,7 +66,7 @@ std::pair<ReduceOp, double> RingsyncOpOf(const c10d::ReduceOp& reduce_op, const 
 [[noreturn]] c10::intrusive_ptr<c10d::Work> Unsupported(const char* op) {
   TORCH_CHECK(false, "the ringsync backend has no ", op,
               " (it has no point-to-point transfers; it has allreduce, broadcast, allgather, "
-              "reduce, gather, scatter, reduce_scatter, alltoall with equal splits, their "
+              "reduce, gather, scatter, reduce_scatter, alltoall, their "
               "coalesced forms and barrier); for ",
               op, " create a second group with dist.new_group(backend=\"gloo\")");
 }
@@ -550,26 +550,66 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
 
 // The daemon's all-to-all moves equal blocks (MPI_Alltoall); uneven splits
 // (MPI_Alltoallv) it has not got.
+namespace {
+
+// all_to_all_single's split sizes (rows of the first dimension per rank; none: an equal
+// share) in elements per rank.
+std::vector<uint64_t> ElementsPerRank(const std::vector<int64_t>& splits, const at::Tensor& t,
+                                      int size, const char* what) {
+  TORCH_CHECK(t.dim() > 0, "ringsync alltoall: split sizes count rows of the first dimension; "
+              "the ", what, " has none");
+  const int64_t rows = t.size(0);
+  const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+  std::vector<uint64_t> counts;
+  if (splits.empty()) {
+    TORCH_CHECK(rows % size == 0, "ringsync alltoall: the ", what, " has ", rows,
+                " rows, not an equal share for each of ", size, " ranks; pass its split sizes");
+    counts.assign(static_cast<size_t>(size), static_cast<uint64_t>(rows / size * row));
+    return counts;
+  }
+  TORCH_CHECK(static_cast<int>(splits.size()) == size, "ringsync alltoall: ", splits.size(),
+              " ", what, " split sizes for ", size, " ranks");
+  int64_t total = 0;
+  for (int64_t split : splits) {
+    TORCH_CHECK(split >= 0, "ringsync alltoall: a negative ", what, " split size");
+    total += split;
+    counts.push_back(static_cast<uint64_t>(split * row));
+  }
+  TORCH_CHECK(total == rows, "ringsync alltoall: the ", what, " split sizes add up to ", total,
+              " rows; the ", what, " has ", rows);
+  return counts;
+}
+
+bool AllOf(const std::vector<at::Tensor>& tensors, int64_t numel) {
+  for (const at::Tensor& t : tensors) {
+    if (t.numel() != numel) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
   return RefusedOnThrow(*client_, CollectiveKind::kAllToAll, "alltoall", [&] {
     const DType dtype = DTypeOf(input, "alltoall");
-    TORCH_CHECK(DTypeOf(output, "alltoall") == dtype && output.numel() == input.numel(),
-                "ringsync alltoall: the output must hold as many elements as the input, same "
-                "dtype");
-    const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
-    for (const std::vector<int64_t>* splits : {&input_splits, &output_splits}) {
-      for (int64_t split : *splits) {
-        TORCH_CHECK(static_cast<int>(splits->size()) == getSize() &&
-                        split * getSize() == rows,
-                    "ringsync alltoall: splits must be equal (", rows, " / ", getSize(),
-                    " rows each) or left out; ringsync has no all-to-all of uneven splits");
-      }
+    TORCH_CHECK(DTypeOf(output, "alltoall") == dtype, "ringsync alltoall: the output must be of "
+                "the input's dtype");
+    CollectiveHandle handle;
+    if (input_splits.empty() && output_splits.empty()) {
+      TORCH_CHECK(output.numel() == input.numel(), "ringsync alltoall: without split sizes the "
+                  "output must hold as many elements as the input");
+      handle = client_->AllToAllAsync("torch.alltoall", input.data_ptr(), input.numel(), dtype,
+                                      output.data_ptr(), output.numel(), OptionsOf(opts.timeout));
+    } else {
+      // Uneven (or given) splits: MPI_Alltoallv's form, each rank's sizes its own.
+      handle = client_->AllToAllVAsync(
+          "torch.alltoall", input.data_ptr(), input.numel(),
+          ElementsPerRank(input_splits, input, getSize(), "input"), dtype, output.data_ptr(),
+          output.numel(), ElementsPerRank(output_splits, output, getSize(), "output"),
+          OptionsOf(opts.timeout));
     }
-    CollectiveHandle handle =
-        client_->AllToAllAsync("torch.alltoall", input.data_ptr(), input.numel(), dtype,
-                               output.data_ptr(), output.numel(), OptionsOf(opts.timeout));
     return Track(c10d::OpType::ALLTOALL_BASE, "alltoall", {output}, {input}, std::move(handle));
   });
 }
@@ -580,16 +620,55 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall(
   return RefusedOnThrow(*client_, CollectiveKind::kAllToAll, "alltoall", [&] {
     TORCH_CHECK(!inputs.empty(), "ringsync alltoall: no input tensors");
     const DType dtype = DTypeOf(inputs[0], "alltoall");
-    CheckList(inputs, getSize(), inputs[0], "alltoall", "input tensors");
-    CheckList(outputs, getSize(), inputs[0], "alltoall", "output tensors");
-    // The inputs end to end in scratch, exchanged there in place (registered scratch runs
-    // in the worker's own view of it), then copied out to the outputs.
-    at::Tensor flat = ConcatenatedScratch(inputs);
-    CollectiveHandle handle =
-        client_->AllToAllAsync("torch.alltoall", flat.data_ptr(), flat.numel(), dtype,
-                               flat.data_ptr(), flat.numel(), OptionsOf(opts.timeout));
+    if (AllOf(inputs, inputs[0].numel()) && AllOf(outputs, inputs[0].numel())) {
+      CheckList(inputs, getSize(), inputs[0], "alltoall", "input tensors");
+      CheckList(outputs, getSize(), inputs[0], "alltoall", "output tensors");
+      // The inputs end to end in scratch, exchanged there in place (registered scratch
+      // runs in the worker's own view of it), then copied out to the outputs.
+      at::Tensor flat = ConcatenatedScratch(inputs);
+      CollectiveHandle handle =
+          client_->AllToAllAsync("torch.alltoall", flat.data_ptr(), flat.numel(), dtype,
+                                 flat.data_ptr(), flat.numel(), OptionsOf(opts.timeout));
+      return Track(c10d::OpType::ALLTOALL, "alltoall", outputs, {}, std::move(handle),
+                   CopyOut(flat, 0, outputs), {flat});
+    }
+    // Tensors of different sizes: an uneven all-to-all, the inputs end to end in scratch
+    // with room for the outputs after them (in place where the scratch is registered).
+    TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() &&
+                    static_cast<int>(outputs.size()) == getSize(),
+                "ringsync alltoall: expected ", getSize(), " input and output tensors, got ",
+                inputs.size(), " and ", outputs.size());
+    std::vector<uint64_t> sends;
+    std::vector<uint64_t> receives;
+    int64_t in = 0;
+    int64_t out = 0;
+    for (int r = 0; r < getSize(); ++r) {
+      CheckLike(inputs[r], inputs[r], "alltoall", "input tensors");
+      TORCH_CHECK(outputs[r].scalar_type() == inputs[0].scalar_type() &&
+                      inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                      outputs[r].device().is_cpu(),
+                  "ringsync alltoall: every input and output tensor must be a CPU tensor of the "
+                  "first input's dtype");
+      sends.push_back(static_cast<uint64_t>(inputs[r].numel()));
+      receives.push_back(static_cast<uint64_t>(outputs[r].numel()));
+      in += inputs[r].numel();
+      out += outputs[r].numel();
+    }
+    at::Tensor both = scratch_.Take(in + out, inputs[0].options(), client_.get());
+    {
+      at::NoGradGuard no_grad;
+      std::vector<at::Tensor> flat;
+      for (const at::Tensor& t : inputs) flat.push_back(t.reshape({-1}));
+      at::Tensor head = both.narrow(0, 0, in);
+      at::cat_out(head, flat);
+    }
+    auto* base = static_cast<std::byte*>(both.data_ptr());
+    CollectiveHandle handle = client_->AllToAllVAsync(
+        "torch.alltoall", base, static_cast<size_t>(in), sends, dtype,
+        base + in * static_cast<int64_t>(DTypeSize(dtype)), static_cast<size_t>(out), receives,
+        OptionsOf(opts.timeout));
     return Track(c10d::OpType::ALLTOALL, "alltoall", outputs, {}, std::move(handle),
-                 CopyOut(flat, 0, outputs), {flat});
+                 CopyOut(both, in, outputs), {both});
   });
 }
 
