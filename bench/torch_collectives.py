@@ -17,7 +17,8 @@ beside that host's worker, every link shaped to --rate; torch Gloo's ranks meet 
 
 --sizes: bytes of float32 each rank contributes (all_gather, gather, reduce_scatter's
 output) or holds (all_reduce, reduce, broadcast, scatter's output, all_to_all_single's
-input and output).
+input and output; all_to_all_uneven's on average over the ranks, rank q sending rank r
+1 + (q + 2r) mod N shares).
 """
 import argparse
 import os
@@ -28,7 +29,7 @@ import rank_hosts  # beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ("all_reduce", "reduce", "broadcast", "all_gather", "gather", "scatter",
-       "reduce_scatter", "all_to_all_single")
+       "reduce_scatter", "all_to_all_single", "all_to_all_uneven")
 
 
 def prepare(torch, dist, op, n, rank, count):
@@ -61,6 +62,18 @@ def prepare(torch, dist, op, n, rank, count):
         got = torch.empty(count)
         want = rank + 100 * blocks
         return (lambda: dist.all_to_all_single(got, sent)), \
+            (lambda: int((got != want).sum()))
+    if op == "all_to_all_uneven":  # all_to_all_single with split sizes, as a MoE dispatch
+        unit = max(count // (n * (n + 1) // 2), 1)  # rank q sends rank r rows(q, r) elements
+
+        def rows(q, r):
+            return unit * (1 + (q + 2 * r) % n)
+        sends = [rows(rank, r) for r in range(n)]
+        receives = [rows(q, rank) for q in range(n)]
+        sent = torch.cat([torch.full((rows(rank, r),), float(1000 * rank + r)) for r in range(n)])
+        got = torch.empty(sum(receives))
+        want = torch.cat([torch.full((rows(q, rank),), float(1000 * q + rank)) for q in range(n)])
+        return (lambda: dist.all_to_all_single(got, sent, receives, sends)), \
             (lambda: int((got != want).sum()))
     inputs = [mine] * n  # reduce_scatter: rank r's block r summed over ranks
     return (lambda: dist.reduce_scatter(x, inputs)), (lambda: int((x != total).sum()))

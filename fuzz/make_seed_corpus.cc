@@ -129,6 +129,11 @@ void RequestSeeds(const fs::path& dir) {
   v1::CollectiveRequest exchanged = request(CollectiveKind::kAllToAll, 6);
   exchanged.set_inline_data(std::string(12, '\x3f'));
   Write(dir, "alltoall-inline", seed(CollectiveKind::kAllToAll, exchanged));
+  v1::CollectiveRequest uneven = request(CollectiveKind::kAllToAll, 5);
+  for (uint64_t count : {2, 0, 3}) uneven.mutable_spec()->add_send_counts(count);
+  for (uint64_t count : {1, 4, 0}) uneven.mutable_spec()->add_receive_counts(count);
+  uneven.set_inline_data(std::string(10, '\x3f'));
+  Write(dir, "alltoallv-inline", seed(CollectiveKind::kAllToAll, uneven));
   v1::CollectiveRequest refused = request(CollectiveKind::kAllReduce, 4);
   refused.set_refused_by_client("count 4 but the tensor holds 3 elements");
   Write(dir, "refused-by-client", seed(CollectiveKind::kAllReduce, refused));

@@ -621,6 +621,27 @@ TEST_P(AllToAllTest, SendsItsBlocksAndTakesTheResultIntoTheOutput) {
 
 INSTANTIATE_TEST_SUITE_P(InlineAndShared, AllToAllTest, ::testing::Values(4, 1000));
 
+// A worker that does not say it runs uneven all-to-alls (an older ringsync) would take one
+// for an even all-to-all: the SDK refuses it, in its turn, so the other ranks fail too.
+TEST_F(RankOneOfThreeTest, AnUnevenAllToAllIsRefusedForAWorkerThatHasNone) {
+  std::unique_ptr<Client> client = ConnectAsRankOneOfThree();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> input(3, 1.0f), output(4, -1.0f);
+  const absl::Status refused = client->AllToAllV<float>("tokens", input, {1, 1, 1},
+                                                        absl::MakeSpan(output), {2, 1, 1});
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("the worker is of an older ringsync, which has no all-to-all of uneven "
+                        "blocks"));
+  for (int attempt = 0; worker_.seen().empty() && attempt < 500; ++attempt) {
+    absl::SleepFor(absl::Milliseconds(10));  // the refusal's answer is nobody's to wait for
+  }
+  ASSERT_EQ(worker_.seen().size(), 1u);
+  EXPECT_THAT(worker_.seen()[0].request.refused_by_client(), HasSubstr("older ringsync"))
+      << "its turn taken as a refusal";
+  EXPECT_EQ(output, std::vector<float>(4, -1.0f));
+}
+
 TEST_F(ClientTest, BroadcastSendsTheRootAndReceivesInPlace) {
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
