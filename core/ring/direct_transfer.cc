@@ -13,9 +13,6 @@
 namespace ringsync {
 namespace {
 
-// What this rank sends to and receives from each rank (by rank): the root's block r to
-// rank r (scatter), rank r's input to the root's slot r (gather), or this rank's block r
-// to rank r and rank r's for this one in its place (all-to-all).
 // An uneven all-to-all's blocks (its buffer: the input, then the result): block r of the
 // input to rank r, rank r's into block r of the result. Its own block is `routes[rank]`.
 std::vector<DirectRoute> UnevenRoutesOf(const CollectiveSpec& spec, absl::Span<std::byte> buffer) {
@@ -33,6 +30,10 @@ std::vector<DirectRoute> UnevenRoutesOf(const CollectiveSpec& spec, absl::Span<s
   return routes;
 }
 
+// What this rank sends to and receives from each rank (by rank): the root's block r to
+// rank r (scatter), rank r's input to the root's slot r (gather), or this rank's block r
+// to rank r and rank r's for this one in its place (all-to-all; an uneven one's blocks
+// as UnevenRoutesOf says).
 std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& spec,
                                   absl::Span<std::byte> buffer) {
   const size_t n = static_cast<size_t>(me.world_size);

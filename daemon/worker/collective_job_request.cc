@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/shm/arrival_marks.h"
@@ -48,12 +49,15 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
   const CollectiveKindTraits traits = TraitsOf(spec.kind);
   const uint64_t bytes = spec.count * DTypeSize(spec.dtype);  // no overflow: count <= 2^40
   // An uneven all-to-all's region holds its input and then its result (the ring checks
-  // that its splits are one per rank when it runs).
-  const uint64_t room =
+  // that its splits are one per rank when it runs); ValidateSpec bounded their sums.
+  const uint64_t result_bytes =
       HasUnevenBlocks(spec)
-          ? WorkingElements(spec, static_cast<int>(spec.receive_counts.size())).value_or(0) *
+          ? ResultElements(spec, static_cast<int>(spec.receive_counts.size())).value_or(0) *
                 DTypeSize(spec.dtype)
-          : bytes;
+          : 0;
+  const uint64_t room = bytes + result_bytes;
+  const std::string and_result =
+      result_bytes == 0 ? "" : absl::StrCat(" and a result of ", result_bytes, " bytes after it");
   switch (request.data_case()) {
     case v1::CollectiveRequest::kInlineData:
       if (request.input_left_out() && spec.kind == CollectiveKind::kScatter) {
@@ -71,9 +75,9 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
                                                    spec.count, " x ", DTypeName(spec.dtype),
                                                    " (", bytes, " expected)"));
       }
-      if (room - bytes > limits.max_inline_bytes) {
+      if (result_bytes > limits.max_inline_bytes) {
         return Invalid("inline_data", absl::StrCat(
-            "an uneven all-to-all's result of ", room - bytes, " bytes is answered inline, so "
+            "an uneven all-to-all's result of ", result_bytes, " bytes is answered inline, so "
             "it must fit the worker's --max_inline_bytes (", limits.max_inline_bytes, ")"));
       }
       job.inline_data.resize(bytes);
@@ -89,7 +93,8 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
           traits.gathers ? shared.size_bytes() >= bytes : shared.size_bytes() == room;
       if (!size_ok) {
         return Invalid("shared.size_bytes", absl::StrCat(shared.size_bytes(), " bytes for ",
-                                                         spec.count, " x ", DTypeName(spec.dtype)));
+                                                         spec.count, " x ", DTypeName(spec.dtype),
+                                                         and_result));
       }
       return absl::OkStatus();
     }
@@ -114,7 +119,7 @@ absl::Status CheckData(const v1::CollectiveRequest& request, const JobRequestLim
       if (size != room) {
         return Invalid("registered.size_bytes",
                        absl::StrCat(request.registered().size_bytes(), " bytes for ", spec.count,
-                                    " x ", DTypeName(spec.dtype)));
+                                    " x ", DTypeName(spec.dtype), and_result));
       }
       return absl::OkStatus();
     }

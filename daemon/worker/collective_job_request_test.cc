@@ -98,7 +98,11 @@ TEST(JobFromRequest, AnUnevenAllToAllHoldsItsInputThenItsResult) {
   EXPECT_TRUE(CheckedJobFromRequest(CollectiveKind::kAllToAll, shared, JobRequestLimits{}).ok())
       << "a region of the input and the result";
   shared.mutable_shared()->set_size_bytes(12);
-  EXPECT_FALSE(CheckedJobFromRequest(CollectiveKind::kAllToAll, shared, JobRequestLimits{}).ok());
+  EXPECT_EQ(CheckedJobFromRequest(CollectiveKind::kAllToAll, shared, JobRequestLimits{})
+                .status()
+                .message(),
+            "invalid shared.size_bytes: 12 bytes for 3 x float32 and a result of 20 bytes after "
+            "it");
 }
 
 TEST(JobFromRequest, NamesTheFieldOfEveryBadRequest) {
