@@ -258,16 +258,18 @@ void RingsyncProcessGroup::ScratchPool::Give(at::Tensor tensor) {
   }
 }
 
-at::Tensor RingsyncProcessGroup::ConcatenatedScratch(const std::vector<at::Tensor>& tensors) {
+at::Tensor RingsyncProcessGroup::ConcatenatedScratch(const std::vector<at::Tensor>& tensors,
+                                                     int64_t room_after) {
   std::vector<at::Tensor> flat;
   int64_t numel = 0;
   for (const at::Tensor& t : tensors) {
     flat.push_back(t.reshape({-1}));
     numel += t.numel();
   }
-  at::Tensor out = scratch_.Take(numel, tensors.front().options(), client_.get());
+  at::Tensor out = scratch_.Take(numel + room_after, tensors.front().options(), client_.get());
   at::NoGradGuard no_grad;  // a copy of the values, as the ops read them, not a graph node
-  at::cat_out(out, flat);
+  at::Tensor head = out.narrow(0, 0, numel);
+  at::cat_out(head, flat);
   return out;
 }
 
@@ -548,8 +550,6 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::allgather_coalesced(
   });
 }
 
-// The daemon's all-to-all moves equal blocks (MPI_Alltoall); uneven splits
-// (MPI_Alltoallv) it has not got.
 namespace {
 
 // all_to_all_single's split sizes (rows of the first dimension per rank; none: an equal
@@ -643,10 +643,9 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall(
     int64_t in = 0;
     int64_t out = 0;
     for (int r = 0; r < getSize(); ++r) {
-      CheckLike(inputs[r], inputs[r], "alltoall", "input tensors");
       TORCH_CHECK(outputs[r].scalar_type() == inputs[0].scalar_type() &&
                       inputs[r].scalar_type() == inputs[0].scalar_type() &&
-                      outputs[r].device().is_cpu(),
+                      inputs[r].device().is_cpu() && outputs[r].device().is_cpu(),
                   "ringsync alltoall: every input and output tensor must be a CPU tensor of the "
                   "first input's dtype");
       sends.push_back(static_cast<uint64_t>(inputs[r].numel()));
@@ -654,14 +653,7 @@ c10::intrusive_ptr<c10d::Work> RingsyncProcessGroup::alltoall(
       in += inputs[r].numel();
       out += outputs[r].numel();
     }
-    at::Tensor both = scratch_.Take(in + out, inputs[0].options(), client_.get());
-    {
-      at::NoGradGuard no_grad;
-      std::vector<at::Tensor> flat;
-      for (const at::Tensor& t : inputs) flat.push_back(t.reshape({-1}));
-      at::Tensor head = both.narrow(0, 0, in);
-      at::cat_out(head, flat);
-    }
+    at::Tensor both = ConcatenatedScratch(inputs, /*room_after=*/out);
     auto* base = static_cast<std::byte*>(both.data_ptr());
     CollectiveHandle handle = client_->AllToAllVAsync(
         "torch.alltoall", base, static_cast<size_t>(in), sends, dtype,

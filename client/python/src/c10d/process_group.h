@@ -171,8 +171,9 @@ class RingsyncProcessGroup final : public c10d::ProcessGroup {
     const std::shared_ptr<std::atomic<int>> registered_alive_ =
         std::make_shared<std::atomic<int>>(0);
   };
-  // `tensors` end to end in a scratch tensor.
-  at::Tensor ConcatenatedScratch(const std::vector<at::Tensor>& tensors);
+  // `tensors` end to end in a scratch tensor, with room for `room_after` elements more
+  // after them.
+  at::Tensor ConcatenatedScratch(const std::vector<at::Tensor>& tensors, int64_t room_after = 0);
 
   Options options_;
   std::unique_ptr<Client> client_;
