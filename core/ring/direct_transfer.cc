@@ -14,7 +14,8 @@ namespace ringsync {
 namespace {
 
 // An uneven all-to-all's blocks (its buffer: the input, then the result): block r of the
-// input to rank r, rank r's into block r of the result. Its own block is `routes[rank]`.
+// input to rank r, rank r's into block r of the result; routes[rank] is its own block, to
+// copy (StrideRank::Transfer ignores a rank's own route).
 std::vector<DirectRoute> UnevenRoutesOf(const CollectiveSpec& spec, absl::Span<std::byte> buffer) {
   const size_t esize = DTypeSize(spec.dtype);
   const size_t n = spec.send_counts.size();
@@ -38,11 +39,7 @@ std::vector<DirectRoute> RoutesOf(const RingMember& me, const CollectiveSpec& sp
                                   absl::Span<std::byte> buffer) {
   const size_t n = static_cast<size_t>(me.world_size);
   const size_t rank = static_cast<size_t>(me.rank);
-  if (HasUnevenBlocks(spec)) {
-    std::vector<DirectRoute> routes = UnevenRoutesOf(spec, buffer);
-    routes[rank] = {};
-    return routes;
-  }
+  if (HasUnevenBlocks(spec)) return UnevenRoutesOf(spec, buffer);
   const size_t root = static_cast<size_t>(spec.root);
   const size_t block = spec.kind == CollectiveKind::kGather ? spec.count * DTypeSize(spec.dtype)
                                                             : buffer.size() / n;
@@ -154,11 +151,12 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
       // The root's own input takes its slot before rank 0's block arrives in the first.
       std::memmove(buffer.data() + slot * static_cast<size_t>(me.rank), buffer.data(), slot);
     }
+    const std::vector<DirectRoute> routes = RoutesOf(me, spec, buffer);
     if (HasUnevenBlocks(spec)) {
-      const DirectRoute own = UnevenRoutesOf(spec, buffer)[static_cast<size_t>(me.rank)];
+      const DirectRoute& own = routes[static_cast<size_t>(me.rank)];
       if (!own.send.empty()) std::memcpy(own.receive.data(), own.send.data(), own.send.size());
     }
-    result = rank.Transfer(RoutesOf(me, spec, buffer), options.segment_bytes);
+    result = rank.Transfer(routes, options.segment_bytes);
     if (result.ok()) result = rank.Commit();
   }
   rank.ExportStats(local);
