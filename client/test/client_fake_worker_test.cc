@@ -63,6 +63,14 @@ class ClientTest : public ::testing::Test {
     return client.ok() ? *std::move(client) : nullptr;
   }
 
+  // The fake worker reports this place in a formed ring.
+  void PlaceWorkerAt(int rank, int world_size) {
+    v1::WorkerInfo info = worker_.info();
+    info.set_rank(rank);
+    info.set_world_size(world_size);
+    worker_.SetInfo(info);
+  }
+
   FakeWorker worker_;
 };
 
@@ -472,10 +480,7 @@ TEST_F(ClientTest, ZeroElementsAreFine) {
 }
 
 TEST_F(ClientTest, AReduceScatterRunOnARingOfAnotherSizeLeavesTheOutputUntouched) {
-  v1::WorkerInfo info = worker_.info();
-  info.set_rank(1);
-  info.set_world_size(2);
-  worker_.SetInfo(info);
+  PlaceWorkerAt(1, 2);
   std::unique_ptr<Client> client = Connect();
   ASSERT_NE(client, nullptr);
   const std::vector<float> input = Iota(8);
@@ -501,10 +506,7 @@ TEST_F(ClientTest, AReduceScatterRunOnARingOfAnotherSizeLeavesTheOutputUntouched
 class NotTheRootTest : public ClientTest, public ::testing::WithParamInterface<size_t> {
  protected:
   std::unique_ptr<Client> ConnectAsRankOneOfTwo() {
-    v1::WorkerInfo info = worker_.info();
-    info.set_rank(1);
-    info.set_world_size(2);
-    worker_.SetInfo(info);
+    PlaceWorkerAt(1, 2);
     ClientOptions options = WithThreshold(GetParam());
     options.stage_in_registered_memory = false;
     options.staging_arena_bytes = 0;
@@ -560,10 +562,7 @@ INSTANTIATE_TEST_SUITE_P(InlineAndShared, NotTheRootTest,
 class RankOneOfThreeTest : public ClientTest, public ::testing::WithParamInterface<size_t> {
  protected:
   std::unique_ptr<Client> ConnectAsRankOneOfThree() {
-    v1::WorkerInfo info = worker_.info();
-    info.set_rank(1);
-    info.set_world_size(3);
-    worker_.SetInfo(info);
+    PlaceWorkerAt(1, 3);
     return Connect("", WithThreshold(1024));
   }
 };
