@@ -17,11 +17,12 @@
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
 # is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast,
-# allgather, scatter, gather or alltoall times that collective instead of the all-reduce
-# (ringsync, Gloo C++ and MPI; an all-gather's or gather's size is its whole result, a
-# scatter's the root's input, an all-to-all's each rank's input, nccl-tests' busbw factors;
-# ringsync's all-to-all runs in place, the peers' from an input into an output);
-# reducescatter (ringsync alone; its size is its whole input).
+# allgather, scatter, gather, alltoall or reducescatter times that collective instead of
+# the all-reduce (ringsync, Gloo C++ and MPI; an all-gather's or gather's size is its whole
+# result, a scatter's the root's input, an all-to-all's or reduce-scatter's each rank's
+# input, nccl-tests' busbw factors; ringsync's all-to-all runs in place, the peers' from an
+# input into an output; the peers' reduce-scatters run in place, ringsync's into a block of
+# its own: Gloo C++ ReduceScatterHalvingDoubling, MPI_Reduce_scatter_block).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -61,14 +62,15 @@ if [[ $COLLECTIVE == allreduce ]] && /usr/bin/python3 -c "import torch" 2>/dev/n
 fi
 if [[ -x $BIN/mpi-peer-bench ]] && command -v mpirun >/dev/null; then DEFAULT_PEERS+=" mpi-tcp mpi-shm"
 else echo "no $BIN/mpi-peer-bench or mpirun (install libopenmpi-dev openmpi-bin and rebuild): no MPI columns" >&2; fi
-[[ $COLLECTIVE == reducescatter ]] && DEFAULT_PEERS="ringsync"  # no peer times one here
 read -r -a PEERS <<<"${PEERS:-$DEFAULT_PEERS}"
 if [[ $COLLECTIVE != allreduce ]]; then
   for peer in "${PEERS[@]}"; do
     case $peer:$COLLECTIVE in
       ringsync:*) ;;
       gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter|gloo-cpp:gather|gloo-cpp:alltoall) ;;
+      gloo-cpp:reducescatter) ;;
       mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter|mpi-*:gather|mpi-*:alltoall) ;;
+      mpi-*:reducescatter) ;;
       *) echo "$peer does not time a $COLLECTIVE here" >&2; exit 2 ;;
     esac
   done

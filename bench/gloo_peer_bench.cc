@@ -1,6 +1,7 @@
 // gloo-peer-bench: the Gloo C++ library's own all-reduce (gloo::allreduce over its TCP
 // transport), or with --collective its gloo::broadcast, gloo::allgather, gloo::scatter,
-// gloo::gather or gloo::alltoall, the peer ringsync-bench is compared with. Same sizes,
+// gloo::gather, gloo::alltoall or gloo::ReduceScatterHalvingDoubling, the peer
+// ringsync-bench is compared with. Same sizes,
 // inputs, iteration policy and columns as bench/ringsync_bench.cc, so
 // bench/compare_with_gloo.sh joins the tables row by row.
 //
@@ -39,6 +40,7 @@
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/gather.h"
+#include "gloo/reduce_scatter.h"
 #include "gloo/scatter.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
@@ -75,7 +77,9 @@ class RankBench {
     if (context_->rank == 0) {
       std::printf("# gloo-peer-bench %s: nranks %d, gloo::%s, TCP, rank 0 on %s\n",
                   c_.sweep.collective.c_str(), n,
-                  c_.sweep.collective == "allreduce" ? "allreduce (ring)" : c_.sweep.collective.c_str(),
+                  c_.sweep.collective == "allreduce"       ? "allreduce (ring)"
+                  : c_.sweep.collective == "reducescatter" ? "ReduceScatterHalvingDoubling"
+                                                           : c_.sweep.collective.c_str(),
                   c_.hostname.c_str());
     }
     bench::PeerCollectives<T> peer;
@@ -128,6 +132,21 @@ class RankBench {
       opts.setTimeout(c_.timeout);
       gloo::alltoall(opts);
     };
+    // Gloo's reduce-scatter is an algorithm object over fixed buffers (no functional
+    // form): made once per size, as Gloo's own benchmark does, and run in place.
+    peer.reduce_scatter = [this](T* data, size_t count) {
+      const int n = context_->size;
+      if (reduce_scatter_ == nullptr || reduce_scatter_data_ != data ||
+          reduce_scatter_count_ != count) {
+        reduce_scatter_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
+            context_, std::vector<T*>{data}, static_cast<int>(count) * n,
+            std::vector<int>(static_cast<size_t>(n), static_cast<int>(count)), ReductionFunction());
+        reduce_scatter_data_ = data;
+        reduce_scatter_count_ = count;
+      }
+      reduce_scatter_->run();
+      return data;  // this rank's block, moved to the buffer's start
+    };
     peer.barrier = [this] { Barrier(); };
     peer.max_over_ranks = [this](double v) {
       AllReduce(&v, 1, static_cast<RawFunc>(&gloo::max<double>));
@@ -152,6 +171,12 @@ class RankBench {
     return static_cast<RawFunc>(&gloo::sum<T>);
   }
 
+  const gloo::ReductionFunction<T>* ReductionFunction() const {
+    if (c_.sweep.op == "min") return gloo::ReductionFunction<T>::min;
+    if (c_.sweep.op == "max") return gloo::ReductionFunction<T>::max;
+    return gloo::ReductionFunction<T>::sum;
+  }
+
   template <typename U>
   void AllReduce(U* data, size_t count, Func reduce) {
     gloo::AllreduceOptions opts(context_);
@@ -173,6 +198,9 @@ class RankBench {
   const Config& c_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t next_tag_ = 0;
+  std::unique_ptr<gloo::ReduceScatterHalvingDoubling<T>> reduce_scatter_;
+  T* reduce_scatter_data_ = nullptr;
+  size_t reduce_scatter_count_ = 0;
 };
 
 // One rank: rendezvous, then the sweep. Returns the process exit status.

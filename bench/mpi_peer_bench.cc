@@ -1,8 +1,9 @@
 // mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
-// its MPI_Bcast, MPI_Allgather, MPI_Scatter, MPI_Gather or MPI_Alltoall, the MPI peer
-// ringsync-bench is compared with. Same sizes, inputs, iteration policy and columns as
-// bench/ringsync_bench.cc and bench/gloo_peer_bench.cc (bench/peer_sweep.h), so
-// bench/compare_with_gloo.sh joins the tables row by row.
+// its MPI_Bcast, MPI_Allgather, MPI_Scatter, MPI_Gather, MPI_Alltoall or
+// MPI_Reduce_scatter_block (in place), the MPI peer ringsync-bench is compared with. Same
+// sizes, inputs, iteration policy and columns as bench/ringsync_bench.cc and
+// bench/gloo_peer_bench.cc (bench/peer_sweep.h), so bench/compare_with_gloo.sh joins the
+// tables row by row.
 //
 //   mpirun -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo mpi-peer-bench --min_bytes=1M
 //   mpirun -np 4 --mca btl vader,self mpi-peer-bench --min_bytes=1M     # shared memory
@@ -67,6 +68,7 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
                        : sweep.collective == "scatter"   ? "MPI_Scatter"
                        : sweep.collective == "gather"    ? "MPI_Gather"
                        : sweep.collective == "alltoall"  ? "MPI_Alltoall"
+                       : sweep.collective == "reducescatter" ? "MPI_Reduce_scatter_block in place"
                                                          : "MPI_Allreduce in place";
     std::printf("# mpi-peer-bench %s: nranks %d, %s, %s (%s)\n", sweep.collective.c_str(), n,
                 call, Transport().c_str(), library.c_str());
@@ -95,6 +97,12 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
   peer.all_to_all = [](const T* input, size_t count, T* output) {
     MPI_Alltoall(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
                  TypeOf<T>(), MPI_COMM_WORLD);
+  };
+  // In place, as Gloo's: the input is the whole buffer, the block lands at its start.
+  peer.reduce_scatter = [op](T* data, size_t count) {
+    MPI_Reduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(count), TypeOf<T>(), op,
+                             MPI_COMM_WORLD);
+    return data;
   };
   peer.barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
   peer.max_over_ranks = [](double v) {

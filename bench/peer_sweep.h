@@ -29,8 +29,9 @@ struct PeerSweep {
   bool check;         // check one collective of known inputs per size
   // allreduce, broadcast (from rank 0), allgather (a size is its whole result, N blocks),
   // scatter (from rank 0; a size is the root's input, N blocks), gather (to rank 0; a
-  // size is the root's result, N blocks) or alltoall (a size is each rank's input, N
-  // blocks), as ringsync-bench --collective.
+  // size is the root's result, N blocks), alltoall (a size is each rank's input, N
+  // blocks) or reducescatter (a size is each rank's input, N blocks; rank r keeps block r
+  // of the reduction), as ringsync-bench --collective.
   std::string collective = "allreduce";
 };
 
@@ -73,9 +74,10 @@ int64_t CountNotFrom(const T* data, size_t count, int rank, size_t first = 0) {
 // one expected there at any block length, up to N = 5 everywhere.
 inline int ExchangedBlockRank(int from, int to) { return from + 2 * to; }
 
-// How many of data[0, count) differ from the all-reduce (`op`) of `nranks` ranks' inputs.
+// How many of data[0, count) differ from the all-reduce (`op`) of `nranks` ranks' inputs
+// from element `first` on (a reduce-scatter's block of it).
 template <typename T>
-int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& op) {
+int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& op, size_t first = 0) {
   constexpr size_t kPeriod = 15;  // InputValue repeats with this period in i (and 5 in r)
   T expected[kPeriod];
   for (size_t i = 0; i < kPeriod; ++i) {
@@ -89,7 +91,7 @@ int64_t CountWrong(const T* data, size_t count, int nranks, const std::string& o
     expected[i] = op == "min" ? min : op == "max" ? max : sum;
   }
   int64_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) wrong += data[i] != expected[i % kPeriod];
+  for (size_t i = 0; i < count; ++i) wrong += data[i] != expected[(first + i) % kPeriod];
   return wrong;
 }
 
@@ -101,9 +103,12 @@ double PeakRssMiB();
 // all-gather of each rank's `count` elements into N x count, its scatter of rank 0's
 // N x `count` elements, block r into rank r's output, its gather of each rank's
 // `count` elements into rank 0's N x count, and its all-to-all of each rank's N x `count`
-// elements, block r to rank r, whose output's block q is rank q's (any but the all-reduce
-// may be empty: the peer has none), a barrier, and one scalar's max and sum over all ranks
-// (every rank gets the result). Each is called by every rank in the same order.
+// elements, block r to rank r, whose output's block q is rank q's, and its reduce-scatter
+// of each rank's N x `count` elements of `data` with the sweep's op, which returns where
+// it left this rank's `count` elements of the reduction (Gloo and MPI reduce in place and
+// leave them at data's start) (any but the all-reduce may be empty: the peer has none), a
+// barrier, and one scalar's max and sum over all ranks (every rank gets the result). Each
+// is called by every rank in the same order.
 template <typename T>
 struct PeerCollectives {
   std::function<void(T* data, size_t count)> all_reduce;
@@ -112,6 +117,7 @@ struct PeerCollectives {
   std::function<void(const T* input, size_t count, T* output)> scatter;
   std::function<void(const T* input, size_t count, T* output)> gather;
   std::function<void(const T* input, size_t count, T* output)> all_to_all;
+  std::function<T*(T* data, size_t count)> reduce_scatter;
   std::function<void()> barrier;
   std::function<double(double)> max_over_ranks;
   std::function<int64_t(int64_t)> sum_over_ranks;
@@ -121,7 +127,7 @@ struct PeerCollectives {
 // a barrier, the timed batch (time = max over ranks of batch time / iters), then, if
 // sweep.check, one collective of known inputs whose wrong elements are summed over ranks.
 // An all-gather's or a gather's sizes are whole results, a scatter's the root's input, an
-// all-to-all's each rank's input, each rounded down to N blocks. Rank 0 prints how
+// all-to-all's or a reduce-scatter's each rank's input, each rounded down to N blocks. Rank 0 prints how
 // time and bandwidth are measured, the column heads, a row per size and the verdict lines
 // (`who` names the peer in the RSS line), after the bench's own first '#' line.
 // Returns the wrong elements over all ranks and sizes (the same on every rank); -1 if
@@ -131,6 +137,7 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
                  const char* who) {
   const bool print = rank == 0;
   const bool reduces = sweep.collective == "allreduce";
+  const bool reduce_scatters = sweep.collective == "reducescatter";
   const bool to_root = sweep.collective == "gather";
   const bool gathers = sweep.collective == "allgather" || to_root;
   const bool broadcasts = sweep.collective == "broadcast";
@@ -138,13 +145,15 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   const bool exchanges = sweep.collective == "alltoall";
   if ((gathers && !(to_root ? peer.gather : peer.all_gather)) ||
       (broadcasts && !peer.broadcast) || (scatters && !peer.scatter) ||
-      (exchanges && !peer.all_to_all)) {
+      (exchanges && !peer.all_to_all) || (reduce_scatters && !peer.reduce_scatter)) {
     if (print) std::fprintf(stderr, "%s: no %s in this peer\n", who, sweep.collective.c_str());
     return -1;
   }
   std::vector<size_t> counts;
   for (size_t count : SweepCounts(sweep, sizeof(T))) {
-    if (gathers || scatters || exchanges) count = std::max<size_t>(1, count / nranks) * nranks;
+    if (gathers || scatters || exchanges || reduce_scatters) {
+      count = std::max<size_t>(1, count / nranks) * nranks;
+    }
     if (counts.empty() || counts.back() != count) counts.push_back(count);
   }
   std::vector<T> buffer(counts.back());
@@ -153,7 +162,12 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   std::vector<T> input(exchanges             ? counts.back()
                        : gathers || scatters ? counts.back() / nranks
                                              : 0);
+  T* reduced = nullptr;  // where the peer's reduce-scatter left this rank's block
   const auto run = [&](size_t count) {
+    if (reduce_scatters) {
+      reduced = peer.reduce_scatter(buffer.data(), count / nranks);
+      return;
+    }
     if (exchanges) return peer.all_to_all(input.data(), count / nranks, buffer.data());
     if (to_root) return peer.gather(input.data(), count / nranks, buffer.data());
     if (gathers) return peer.all_gather(input.data(), count / nranks, buffer.data());
@@ -178,6 +192,10 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   };
   const auto count_wrong = [&](size_t count) -> int64_t {
     if (reduces) return CountWrong(buffer.data(), count, nranks, sweep.op);
+    if (reduce_scatters) {
+      const size_t block = count / nranks;
+      return CountWrong(reduced, block, nranks, sweep.op, static_cast<size_t>(rank) * block);
+    }
     if (broadcasts) return CountNotFrom(buffer.data(), count, 0);
     if (scatters) {
       const size_t block = count / nranks;
@@ -222,7 +240,8 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     wrong = peer.sum_over_ranks(wrong);
     total_wrong += wrong;
     if (print) {
-      PrintRow(bytes, static_cast<int64_t>(count), sweep.dtype, reduces ? sweep.op : "none",
+      PrintRow(bytes, static_cast<int64_t>(count), sweep.dtype,
+               reduces || reduce_scatters ? sweep.op : "none",
                seconds, bus, wrong);
     }
   }

@@ -72,6 +72,14 @@ TEST(CountWrong, MinAndMaxOverRanks) {
 }
 
 
+TEST(CountWrong, FromAnElementOnIsThatBlockOfTheReduction) {
+  const std::vector<float> sum = ExactSum<float>(1000, 4);
+  for (size_t first : {0, 1, 14, 15, 998}) {
+    EXPECT_EQ(CountWrong(sum.data() + first, sum.size() - first, 4, "sum", first), 0) << first;
+  }
+  EXPECT_GT(CountWrong(sum.data() + 1, 100, 4, "sum", 0), 0) << "the block at the wrong place";
+}
+
 TEST(CountNotFrom, ARanksOwnInputsMatchAndAnotherRanksDoNot) {
   std::vector<float> root(100);
   FillInputs(root.data(), root.size(), 0);
@@ -126,6 +134,16 @@ PeerCollectives<T> SimulatedPeer(int nranks, bool broken) {
       }
     }
   };
+  peer.reduce_scatter = [nranks, broken](T* data, size_t count) {
+    if (!broken) {  // rank 1's block of the sum, moved to the buffer's start (as Gloo's)
+      for (size_t i = 0; i < count; ++i) {
+        T sum = 0;
+        for (int r = 0; r < nranks; ++r) sum += static_cast<T>(InputValue(r, count + i));
+        data[i] = sum;
+      }
+    }
+    return data;
+  };
   peer.barrier = [] {};
   peer.max_over_ranks = [](double v) { return v; };
   peer.sum_over_ranks = [](int64_t v) { return v; };
@@ -137,7 +155,8 @@ PeerSweep SmallSweep(const std::string& collective) {
 }
 
 TEST(RunSweep, ChecksEachCollectivesResultAgainstTheRanksInputs) {
-  for (const std::string collective : {"allreduce", "broadcast", "allgather", "alltoall"}) {
+  for (const std::string collective :
+       {"allreduce", "broadcast", "allgather", "alltoall", "reducescatter"}) {
     EXPECT_EQ(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, false), "test"), 0)
         << collective;
     EXPECT_GT(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, true), "test"), 0)

@@ -75,9 +75,10 @@ ABSL_FLAG(std::string, op, "sum", "sum avg min max prod");
 ABSL_FLAG(int64_t, iters, 20, "timed collectives per size (fewer for large sizes, see --help)");
 ABSL_FLAG(int64_t, warmup_iters, 5, "untimed collectives per size before timing");
 ABSL_FLAG(bool, registered, false,
-          "the result in a registered buffer (Client::Allocate: the worker runs an "
-          "all-reduce, broadcast or all-to-all in place, no copy in or out) instead of plain "
-          "memory");
+          "the data in a registered buffer (Client::Allocate: the worker runs an "
+          "all-reduce, broadcast or all-to-all in place, no copy in or out; an all-gather's "
+          "input and a reduce-scatter's result are the rank's own block of it, NCCL's in-place "
+          "form; a gather's input and a scatter's result stay plain) instead of plain memory");
 ABSL_FLAG(bool, stage_in_registered_memory, true,
           "plain memory: the SDK stages the tensor in registered memory (ClientOptions::"
           "stage_in_registered_memory); false: in a shared-memory file, as before");
@@ -529,9 +530,17 @@ int Run() {
     }
     last_count = count;
     const int64_t size = count * static_cast<int64_t>(element);
-    absl::StatusOr<Row> row =
-        MeasureSize(client, c, SizedCollective(client, c, buffer, block, static_cast<size_t>(count)),
-                    static_cast<size_t>(size));
+    // In place in a registered buffer: the rank's own block of the all-gather's result or
+    // the reduce-scatter's input (the other blocks of a reduce-scatter's end with partial
+    // sums).
+    std::byte* rank_block = block;
+    if (registered.data() != nullptr && (c.collective == CollectiveKind::kAllGather ||
+                                         c.collective == CollectiveKind::kReduceScatter)) {
+      rank_block = buffer + static_cast<size_t>(client.rank()) * static_cast<size_t>(count / n) * element;
+    }
+    absl::StatusOr<Row> row = MeasureSize(
+        client, c, SizedCollective(client, c, buffer, rank_block, static_cast<size_t>(count)),
+        static_cast<size_t>(size));
     if (!row.ok()) {
       std::fprintf(stderr, "ringsync-bench rank %d: %s\n", client.rank(), row.status().ToString().c_str());
       return 1;
