@@ -23,6 +23,10 @@ part with no step and receives the state; without any commit, rank 0's arrays ar
 membership change during sync() starts it again on the new ring, within sync_timeout
 seconds. Every rank registers the same arrays (names, shapes, dtypes); sync() is a
 collective call, made at the same point of the loop on every rank.
+
+What the state is, how it is copied and how it travels are three methods a subclass may
+replace (_snapshot, _load, _receive_from): ringsync.torch.elastic.TorchState keeps a
+model and its optimizer that way.
 """
 
 import time
@@ -75,16 +79,32 @@ class ElasticState:
 
     def commit(self):
         """Snapshots every array and the step."""
-        self._committed = (self.step, {n: _copy(a) for n, a in self._arrays.items()})
+        self._keep()
+
+    def _keep(self):
+        self._committed = (self.step, self._snapshot())
 
     def restore(self):
         """Copies the last commit back into the arrays and the step; without one, nothing."""
         if self._committed is None:
             return
         step, saved = self._committed
+        self._load(saved)
+        self.step = step
+
+    def _snapshot(self):
+        """A copy of the state as it is now (what commit keeps)."""
+        return {n: _copy(a) for n, a in self._arrays.items()}
+
+    def _load(self, saved):
+        """Puts a _snapshot() back."""
         for name, array in self._arrays.items():
             _assign(array, saved[name])
-        self.step = step
+
+    def _receive_from(self, source):
+        """Collective: every rank's state becomes rank `source`'s (which holds its commit)."""
+        for name, array in self._arrays.items():
+            self._client.broadcast_(array, source, f"ringsync.elastic/{name}")
 
     def sync(self):
         """Every rank of the current ring takes the newest committed state and commits it.
@@ -118,12 +138,11 @@ class ElasticState:
         source = int(source[0])
         if source == client.rank:
             self.restore()  # the source sends its commit, not work done since
-        for name, array in self._arrays.items():
-            client.broadcast_(array, source, f"ringsync.elastic/{name}")
+        self._receive_from(source)
         if newest == _NO_COMMIT:
             step = np.array([self.step], dtype=np.int64)
             client.broadcast_(step, source, "ringsync.elastic/initial_step")
             self.step = int(step[0])
         else:
             self.step = newest
-        self.commit()
+        self._keep()

@@ -6,6 +6,15 @@ started on exit.
     with LocalCluster(world_size=4) as cluster:
         cluster.targets      # ["unix:/tmp/.../w0.sock", ...]; worker i is rank i
 
+With min_world_size the ring is elastic: it goes on with at least that many workers and
+takes up to world_size. A worker that exits stops the whole cluster, unless
+on_worker_exit="wait": then the others go on (an elastic ring without it) and
+restart_exited_workers() starts it again with its id, socket and port:
+
+    with LocalCluster(4, min_world_size=3, on_worker_exit="wait") as cluster:
+        cluster.kill_worker(2)            # SIGKILL: the ring re-forms with 3
+        cluster.restart_exited_workers()  # back, admitted to the ring again
+
 The programs are looked up in `bin_dir`, else $RINGSYNC_BIN_DIR, else on PATH.
 """
 
@@ -29,14 +38,27 @@ def find_program(name, bin_dir=None):
     return found
 
 
+def _alive(pid):
+    """Whether process `pid` runs (neither gone nor a zombie awaiting its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 class LocalCluster:
     def __init__(self, world_size=4, worker_flags=(), coordinator_flags=(), bin_dir=None,
-                 startup_timeout=60.0):
+                 startup_timeout=60.0, on_worker_exit="stop", min_world_size=0):
+        if on_worker_exit not in ("stop", "wait"):
+            raise ValueError(f"on_worker_exit must be 'stop' or 'wait', not {on_worker_exit!r}")
         self.world_size = world_size
         self._program = find_program("ringsync-local-cluster", bin_dir)
         self._worker_flags = list(worker_flags)
         self._coordinator_flags = list(coordinator_flags)
         self._startup_timeout = startup_timeout
+        self._on_worker_exit = on_worker_exit
+        self._min_world_size = min_world_size
         self._process = None
         self._dir = None
         self.targets = []
@@ -47,7 +69,9 @@ class LocalCluster:
         targets_file = os.path.join(self._dir.name, "targets")
         pids_file = os.path.join(self._dir.name, "pids")
         argv = [self._program, f"--world_size={self.world_size}",
-                f"--targets_file={targets_file}", f"--pids_file={pids_file}"]
+                f"--targets_file={targets_file}", f"--pids_file={pids_file}",
+                f"--on_worker_exit={self._on_worker_exit}",
+                f"--min_world_size={self._min_world_size}"]
         if self._worker_flags:
             argv.append("--worker_flags=" + ",".join(self._worker_flags))
         if self._coordinator_flags:
@@ -63,9 +87,40 @@ class LocalCluster:
             time.sleep(0.05)
         with open(targets_file) as f:
             self.targets = f.read().split()
-        with open(pids_file) as f:
-            self.worker_pids = [int(p) for p in f.read().split()]
+        self.worker_pids = self._read_pids()
         return self
+
+    def _read_pids(self):
+        with open(os.path.join(self._dir.name, "pids")) as f:
+            return [int(p) for p in f.read().split()]
+
+    def kill_worker(self, i, sig=signal.SIGKILL, timeout=10.0):
+        """Sends worker i `sig` (default SIGKILL) and waits until it has exited (the
+        cluster reaps it)."""
+        pid = self.worker_pids[i]
+        os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker {i} (pid {pid}) did not exit on signal {sig}")
+            time.sleep(0.02)
+
+    def restart_exited_workers(self, timeout=60.0):
+        """on_worker_exit="wait": starts every worker that has exited again and returns once
+        they are ready (worker_pids updated). Raises RuntimeError if the cluster stopped."""
+        if self._on_worker_exit != "wait":
+            raise RuntimeError("restart_exited_workers needs LocalCluster(on_worker_exit='wait')")
+        before = self.worker_pids
+        self._process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self._read_pids()
+            if pids != before:
+                self.worker_pids = pids
+                return pids
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ringsync-local-cluster restarted no worker:\n{self.log()}")
+            time.sleep(0.05)
 
     def log(self):
         self._log.flush()

@@ -7,6 +7,7 @@ import pytest
 
 import ringsync
 from conftest import run_ranks
+from ringsync.local_cluster import LocalCluster
 
 
 def test_membership_changed_error_is_a_ringsync_error_under_both_names():
@@ -68,3 +69,10 @@ def test_registering_a_name_twice_is_refused(clients):
     state = ringsync.ElasticState(clients[0], w=np.zeros(2))
     with pytest.raises(ValueError):
         state.register("w", np.zeros(2))
+
+
+def test_a_local_cluster_restarts_workers_only_when_told_to_wait_for_them():
+    with pytest.raises(ValueError):
+        LocalCluster(on_worker_exit="maybe")
+    with pytest.raises(RuntimeError):
+        LocalCluster().restart_exited_workers()  # the default stops the cluster instead

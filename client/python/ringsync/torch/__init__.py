@@ -16,8 +16,13 @@
       optimizer = DistributedOptimizer(optimizer, model.named_parameters(),
                                        compression=Compression.fp16)   # optional
       broadcast_optimizer_state(optimizer, root=0)
+
+* Elastic training, as Horovod Elastic's (ringsync.torch.elastic): TorchState(model,
+  optimizer, batch=0) and @run around the training function, which resumes on the new
+  ring when workers leave or join.
 """
 
+from ringsync.torch import elastic
 from ringsync.torch.backend import register_backend
 from ringsync.torch.broadcast import broadcast_optimizer_state, broadcast_parameters
 from ringsync.torch.compression import Compression
@@ -26,5 +31,5 @@ from ringsync.torch.session import client, init, shutdown
 
 register_backend()
 
-__all__ = ["Compression", "DistributedOptimizer", "broadcast_parameters",
+__all__ = ["Compression", "DistributedOptimizer", "broadcast_parameters", "elastic",
            "broadcast_optimizer_state", "init", "client", "shutdown", "register_backend"]

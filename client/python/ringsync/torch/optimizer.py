@@ -194,13 +194,31 @@ class _DistributedOptimizer:
                     for p in bucket.params:
                         if p.grad is not None:
                             p.grad.copy_(bucket.slot(p))
-                bucket.handle = None
-                bucket.ready.clear()
-        self._passes.clear()
-        self._next_to_start = 0
+        self._forget_step()
         if failure is not None:
             raise failure
         self._synchronized = True
+
+    def abandon_step(self):
+        """Ends the step in flight without applying it: waits for the all-reduces of the
+        buckets that started (their failures ignored: the step is being given up) and
+        forgets the backwards counted so far, so that the next backward starts a fresh step.
+        ringsync.torch.elastic calls it before it restores a commit."""
+        for bucket in self._buckets:
+            if bucket.handle is not None:
+                try:
+                    bucket.handle.wait()
+                except ringsync.Error:
+                    pass
+        self._forget_step()
+        self._synchronized = False
+
+    def _forget_step(self):
+        for bucket in self._buckets:
+            bucket.handle = None
+            bucket.ready.clear()
+        self._passes.clear()
+        self._next_to_start = 0
 
     def step(self, closure=None):
         if not self._synchronized:
