@@ -1,13 +1,20 @@
 """One rank of an elastic training job (ringsync.torch.elastic) for test_torch_elastic.py:
-least squares on fixed data with SGD and momentum through DistributedOptimizer, each rank
-taking every world_size-th sample from its rank on, as the ring is at each step.
+least squares on fixed data with SGD and momentum through DistributedOptimizer.
 
-The gradients are all-reduced as sums of the loss over all samples / their number, so
-every step is the full-batch step whatever the world size and however the data is
-sharded: after the job the parameters must equal (1e-9 relative) a single-process run of
-the same steps, on every rank bitwise alike. Prints "step S world N" after each commit,
-then "FINAL <parameters as hex floats>" and whether it matches the single-process run
-(exit 1 if not)."""
+Full batch (the default): each rank takes every world_size-th sample from its rank on, as
+the ring is at each step, and the gradients are all-reduced as sums of the loss over all
+samples / their number, so every step is the full-batch step whatever the world size and
+however the data is sharded: after the job the parameters must equal (1e-9 relative) a
+single-process run of the same steps. Prints "MATCHES" or "DIFFERS from" (exit 1).
+
+--epochs=E: minibatches of 5 samples a rank from an ElasticSampler over 240 samples, E
+epochs. A buffer of the model counts, per epoch and sample, how often the ranks together
+took it in a committed step (each step all-reduces its own count): after the job every
+sample must have been taken in every epoch, and at most a few twice (each re-sharing pads
+the shares to equal length). Prints "SEEN ok" or "SEEN wrong: ..." (exit 1).
+
+Either way it prints "step S world N" after each commit (S: commits so far) and "FINAL
+<parameters, and the counts, as hex>", which must be bitwise alike on every rank."""
 
 import argparse
 import time
@@ -20,6 +27,7 @@ import ringsync.torch as rst
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--step-pause", type=float, default=0.05)
+parser.add_argument("--epochs", type=int, default=0)
 args = parser.parse_args()
 
 SAMPLES, FEATURES = 96, 6
@@ -37,15 +45,13 @@ def loss_of(model, rows):
     return (model(X[rows]).squeeze(1) - y[rows]).square().sum() / SAMPLES
 
 
-rst.init()
-model = new_model()
-optimizer = rst.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
-                                     model.named_parameters(), op=ringsync.SUM)
-state = rst.elastic.TorchState(model, optimizer, batch=0)
+def step_done(state, world):
+    state.commit()
+    print(f"step {state.step} world {world}", flush=True)
+    time.sleep(args.step_pause)
 
 
-@rst.elastic.run
-def train(state):
+def full_batch(state):
     while state.batch < args.steps:
         client = rst.client()
         rank, world = client.rank, client.world_size
@@ -53,14 +59,61 @@ def train(state):
         loss_of(model, list(range(rank, SAMPLES, world))).backward()
         optimizer.step()
         state.batch += 1
-        state.commit()
-        print(f"step {state.batch} world {world}", flush=True)
-        time.sleep(args.step_pause)
+        step_done(state, world)
 
 
-train(state)
+MINIBATCH_SAMPLES, MINIBATCH = 240, 5
+X_MORE = torch.randn(MINIBATCH_SAMPLES, FEATURES, dtype=torch.float64, generator=generator)
+Y_MORE = X_MORE.sum(1)
+
+
+def minibatches(state):
+    loader = torch.utils.data.DataLoader(range(MINIBATCH_SAMPLES), batch_size=MINIBATCH,
+                                         sampler=state.sampler)
+    for state.epoch in range(state.epoch, args.epochs):
+        state.sampler.set_epoch(state.epoch)
+        for rows in loader:
+            world = state.sampler.shared_among
+            taken = torch.zeros(MINIBATCH_SAMPLES, dtype=torch.int64)
+            taken.index_add_(0, rows, torch.ones(len(rows), dtype=torch.int64))
+            rst.client().allreduce_(taken, "taken", op=ringsync.SUM)
+            optimizer.zero_grad()
+            # The mean over the step's samples on every rank (the gradients are summed).
+            loss = (model(X_MORE[rows]).squeeze(1) - Y_MORE[rows]).square().sum()
+            (loss / (MINIBATCH * world)).backward()
+            optimizer.step()
+            with torch.no_grad():
+                model.seen[state.epoch] += taken
+            state.sampler.record_batch(len(rows))
+            step_done(state, world)
+
+
+rst.init()
+model = new_model()
+if args.epochs:
+    model.register_buffer("seen", torch.zeros(args.epochs, MINIBATCH_SAMPLES, dtype=torch.int64))
+optimizer = rst.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                     model.named_parameters(), op=ringsync.SUM)
+if args.epochs:
+    state = rst.elastic.TorchState(model, optimizer, epoch=0,
+                                   sampler=rst.elastic.ElasticSampler(range(MINIBATCH_SAMPLES)))
+else:
+    state = rst.elastic.TorchState(model, optimizer, batch=0)
+rst.elastic.run(minibatches if args.epochs else full_batch)(state)
 final = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-print("FINAL " + " ".join(v.hex() for v in final.tolist()), flush=True)
+words = [v.hex() for v in final.tolist()]
+if args.epochs:
+    words += [str(v) for v in model.seen.reshape(-1).tolist()]
+print("FINAL " + " ".join(words), flush=True)
+
+if args.epochs:
+    seen = model.seen
+    twice = int((seen - 1).clamp(min=0).sum())
+    ok = bool((seen >= 1).all()) and twice <= 6 * args.epochs
+    print(f"SEEN {'ok' if ok else 'wrong'}: least {int(seen.min())}, most {int(seen.max())}, "
+          f"{twice} taken twice over {args.epochs} epochs (resets {state.resets})", flush=True)
+    rst.shutdown()
+    raise SystemExit(0 if ok else 1)
 
 reference = new_model()
 reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)

@@ -1,14 +1,15 @@
-"""ringsync.torch.elastic (Horovod Elastic's TorchState and run) over a real local cluster:
-every rank's threads first (a sync that gives a new rank the model, the optimizer's state
-and the values; run's resets), then a job of real training processes that loses a worker
-and its process mid-run, goes on with three ranks, and takes a new process in when the
-worker is back (elastic_rank.py per rank)."""
+"""ringsync.torch.elastic (Horovod Elastic's TorchState, run and ElasticSampler) over a
+real local cluster: the sampler's shares; every rank's threads (a sync that gives a new
+rank the model, the optimizer's state and the values; run's resets); then jobs of real
+training processes that lose a worker and its process mid-run, go on with three ranks,
+and take a new process in when the worker is back (elastic_rank.py per rank)."""
 
 import os
 import re
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -75,6 +76,74 @@ def test_sync_gives_a_new_rank_the_model_the_optimizer_state_and_the_values(clie
     _local_step(models[1], optimizers[1], 7)
     for name, tensor in models[1].state_dict().items():
         assert torch.equal(models[0].state_dict()[name], tensor), name
+
+
+def test_sync_gives_a_new_rank_the_state_of_a_scheduler_and_a_sampler(clients):
+    models = {c.rank: _model(0) for c in clients}
+    optimizers = {r: torch.optim.SGD(m.parameters(), lr=1.0) for r, m in models.items()}
+    schedulers = {r: torch.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.5)
+                  for r, o in optimizers.items()}
+    samplers = {c.rank: elastic.ElasticSampler(range(40), client=c) for c in clients}
+    states = {c.rank: elastic.TorchState(models[c.rank], optimizers[c.rank], client=c,
+                                         scheduler=schedulers[c.rank], sampler=samplers[c.rank])
+              for c in clients}
+    for rank in range(1, len(clients)):
+        for _ in range(3):
+            optimizers[rank].step()
+            schedulers[rank].step()
+        samplers[rank].set_epoch(2)
+        samplers[rank].record_batch(3)
+        states[rank].commit()
+    run_ranks(clients, lambda c: states[c.rank].sync())
+    for rank, state in states.items():
+        assert state.scheduler is schedulers[rank] and state.sampler is samplers[rank]
+        assert schedulers[rank].last_epoch == 3, rank
+        assert optimizers[rank].param_groups[0]["lr"] == 0.125, rank
+        assert samplers[rank].state_dict() == {"epoch": 2, "processed": 12}, rank
+
+
+def _place(rank, world_size):
+    """What an ElasticSampler reads of its client."""
+    return types.SimpleNamespace(rank=rank, world_size=world_size)
+
+
+def test_the_sampler_shares_an_epoch_and_shares_what_is_left_when_the_world_changes():
+    four = [elastic.ElasticSampler(range(50), seed=3, client=_place(r, 4)) for r in range(4)]
+    shares = [list(s) for s in four]
+    assert [len(s) for s in shares] == [13] * 4 == [len(s) for s in four]
+    assert set().union(*shares) == set(range(50)), "every sample in the epoch"
+    assert sum(map(len, shares)) - 50 == 2, "two padded to give every rank 13"
+    # Two steps of 5 a rank: the four ranks took the first 40 of the epoch's order.
+    for sampler in four:
+        sampler.record_batch(5)
+        sampler.record_batch(5)
+    taken = set().union(*(share[:10] for share in shares))
+    assert four[0].state_dict() == {"epoch": 0, "processed": 40}
+    # The ring shrinks to three: what is left is shared among them.
+    three = [elastic.ElasticSampler(range(50), seed=3, client=_place(r, 3)) for r in range(3)]
+    for sampler in three:
+        sampler.load_state_dict(four[0].state_dict())
+    left = [list(s) for s in three]
+    assert [len(s) for s in left] == [4] * 3
+    assert set().union(*left) == set(range(50)) - taken, "the rest, none taken again"
+
+
+def test_the_sampler_starts_each_epoch_once_and_orders_it_by_seed_and_epoch():
+    sampler = elastic.ElasticSampler(range(20), seed=1, client=_place(0, 1))
+    first = list(sampler)
+    assert sorted(first) == list(range(20)) and first != list(range(20))
+    sampler.record_batch(4)
+    sampler.set_epoch(0)  # the epoch under way: resumes
+    assert list(sampler) == first[4:]
+    sampler.set_epoch(1)
+    second = list(sampler)
+    assert sorted(second) == list(range(20)) and second != first
+    unshuffled = elastic.ElasticSampler(range(6), shuffle=False, client=_place(1, 2))
+    assert list(unshuffled) == [1, 3, 5]
+    with pytest.raises(ValueError):
+        sampler.record_batch(-1)
+    sampler.record_batch(100)
+    assert list(sampler) == [] and len(sampler) == 0, "an epoch ends at its size"
 
 
 def test_restore_goes_back_to_the_last_commit_model_optimizer_and_values(clients):
@@ -183,8 +252,12 @@ def _wait_for(what, condition, procs, timeout=180):
         time.sleep(0.05)
 
 
-def test_a_job_loses_a_worker_goes_on_with_three_and_takes_a_new_process_in(tmp_path):
-    steps, victim = 60, 2
+@pytest.mark.parametrize("mode", ["full-batch", "sampler"])
+def test_a_job_loses_a_worker_goes_on_with_three_and_takes_a_new_process_in(tmp_path, mode):
+    victim = 2
+    # full-batch: 60 steps; sampler: 5 epochs of 240 samples in batches of 5 a rank (12
+    # steps an epoch on 4 ranks, 16 on 3).
+    job = ["--steps=60"] if mode == "full-batch" else ["--epochs=5"]
     flags = ["--heartbeat_interval=100ms", "--heartbeat_timeout=1s"]  # a loss noticed in ~1 s
     with LocalCluster(world_size=4, min_world_size=3, coordinator_flags=flags,
                       on_worker_exit="wait") as cluster:
@@ -195,8 +268,8 @@ def test_a_job_loses_a_worker_goes_on_with_three_and_takes_a_new_process_in(tmp_
             env = dict(os.environ, RINGSYNC_WORKER=cluster.targets[rank])
             with open(out, "w") as f:
                 return subprocess.Popen(
-                    [sys.executable, os.path.join(HERE, "elastic_rank.py"),
-                     f"--steps={steps}", "--step-pause=0.05"],
+                    [sys.executable, os.path.join(HERE, "elastic_rank.py"), *job,
+                     "--step-pause=0.05"],
                     env=env, stdout=f, stderr=subprocess.STDOUT)
 
         try:
@@ -231,5 +304,10 @@ def test_a_job_loses_a_worker_goes_on_with_three_and_takes_a_new_process_in(tmp_
     assert len(set(finals.values())) == 1, f"ranks ended with different parameters: {finals}"
     rank0 = texts[str(outputs[0])]
     assert re.search(r"world 3", rank0), "no step ran on 3 ranks"
-    assert re.search(r"^step 60 world 4$", rank0, re.M), "the job did not end on 4 ranks"
-    assert "MATCHES the single-process run" in texts[str(outputs[-1])]
+    assert re.findall(r"^step \d+ world (\d+)$", rank0, re.M)[-1] == "4", \
+        "the job did not end on 4 ranks"
+    if mode == "full-batch":
+        assert re.search(r"^step 60 world 4$", rank0, re.M)
+        assert "MATCHES the single-process run" in texts[str(outputs[-1])]
+    else:
+        assert "SEEN ok" in texts[str(outputs[-1])], texts[str(outputs[-1])]

@@ -29,7 +29,9 @@ takes its place when the worker is back.
 
 TorchState keeps the model's state_dict (parameters and buffers), the optimizer's state
 (momentum buffers and the like, and every parameter group's hyper-parameters) and the
-keyword attributes given to it (state.batch above; any picklable values). commit() copies
+keyword attributes given to it (state.batch above): picklable values, and objects with a
+state_dict() and load_state_dict() — a learning-rate scheduler, an ElasticSampler (which
+shares each epoch among the ranks the ring has, elastic_sampler.py) — by their state. commit() copies
 them all (host memory for every tensor: commit as often as a step can afford to be
 redone). Tensors travel by ringsync broadcasts, in place where a rank has them; what only
 the source knows (the values, the optimizer's hyper-parameters, which state tensors exist
@@ -48,6 +50,7 @@ import torch
 
 import ringsync
 from ringsync.torch import session
+from ringsync.torch.elastic_sampler import ElasticSampler  # noqa: F401  (part of this API)
 
 # Failures after which the ring's current members can agree on a state and go on.
 RESETTING_ERRORS = (ringsync.MembershipChangedError, ringsync.PeerLostError,
@@ -105,7 +108,20 @@ class TorchState(ringsync.ElasticState):
             callback()
 
     def _values(self):
-        return {name: getattr(self, name) for name in self._value_names}
+        """The named values as they travel: plain ones as they are, the others' state_dict."""
+        values = {}
+        for name in self._value_names:
+            value = getattr(self, name)
+            values[name] = value.state_dict() if _has_state(value) else value
+        return values
+
+    def _set_values(self, values):
+        for name, value in values.items():
+            current = getattr(self, name)
+            if _has_state(current):
+                current.load_state_dict(value)
+            else:
+                setattr(self, name, value)
 
     def _snapshot(self):
         model = None
@@ -123,8 +139,7 @@ class TorchState(ringsync.ElasticState):
             self.model.load_state_dict(model)
         if optimizer is not None:
             self.optimizer.load_state_dict(optimizer)
-        for name, value in pickle.loads(values).items():
-            setattr(self, name, value)
+        self._set_values(pickle.loads(values))
 
     def _receive_from(self, source):
         client = self._client
@@ -138,8 +153,7 @@ class TorchState(ringsync.ElasticState):
                 client.broadcast_(tensor, source, f"ringsync.elastic/model/{name}")
         if self.optimizer is not None:
             self._receive_optimizer(source, manifest)
-        for name, value in manifest["values"].items():
-            setattr(self, name, value)
+        self._set_values(manifest["values"])
 
     def _manifest(self):
         manifest = {"values": self._values(), "optimizer": None}
@@ -181,6 +195,11 @@ class TorchState(ringsync.ElasticState):
                 del optimizer.state[p]
         for group, values in zip(optimizer.param_groups, theirs["groups"]):
             group.update(values)
+
+
+def _has_state(value):
+    return callable(getattr(value, "state_dict", None)) and \
+        callable(getattr(value, "load_state_dict", None))
 
 
 def _params(optimizer):
