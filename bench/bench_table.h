@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -21,19 +22,46 @@ namespace ringsync::bench {
 // 2(N-1)/N for an all-reduce, 1 for a broadcast, (N-1)/N for an all-gather or a gather
 // (whose size is the whole result), a reduce-scatter or a scatter (the whole input) and an
 // all-to-all (each rank's input, which is also its output's size: all but its own block
-// leaves, alltoall_perf's factor).
+// leaves, alltoall_perf's factor); for the uneven all-to-all below, what leaves of its
+// input, 1 - 2/(N(N+1)).
 struct BusFactor {
   const char* formula;  // as the tables' heading line prints it
   double value;
 };
 inline BusFactor BusFactorOf(absl::string_view collective, int nranks) {
   const double n = nranks;
+  if (collective == "alltoallv") return {"1-2/(N(N+1))", 1 - 2 / (n * (n + 1))};
   if (collective == "broadcast") return {"1", 1.0};
   if (collective == "allgather" || collective == "reducescatter" || collective == "scatter" ||
       collective == "gather" || collective == "alltoall") {
     return {"(N-1)/N", (n - 1) / n};
   }
   return {"2(N-1)/N", 2 * (n - 1) / n};
+}
+
+// The uneven all-to-all the benchmarks time (--collective=alltoallv, a mixture-of-experts
+// dispatch's shape): rank q sends rank r AllToAllVUnits(q, r, N) = 1 + (r - q) mod N
+// shares of count / (N(N+1)/2) elements, so its own block is the smallest, the blocks to
+// the ranks after it grow, and every rank sends and receives `count` elements in all (the
+// shares of each row and each column add up to N(N+1)/2). `count`: a multiple of that.
+inline int64_t AllToAllVShares(int nranks) { return int64_t{nranks} * (nranks + 1) / 2; }
+inline int64_t AllToAllVUnits(int from, int to, int nranks) {
+  return 1 + ((to - from) % nranks + nranks) % nranks;
+}
+// Elements rank `from` sends each rank (its send counts; a column of them, `to` fixed, is
+// what `to` receives from each rank).
+inline std::vector<uint64_t> AllToAllVCounts(int from, int nranks, uint64_t count) {
+  std::vector<uint64_t> counts;
+  const uint64_t share = count / static_cast<uint64_t>(AllToAllVShares(nranks));
+  for (int to = 0; to < nranks; ++to) {
+    counts.push_back(share * static_cast<uint64_t>(AllToAllVUnits(from, to, nranks)));
+  }
+  return counts;
+}
+inline std::vector<uint64_t> AllToAllVReceiveCounts(int to, int nranks, uint64_t count) {
+  std::vector<uint64_t> counts;
+  for (int from = 0; from < nranks; ++from) counts.push_back(AllToAllVCounts(from, nranks, count)[to]);
+  return counts;
 }
 
 // Large sizes get fewer iterations so a sweep to 256 MiB ends in minutes: at most this

@@ -17,12 +17,14 @@
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
 # is faster). Every result is checked (#wrong) unless CHECK=0. COLLECTIVE=broadcast,
-# allgather, scatter, gather, alltoall or reducescatter times that collective instead of
-# the all-reduce (ringsync, Gloo C++ and MPI; an all-gather's or gather's size is its whole
-# result, a scatter's the root's input, an all-to-all's or reduce-scatter's each rank's
-# input, nccl-tests' busbw factors; ringsync's all-to-all runs in place, the peers' from an
-# input into an output; the peers' reduce-scatters run in place, ringsync's into a block of
-# its own: Gloo C++ ReduceScatterHalvingDoubling, MPI_Reduce_scatter_block).
+# allgather, scatter, gather, alltoall, alltoallv or reducescatter times that collective
+# instead of the all-reduce (ringsync, Gloo C++ and MPI; an all-gather's or gather's size is
+# its whole result, a scatter's the root's input, an all-to-all's or reduce-scatter's each
+# rank's input, nccl-tests' busbw factors; alltoallv: uneven blocks, rank q sending rank r
+# 1 + (r - q) mod N shares, bench/bench_table.h; ringsync's all-to-all runs in place, the
+# peers' from an input into an output; the peers' reduce-scatters run in place,
+# ringsync's into a block of its own: Gloo C++ ReduceScatterHalvingDoubling,
+# MPI_Reduce_scatter_block).
 #
 #   bench/compare_with_gloo.sh [BUILD_DIR]            # default: $BUILD_DIR or "build"
 #   MIN_BYTES=16M MAX_BYTES=256M ROUNDS=3 bench/compare_with_gloo.sh
@@ -68,9 +70,9 @@ if [[ $COLLECTIVE != allreduce ]]; then
     case $peer:$COLLECTIVE in
       ringsync:*) ;;
       gloo-cpp:broadcast|gloo-cpp:allgather|gloo-cpp:scatter|gloo-cpp:gather|gloo-cpp:alltoall) ;;
-      gloo-cpp:reducescatter) ;;
+      gloo-cpp:reducescatter|gloo-cpp:alltoallv) ;;
       mpi-*:broadcast|mpi-*:allgather|mpi-*:scatter|mpi-*:gather|mpi-*:alltoall) ;;
-      mpi-*:reducescatter) ;;
+      mpi-*:reducescatter|mpi-*:alltoallv) ;;
       *) echo "$peer does not time a $COLLECTIVE here" >&2; exit 2 ;;
     esac
   done

@@ -1,7 +1,7 @@
 // gloo-peer-bench: the Gloo C++ library's own all-reduce (gloo::allreduce over its TCP
 // transport), or with --collective its gloo::broadcast, gloo::allgather, gloo::scatter,
-// gloo::gather, gloo::alltoall or gloo::ReduceScatterHalvingDoubling, the peer
-// ringsync-bench is compared with. Same sizes,
+// gloo::gather, gloo::alltoall, gloo::alltoallv or gloo::ReduceScatterHalvingDoubling, the
+// peer ringsync-bench is compared with. Same sizes,
 // inputs, iteration policy and columns as bench/ringsync_bench.cc, so
 // bench/compare_with_gloo.sh joins the tables row by row.
 //
@@ -37,6 +37,7 @@
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
+#include "gloo/alltoallv.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/gather.h"
@@ -131,6 +132,15 @@ class RankBench {
       opts.setTag(next_tag_++);
       opts.setTimeout(c_.timeout);
       gloo::alltoall(opts);
+    };
+    peer.all_to_all_v = [this](const T* input, const std::vector<uint64_t>& send_counts,
+                               T* output, const std::vector<uint64_t>& receive_counts) {
+      gloo::AlltoallvOptions opts(context_);
+      opts.setInput(const_cast<T*>(input), std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+      opts.setOutput(output, std::vector<int64_t>(receive_counts.begin(), receive_counts.end()));
+      opts.setTag(next_tag_++);
+      opts.setTimeout(c_.timeout);
+      gloo::alltoallv(opts);
     };
     // Gloo's reduce-scatter is an algorithm object over fixed buffers (no functional
     // form): made once per size, as Gloo's own benchmark does, and run in place.

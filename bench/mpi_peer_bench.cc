@@ -1,5 +1,5 @@
 // mpi-peer-bench: OpenMPI's own all-reduce (MPI_Allreduce in place), or with --collective
-// its MPI_Bcast, MPI_Allgather, MPI_Scatter, MPI_Gather, MPI_Alltoall or
+// its MPI_Bcast, MPI_Allgather, MPI_Scatter, MPI_Gather, MPI_Alltoall, MPI_Alltoallv or
 // MPI_Reduce_scatter_block (in place), the MPI peer ringsync-bench is compared with. Same
 // sizes, inputs, iteration policy and columns as bench/ringsync_bench.cc and
 // bench/gloo_peer_bench.cc (bench/peer_sweep.h), so bench/compare_with_gloo.sh joins the
@@ -68,6 +68,7 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
                        : sweep.collective == "scatter"   ? "MPI_Scatter"
                        : sweep.collective == "gather"    ? "MPI_Gather"
                        : sweep.collective == "alltoall"  ? "MPI_Alltoall"
+                       : sweep.collective == "alltoallv" ? "MPI_Alltoallv"
                        : sweep.collective == "reducescatter" ? "MPI_Reduce_scatter_block in place"
                                                          : "MPI_Allreduce in place";
     std::printf("# mpi-peer-bench %s: nranks %d, %s, %s (%s)\n", sweep.collective.c_str(), n,
@@ -97,6 +98,24 @@ int64_t Sweep(const bench::PeerSweep& sweep, int rank, int n) {
   peer.all_to_all = [](const T* input, size_t count, T* output) {
     MPI_Alltoall(input, static_cast<int>(count), TypeOf<T>(), output, static_cast<int>(count),
                  TypeOf<T>(), MPI_COMM_WORLD);
+  };
+  peer.all_to_all_v = [](const T* input, const std::vector<uint64_t>& send_counts, T* output,
+                         const std::vector<uint64_t>& receive_counts) {
+    const auto ints = [](const std::vector<uint64_t>& counts, std::vector<int>& displacements) {
+      std::vector<int> out;
+      int at = 0;
+      for (uint64_t count : counts) {
+        out.push_back(static_cast<int>(count));
+        displacements.push_back(at);
+        at += static_cast<int>(count);
+      }
+      return out;
+    };
+    std::vector<int> send_at, receive_at;
+    const std::vector<int> sends = ints(send_counts, send_at);
+    const std::vector<int> receives = ints(receive_counts, receive_at);
+    MPI_Alltoallv(input, sends.data(), send_at.data(), TypeOf<T>(), output, receives.data(),
+                  receive_at.data(), TypeOf<T>(), MPI_COMM_WORLD);
   };
   // In place, as Gloo's: the input is the whole buffer, the block lands at its start.
   peer.reduce_scatter = [op](T* data, size_t count) {

@@ -8,7 +8,8 @@
 ABSL_FLAG(std::string, collective, "allreduce",
           "allreduce, broadcast (from rank 0), allgather (a size is the whole result), scatter "
           "(from rank 0; a size is the root's input), gather (to rank 0; a size is the "
-          "root's result), alltoall or reducescatter (a size is each rank's input)");
+          "root's result), alltoall, alltoallv (uneven blocks) or reducescatter (a size is "
+          "each rank's input)");
 ABSL_FLAG(std::string, min_bytes, "1M", "smallest collective, e.g. 4, 64K, 1M");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest collective");
 ABSL_FLAG(int64_t, step_factor, 2, "size multiplier between rows (>= 2)");
@@ -32,7 +33,7 @@ std::optional<PeerSweep> ReadPeerSweep(const char* program) {
   const bool collective_ok =
       s.collective == "allreduce" || s.collective == "broadcast" || s.collective == "allgather" ||
       s.collective == "scatter" || s.collective == "gather" || s.collective == "alltoall" ||
-      s.collective == "reducescatter";
+      s.collective == "reducescatter" || s.collective == "alltoallv";
   if (s.min_bytes > 0 && s.max_bytes >= s.min_bytes && s.step_factor >= 2 && s.iters >= 1 &&
       s.warmup_iters >= 0 && dtype_ok && op_ok && collective_ok) {
     return s;
@@ -40,7 +41,7 @@ std::optional<PeerSweep> ReadPeerSweep(const char* program) {
   std::fprintf(stderr, "%s: bad sweep flags (sizes like 1M with min <= max, step_factor >= 2, "
                        "iters >= 1, warmup_iters >= 0, dtype float32|float64|int32|int64, "
                        "op sum|min|max, collective allreduce|broadcast|allgather|scatter|gather|"
-                       "alltoall|reducescatter)\n",
+                       "alltoall|alltoallv|reducescatter)\n",
                program);
   return std::nullopt;
 }

@@ -30,8 +30,9 @@ struct PeerSweep {
   // allreduce, broadcast (from rank 0), allgather (a size is its whole result, N blocks),
   // scatter (from rank 0; a size is the root's input, N blocks), gather (to rank 0; a
   // size is the root's result, N blocks), alltoall (a size is each rank's input, N
-  // blocks) or reducescatter (a size is each rank's input, N blocks; rank r keeps block r
-  // of the reduction), as ringsync-bench --collective.
+  // blocks), reducescatter (a size is each rank's input, N blocks; rank r keeps block r
+  // of the reduction) or alltoallv (uneven blocks, bench_table.h's AllToAllVCounts; a size
+  // is each rank's input and output, N(N+1)/2 shares), as ringsync-bench --collective.
   std::string collective = "allreduce";
 };
 
@@ -103,7 +104,9 @@ double PeakRssMiB();
 // all-gather of each rank's `count` elements into N x count, its scatter of rank 0's
 // N x `count` elements, block r into rank r's output, its gather of each rank's
 // `count` elements into rank 0's N x count, and its all-to-all of each rank's N x `count`
-// elements, block r to rank r, whose output's block q is rank q's, and its reduce-scatter
+// elements, block r to rank r, whose output's block q is rank q's, its uneven all-to-all
+// of `send_counts` elements to each rank from `input`, `receive_counts` from each into
+// `output` (rank order, end to end), and its reduce-scatter
 // of each rank's N x `count` elements of `data` with the sweep's op, which returns where
 // it left this rank's `count` elements of the reduction (Gloo and MPI reduce in place and
 // leave them at data's start) (any but the all-reduce may be empty: the peer has none), a
@@ -118,6 +121,9 @@ struct PeerCollectives {
   std::function<void(const T* input, size_t count, T* output)> gather;
   std::function<void(const T* input, size_t count, T* output)> all_to_all;
   std::function<T*(T* data, size_t count)> reduce_scatter;
+  std::function<void(const T* input, const std::vector<uint64_t>& send_counts, T* output,
+                     const std::vector<uint64_t>& receive_counts)>
+      all_to_all_v;
   std::function<void()> barrier;
   std::function<double(double)> max_over_ranks;
   std::function<int64_t(int64_t)> sum_over_ranks;
@@ -138,6 +144,7 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   const bool print = rank == 0;
   const bool reduces = sweep.collective == "allreduce";
   const bool reduce_scatters = sweep.collective == "reducescatter";
+  const bool exchanges_uneven = sweep.collective == "alltoallv";
   const bool to_root = sweep.collective == "gather";
   const bool gathers = sweep.collective == "allgather" || to_root;
   const bool broadcasts = sweep.collective == "broadcast";
@@ -145,7 +152,8 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   const bool exchanges = sweep.collective == "alltoall";
   if ((gathers && !(to_root ? peer.gather : peer.all_gather)) ||
       (broadcasts && !peer.broadcast) || (scatters && !peer.scatter) ||
-      (exchanges && !peer.all_to_all) || (reduce_scatters && !peer.reduce_scatter)) {
+      (exchanges && !peer.all_to_all) || (reduce_scatters && !peer.reduce_scatter) ||
+      (exchanges_uneven && !peer.all_to_all_v)) {
     if (print) std::fprintf(stderr, "%s: no %s in this peer\n", who, sweep.collective.c_str());
     return -1;
   }
@@ -154,16 +162,24 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     if (gathers || scatters || exchanges || reduce_scatters) {
       count = std::max<size_t>(1, count / nranks) * nranks;
     }
+    if (exchanges_uneven) {
+      const auto shares = static_cast<size_t>(AllToAllVShares(nranks));
+      count = std::max<size_t>(1, count / shares) * shares;
+    }
     if (counts.empty() || counts.back() != count) counts.push_back(count);
   }
   std::vector<T> buffer(counts.back());
   // An all-gather's or a gather's input, a scatter's output: one block; an all-to-all's
   // input: N blocks (the peers' all-to-alls take an input and an output).
-  std::vector<T> input(exchanges             ? counts.back()
+  std::vector<T> input(exchanges || exchanges_uneven ? counts.back()
                        : gathers || scatters ? counts.back() / nranks
                                              : 0);
   T* reduced = nullptr;  // where the peer's reduce-scatter left this rank's block
   const auto run = [&](size_t count) {
+    if (exchanges_uneven) {
+      return peer.all_to_all_v(input.data(), AllToAllVCounts(rank, nranks, count), buffer.data(),
+                               AllToAllVReceiveCounts(rank, nranks, count));
+    }
     if (reduce_scatters) {
       reduced = peer.reduce_scatter(buffer.data(), count / nranks);
       return;
@@ -177,6 +193,16 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   };
   const auto fill = [&](size_t count) {
     if (gathers) return FillInputs(input.data(), count / nranks, rank);
+    if (exchanges_uneven) {
+      size_t at = 0;
+      const std::vector<uint64_t> sends = AllToAllVCounts(rank, nranks, count);
+      for (int to = 0; to < nranks; ++to) {
+        FillInputs(input.data() + at, sends[to], ExchangedBlockRank(rank, to));
+        at += sends[to];
+      }
+      std::fill_n(buffer.data(), count, static_cast<T>(-3));  // what no rank sends
+      return;
+    }
     if (scatters) FillInputs(input.data(), count / nranks, rank + 1);  // shows a miss
     if (exchanges) {
       const size_t block = count / nranks;
@@ -195,6 +221,16 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     if (reduce_scatters) {
       const size_t block = count / nranks;
       return CountWrong(reduced, block, nranks, sweep.op, static_cast<size_t>(rank) * block);
+    }
+    if (exchanges_uneven) {
+      int64_t wrong = 0;
+      size_t at = 0;
+      const std::vector<uint64_t> receives = AllToAllVReceiveCounts(rank, nranks, count);
+      for (int from = 0; from < nranks; ++from) {
+        wrong += CountNotFrom(buffer.data() + at, receives[from], ExchangedBlockRank(from, rank));
+        at += receives[from];
+      }
+      return wrong;
     }
     if (broadcasts) return CountNotFrom(buffer.data(), count, 0);
     if (scatters) {

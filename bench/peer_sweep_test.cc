@@ -4,6 +4,8 @@
 #include "bench/peer_sweep.h"
 
 #include <algorithm>
+#include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,7 @@ TEST(BusFactor, IsWhatEachRankMovesPerByteOfResultAsNcclTests) {
   EXPECT_DOUBLE_EQ(BusFactorOf("allgather", 4).value, 0.75);
   EXPECT_DOUBLE_EQ(BusFactorOf("reducescatter", 4).value, 0.75);
   EXPECT_DOUBLE_EQ(BusFactorOf("alltoall", 4).value, 0.75);
+  EXPECT_DOUBLE_EQ(BusFactorOf("alltoallv", 4).value, 0.9);  // all but 1 of 10 shares leave
   EXPECT_STREQ(BusFactorOf("allreduce", 4).formula, "2(N-1)/N");
 }
 
@@ -144,6 +147,19 @@ PeerCollectives<T> SimulatedPeer(int nranks, bool broken) {
     }
     return data;
   };
+  peer.all_to_all_v = [nranks, broken](const T* input, const std::vector<uint64_t>& sends,
+                                       T* output, const std::vector<uint64_t>& receives) {
+    size_t in = 0, out = 0;
+    for (int from = 0; from < nranks; ++from) {
+      if (from == 1 && !broken) {  // its own block, from its input to its output
+        std::copy(input + in, input + in + sends[1], output + out);
+      } else if (!broken) {
+        FillInputs(output + out, receives[from], ExchangedBlockRank(from, 1));
+      }
+      in += sends[from];
+      out += receives[from];
+    }
+  };
   peer.barrier = [] {};
   peer.max_over_ranks = [](double v) { return v; };
   peer.sum_over_ranks = [](int64_t v) { return v; };
@@ -156,7 +172,7 @@ PeerSweep SmallSweep(const std::string& collective) {
 
 TEST(RunSweep, ChecksEachCollectivesResultAgainstTheRanksInputs) {
   for (const std::string collective :
-       {"allreduce", "broadcast", "allgather", "alltoall", "reducescatter"}) {
+       {"allreduce", "broadcast", "allgather", "alltoall", "reducescatter", "alltoallv"}) {
     EXPECT_EQ(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, false), "test"), 0)
         << collective;
     EXPECT_GT(RunSweep(SmallSweep(collective), 1, 3, SimulatedPeer<float>(3, true), "test"), 0)
@@ -179,6 +195,20 @@ TEST(ExchangedBlockRank, AnAllToAllThatExchangedNothingIsCaughtAtAnyBlockLength)
         EXPECT_EQ(wrong, static_cast<int64_t>((nranks - 1) * block))
             << nranks << " ranks, rank " << rank << ", blocks of " << block;
       }
+    }
+  }
+}
+
+TEST(AllToAllVCounts, EveryRankSendsAndReceivesTheCountInBlocksThatDiffer) {
+  for (int nranks = 1; nranks <= 6; ++nranks) {
+    const uint64_t count = 7 * static_cast<uint64_t>(AllToAllVShares(nranks));
+    for (int rank = 0; rank < nranks; ++rank) {
+      const std::vector<uint64_t> sends = AllToAllVCounts(rank, nranks, count);
+      const std::vector<uint64_t> receives = AllToAllVReceiveCounts(rank, nranks, count);
+      EXPECT_EQ(std::accumulate(sends.begin(), sends.end(), uint64_t{0}), count);
+      EXPECT_EQ(std::accumulate(receives.begin(), receives.end(), uint64_t{0}), count);
+      EXPECT_EQ(sends[rank], 7u) << "its own block is the smallest";
+      EXPECT_EQ(std::set<uint64_t>(sends.begin(), sends.end()).size(), static_cast<size_t>(nranks));
     }
   }
 }

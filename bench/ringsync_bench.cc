@@ -63,8 +63,10 @@
 
 ABSL_FLAG(std::string, collective, "allreduce",
           "allreduce, broadcast (from rank 0), allgather, reducescatter, scatter (from rank 0; "
-          "the size is the root's input), gather (to rank 0; the size is the root's result) or "
-          "alltoall (in place; the size is each rank's input)");
+          "the size is the root's input), gather (to rank 0; the size is the root's result), "
+          "alltoall (in place; the size is each rank's input) or alltoallv (uneven blocks, "
+          "from an input into an output: bench/bench_table.h's AllToAllVCounts; the size is "
+          "each rank's input, and its output)");
 ABSL_FLAG(std::string, worker, "", "this rank's worker: unix:/path, /path or host:port (required)");
 ABSL_FLAG(std::string, min_bytes, "4", "smallest size; K, M, G suffixes mean KiB, MiB, GiB");
 ABSL_FLAG(std::string, max_bytes, "256M", "largest size; K, M, G suffixes mean KiB, MiB, GiB");
@@ -234,11 +236,13 @@ absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "bad --collective '", name,
-      "': expected allreduce, broadcast, allgather, reducescatter, scatter, gather or alltoall"));
+      "': expected allreduce, broadcast, allgather, reducescatter, scatter, gather, alltoall "
+      "or alltoallv"));
 }
 
 struct Config {
   CollectiveKind collective;
+  bool uneven;  // alltoallv: an all-to-all of uneven blocks
   int64_t min_bytes, max_bytes, step_factor, iters, warmup_iters;
   DType dtype;
   ReduceOp op;
@@ -252,12 +256,14 @@ absl::StatusOr<Config> ReadFlags() {
   absl::StatusOr<int64_t> max = ParseBytes(absl::GetFlag(FLAGS_max_bytes));
   absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
   absl::StatusOr<ReduceOp> op = ParseReduceOp(absl::GetFlag(FLAGS_op));
-  absl::StatusOr<CollectiveKind> collective = ParseCollective(absl::GetFlag(FLAGS_collective));
+  const bool uneven = absl::GetFlag(FLAGS_collective) == "alltoallv";
+  absl::StatusOr<CollectiveKind> collective =
+      ParseCollective(uneven ? "alltoall" : absl::GetFlag(FLAGS_collective));
   for (const absl::Status& s :
        {min.status(), max.status(), dtype.status(), op.status(), collective.status()}) {
     if (!s.ok()) return s;
   }
-  c = {*collective, *min, *max, absl::GetFlag(FLAGS_step_factor), absl::GetFlag(FLAGS_iters),
+  c = {*collective, uneven, *min, *max, absl::GetFlag(FLAGS_step_factor), absl::GetFlag(FLAGS_iters),
        absl::GetFlag(FLAGS_warmup_iters), *dtype, *op, absl::GetFlag(FLAGS_check) != 0,
        std::nullopt};
   if (c.min_bytes > c.max_bytes) return absl::InvalidArgumentError("--min_bytes exceeds --max_bytes");
@@ -271,6 +277,11 @@ absl::StatusOr<Config> ReadFlags() {
     c.shared_memory_threshold = *threshold;
   }
   return c;
+}
+
+// The collective's name in the tables: --collective's.
+std::string NameOf(const Config& c) {
+  return c.uneven ? "alltoallv" : std::string(CollectiveKindName(c.collective));
 }
 
 // Sum (or max) of one value over all ranks, through ringsync itself.
@@ -288,13 +299,19 @@ struct Row {
 
 // One size's collective over `count` elements in `whole` (the all-reduce's, broadcast's or
 // all-to-all's data, the all-gather's or gather's result, the reduce-scatter's or scatter's
-// input) and, for those four, count / N in `block` (the gathers' input, the scatters'
-// result).
+// input, the uneven all-to-all's input) and, for those four, count / N in `block` (the
+// gathers' input, the scatters' result), and `count` in `output` (the uneven all-to-all's).
 class SizedCollective {
  public:
-  SizedCollective(Client& client, const Config& c, std::byte* whole, std::byte* block, size_t count)
-      : client_(client), c_(c), whole_(whole), block_(block), count_(count),
-        n_(client.world_size()), element_(DTypeSize(c.dtype)) {}
+  SizedCollective(Client& client, const Config& c, std::byte* whole, std::byte* block, size_t count,
+                  std::byte* output)
+      : client_(client), c_(c), whole_(whole), block_(block), output_(output), count_(count),
+        n_(client.world_size()), element_(DTypeSize(c.dtype)) {
+    if (c.uneven) {
+      send_counts_ = bench::AllToAllVCounts(client.rank(), n_, count);
+      receive_counts_ = bench::AllToAllVReceiveCounts(client.rank(), n_, count);
+    }
+  }
 
   // This rank's input, fresh: the reduction's operands, the broadcast root's (and, so that
   // a broadcast that did not arrive shows, the other ranks' own) values, the gathered block,
@@ -314,6 +331,17 @@ class SizedCollective {
       case CollectiveKind::kGather:
         return Fill(block_, Block() * element_, Pattern(c_.dtype, ReduceOp::kSum, n_, rank));
       case CollectiveKind::kAllToAll:
+        if (c_.uneven) {
+          size_t at = 0;
+          for (int to = 0; to < n_; ++to) {
+            Fill(whole_ + at * element_, send_counts_[to] * element_, ExchangedBlock(rank, to));
+            at += send_counts_[to];
+          }
+          // No rank sends these bytes (0x7f.. is no small integer in any dtype): a block
+          // that did not arrive shows.
+          std::memset(output_, 0x7f, count_ * element_);
+          return;
+        }
         for (int to = 0; to < n_; ++to) {
           Fill(whole_ + to * Block() * element_, Block() * element_, ExchangedBlock(rank, to));
         }
@@ -338,6 +366,10 @@ class SizedCollective {
         return client_.Gather(name, block_, Block(), c_.dtype,
                               client_.rank() == 0 ? whole_ : nullptr, count_, /*root=*/0);
       case CollectiveKind::kAllToAll:
+        if (c_.uneven) {
+          return client_.AllToAllV(name, whole_, count_, send_counts_, c_.dtype, output_, count_,
+                                   receive_counts_);
+        }
         return client_.AllToAll(name, whole_, count_, c_.dtype, whole_, count_);
       case CollectiveKind::kBarrier: break;
     }
@@ -375,6 +407,15 @@ class SizedCollective {
       }
       case CollectiveKind::kAllToAll: {
         int64_t wrong = 0;
+        if (c_.uneven) {
+          size_t at = 0;
+          for (int from = 0; from < n_; ++from) {
+            wrong += CountWrong(output_ + at * element_, receive_counts_[from], element_,
+                                ExchangedBlock(from, client_.rank()));
+            at += receive_counts_[from];
+          }
+          return wrong;
+        }
         for (int from = 0; from < n_; ++from) {
           wrong += CountWrong(whole_ + from * Block() * element_, Block(), element_,
                               ExchangedBlock(from, client_.rank()));
@@ -403,14 +444,16 @@ class SizedCollective {
   const Config& c_;
   std::byte* whole_;
   std::byte* block_;
+  std::byte* output_;
   size_t count_;
+  std::vector<uint64_t> send_counts_, receive_counts_;  // alltoallv's
   int n_;
   size_t element_;
 };
 
 absl::StatusOr<Row> MeasureSize(Client& client, const Config& c, SizedCollective collective,
                                 size_t bytes) {
-  const std::string name = absl::StrCat("bench/", CollectiveKindName(c.collective), "/", bytes);
+  const std::string name = absl::StrCat("bench/", NameOf(c), "/", bytes);
   const auto [iters, warmups] =
       bench::IterationsFor(static_cast<int64_t>(bytes), c.iters, c.warmup_iters);
   collective.FillInput();
@@ -466,13 +509,15 @@ int Run() {
   const int n = client.world_size();
   const bool print = client.rank() == 0;
   const size_t element = DTypeSize(c.dtype);
-  // One buffer of the largest size, uint64_t-aligned for every dtype.
+  // One buffer of the largest size, uint64_t-aligned for every dtype; twice that for an
+  // uneven all-to-all, whose output follows its input (registered: side by side, as the
+  // SDK runs them with no copy).
+  const size_t buffer_bytes = (static_cast<size_t>(c.max_bytes) + 8) * (c.uneven ? 2 : 1);
   std::vector<uint64_t> storage;
   RegisteredBuffer registered;
   std::byte* buffer = nullptr;
   if (absl::GetFlag(FLAGS_registered)) {
-    absl::StatusOr<RegisteredBuffer> allocated =
-        client.AllocateBytes(static_cast<size_t>(c.max_bytes) + 8);
+    absl::StatusOr<RegisteredBuffer> allocated = client.AllocateBytes(buffer_bytes);
     if (!allocated.ok()) {
       std::fprintf(stderr, "ringsync-bench: --registered: %s\n", allocated.status().ToString().c_str());
       return 1;
@@ -480,7 +525,7 @@ int Run() {
     registered = *std::move(allocated);
     buffer = static_cast<std::byte*>(registered.data());  // page-aligned
   } else {
-    storage.resize((static_cast<size_t>(c.max_bytes) + 7) / 8 + 1);
+    storage.resize(buffer_bytes / 8 + 1);
     buffer = reinterpret_cast<std::byte*>(storage.data());
   }
   // An all-gather's input, a reduce-scatter's result: a rank's block of the largest size.
@@ -491,11 +536,11 @@ int Run() {
   if (blocks) block_storage.resize((static_cast<size_t>(c.max_bytes) / n + 7) / 8 + 1);
   std::byte* block = reinterpret_cast<std::byte*>(block_storage.data());
 
-  const bench::BusFactor bus = bench::BusFactorOf(CollectiveKindName(c.collective), n);
+  const bench::BusFactor bus = bench::BusFactorOf(NameOf(c), n);
   const double bus_factor = bus.value;
   if (print) {
     std::printf("# ringsync-bench %s: nranks %d, rank 0 worker %s, build %s\n",
-                std::string(CollectiveKindName(c.collective)).c_str(), n,
+                NameOf(c).c_str(), n,
                 absl::GetFlag(FLAGS_worker).c_str(), RINGSYNC_BENCH_BUILD);
     std::printf("# minBytes %lld maxBytes %lld step: %lld(factor) warmup iters: %lld iters: %lld "
                 "(at most %lld MiB per batch) validation: %d\n",
@@ -522,7 +567,9 @@ int Run() {
   for (int64_t bytes = c.min_bytes; bytes <= c.max_bytes; bytes *= c.step_factor) {
     // An all-gather's result, a reduce-scatter's input and an all-to-all's data are N
     // whole blocks.
-    const int64_t multiple = blocks || traits.exchanges ? n : 1;
+    const int64_t multiple = c.uneven                       ? bench::AllToAllVShares(n)
+                             : blocks || traits.exchanges ? n
+                                                          : 1;
     const int64_t count =
         std::max<int64_t>(multiple, bytes / static_cast<int64_t>(element) / multiple * multiple);
     if (count == last_count || count * static_cast<int64_t>(element) > c.max_bytes) {
@@ -538,8 +585,10 @@ int Run() {
                                          c.collective == CollectiveKind::kReduceScatter)) {
       rank_block = buffer + static_cast<size_t>(client.rank()) * static_cast<size_t>(count / n) * element;
     }
+    std::byte* output = c.uneven ? buffer + static_cast<size_t>(size) : nullptr;
     absl::StatusOr<Row> row = MeasureSize(
-        client, c, SizedCollective(client, c, buffer, rank_block, static_cast<size_t>(count)),
+        client, c,
+        SizedCollective(client, c, buffer, rank_block, static_cast<size_t>(count), output),
         static_cast<size_t>(size));
     if (!row.ok()) {
       std::fprintf(stderr, "ringsync-bench rank %d: %s\n", client.rank(), row.status().ToString().c_str());
@@ -596,7 +645,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "collective latency and bandwidth through ringsync, nccl-tests style; one process per "
       "rank:\n  ringsync-bench --worker=unix:/path/w0.sock [--collective=allreduce|broadcast|"
-      "allgather|reducescatter|scatter|gather|alltoall --min_bytes=4 "
+      "allgather|reducescatter|scatter|gather|alltoall|alltoallv --min_bytes=4 "
       "--max_bytes=256M --dtype=float32 --op=sum]\nLarge sizes run fewer iterations: iters = max(2, min(--iters, "
       "1 GiB / size)); warm-ups min(--warmup_iters, max(1, 1 GiB / size)).");
   absl::SetFlagsUsageConfig(ringsync::HelpListingFlagsFrom("bench/ringsync_bench.cc"));

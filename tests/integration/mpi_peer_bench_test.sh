@@ -2,7 +2,7 @@
 # mpi-peer-bench (the OpenMPI peer of bench/compare_with_gloo.sh) checks what it measures:
 # at N=2 over both transports the compare script uses (TCP on lo, shared memory), every
 # size's result of each collective it times (MPI_Allreduce, MPI_Bcast, MPI_Allgather,
-# MPI_Scatter, MPI_Gather, MPI_Alltoall, MPI_Reduce_scatter_block) is exact (#wrong 0 on
+# MPI_Scatter, MPI_Gather, MPI_Alltoall, MPI_Alltoallv, MPI_Reduce_scatter_block) is exact (#wrong 0 on
 # every row, one row per size), the run exits 0, and mpirun leaves no rank behind. Bad
 # sweep flags are refused (exit non-zero).
 #
@@ -20,7 +20,7 @@ fail() { echo "FAIL: $*" >&2; cat "$OUT" >&2; exit 1; }
 source "$(dirname "$0")/bench_table_checks.sh"
 
 for transport in "tcp,self --mca btl_tcp_if_include lo" "vader,self"; do
-  for collective in allreduce broadcast allgather scatter gather alltoall reducescatter; do
+  for collective in allreduce broadcast allgather scatter gather alltoall reducescatter alltoallv; do
     what="btl $transport, $collective"
     # shellcheck disable=SC2086
     "${MPIRUN[@]}" --mca btl $transport "$BENCH" --collective="$collective" "${SWEEP[@]}" \
