@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ring/doubling_exchange.h"
 #include "core/ring/ring_gather.h"
 #include "core/ring/ring_pipeline.h"
 #include "core/ring/ring_scatter.h"
@@ -121,10 +122,13 @@ std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec,
   const bool mode_allows = all_to_all || policy.mode == AlgorithmPolicy::Mode::kAuto ||
                            policy.mode == AlgorithmPolicy::Mode::kDirect;
   if ((!all_to_all && !rooted) || !IsValid(spec.dtype) || !policy.stride_links ||
-      world_size < (all_to_all ? 1 : 3) || world_size > kDirectRanksLimit || !mode_allows ||
-      StrideScheduleToCopy(spec, world_size, policy).has_value()) {
+      world_size < (all_to_all ? 1 : 3) || (world_size > kDirectRanksLimit && !all_to_all) ||
+      !mode_allows || StrideScheduleToCopy(spec, world_size, policy).has_value()) {
     return std::nullopt;
   }
+  // Beyond it a worker links only to the doubling's strides: the passes, and the data
+  // (DoublingExchange), go over those.
+  if (world_size > kDirectRanksLimit) return StrideSchedule::kDoubling;
   // The passes carry a spec each: over the links the worker connects as the ring forms.
   return SmallestAllReduceSchedule(world_size, policy).value_or(StrideSchedule::kDirect);
 }
@@ -156,7 +160,19 @@ absl::Status DirectTransfer(StrideSchedule schedule, const RingMember& me, Strid
       const DirectRoute& own = routes[static_cast<size_t>(me.rank)];
       if (!own.send.empty()) std::memcpy(own.receive.data(), own.send.data(), own.send.size());
     }
-    result = rank.Transfer(routes, options.segment_bytes);
+    if (me.world_size > kDirectRanksLimit) {
+      const size_t esize = DTypeSize(spec.dtype);
+      const size_t even_block = buffer.size() / static_cast<size_t>(me.world_size);
+      result = DoublingExchange(
+          rank, me, routes,
+          [&](int from, int to) {
+            return HasUnevenBlocks(spec) ? held[static_cast<size_t>(from)].spec.send_counts[to] * esize
+                                         : even_block;
+          },
+          options.segment_bytes);
+    } else {
+      result = rank.Transfer(routes, options.segment_bytes);
+    }
     if (result.ok()) result = rank.Commit();
   }
   rank.ExportStats(local);

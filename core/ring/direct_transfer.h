@@ -6,7 +6,9 @@
 // (N-1)/N of the buffer, but the other ranks move one block each instead of up to N-1.
 // On one host, where every hop is two copies through shared memory, that halves the
 // copies at N=4; across hosts the root's link carries the same bytes either way. An
-// all-to-all has no ring algorithm: every rank sends and receives (N-1)/N of its buffer.
+// all-to-all has no ring algorithm: every rank sends and receives (N-1)/N of its buffer
+// (beyond kDirectRanksLimit ranks, which link only to the doubling's strides, its data
+// hops those instead: doubling_exchange.h).
 // (The small ones travel whole in the gather pass: stride_copying.h.)
 //
 // Protocol, over StrideRank (stride_rank.h):
@@ -44,8 +46,10 @@ namespace ringsync {
 // gather of `spec` over `world_size` ranks runs as one under `policy`: one too large for
 // the stride links' gather pass (StrideScheduleToCopy), on 3 to kDirectRanksLimit ranks
 // with stride links, in modes auto and direct. An all-to-all too large for the gather
-// pass runs as one in every mode on up to kDirectRanksLimit ranks with stride links (it
-// has no other way). nullopt where it runs otherwise. Every rank evaluates it alike.
+// pass runs as one in every mode wherever there are stride links (it has no other way):
+// beyond kDirectRanksLimit ranks over the doubling's links, its data as DoublingExchange
+// moves it (doubling_exchange.h). nullopt where it runs otherwise. Every rank evaluates
+// it alike.
 std::optional<StrideSchedule> DirectTransferSchedule(const CollectiveSpec& spec, int world_size,
                                                      const AlgorithmPolicy& policy);
 

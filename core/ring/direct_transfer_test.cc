@@ -162,6 +162,63 @@ TEST_P(DirectTransferTest, AnAllToAllLeavesRankQsBlockRAsBlockQOfRankRForEveryRi
   }
 }
 
+// Beyond kDirectRanksLimit ranks the blocks hop the doubling's strides (Bruck's exchange,
+// doubling_exchange.h): the same result, over links of strides 1, 2, 4, ... only.
+TEST(DirectTransfer, AnAllToAllBeyondSixteenRanksHopsTheDoublingsLinksToTheSameResult) {
+  for (int n : {kDirectRanksLimit + 1, 20, 24, 32}) {
+    // 40-byte segments: none, one, several with a short last one.
+    for (size_t block : {size_t{0}, size_t{1}, size_t{23}}) {
+      SCOPED_TRACE(absl::StrCat("n ", n, " block ", block));
+      const CollectiveSpec spec = Spec(CollectiveKind::kAllToAll, DType::kFloat32, block * n);
+      const TransferRun run = RunTransfer(StrideSchedule::kDoubling, n,
+                                          std::vector<CollectiveSpec>(n, spec));
+      const size_t slot = block * sizeof(float);
+      int rounds = 0;
+      size_t hops = 0;  // blocks sent a rank: those whose distance has bit k set, per round
+      for (int s = 1; s < n; s *= 2, ++rounds) {
+        for (int i = 1; i < n; ++i) hops += (i & s) != 0;
+      }
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
+        for (int q = 0; q < n; ++q) {
+          EXPECT_TRUE(Slice(run.buffers[r], q * slot, slot) ==
+                      Slice(BufferOf(spec, n, q), r * slot, slot))
+              << "rank " << r << " block " << q;
+        }
+        EXPECT_EQ(run.stats[r].bytes_sent, hops * slot) << "rank " << r;
+      }
+    }
+  }
+}
+
+TEST(DirectTransfer, AnUnevenAllToAllBeyondSixteenRanksHopsTheDoublingsLinksToTheSameResult) {
+  for (int n : {kDirectRanksLimit + 1, 19}) {
+    SCOPED_TRACE(absl::StrCat("n ", n));
+    std::vector<std::vector<uint64_t>> sizes(n, std::vector<uint64_t>(n));
+    for (int q = 0; q < n; ++q) {
+      for (int r = 0; r < n; ++r) sizes[q][r] = (q * 7 + r * 11 + n) % 24;
+    }
+    std::vector<CollectiveSpec> specs;
+    for (int r = 0; r < n; ++r) specs.push_back(UnevenSpec(sizes, r));
+    const TransferRun run = RunTransfer(StrideSchedule::kDoubling, n, specs);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
+      const size_t input_bytes = specs[r].count * sizeof(float);
+      EXPECT_TRUE(Slice(run.buffers[r], 0, input_bytes) ==
+                  Slice(BufferOf(specs[r], n, r), 0, input_bytes))
+          << "rank " << r << "'s input changed";
+      uint64_t at = input_bytes;
+      for (int q = 0; q < n; ++q) {
+        const size_t bytes = sizes[q][r] * sizeof(float);
+        EXPECT_TRUE(Slice(run.buffers[r], at, bytes) ==
+                    Slice(BufferOf(specs[q], n, q), SendOffset(sizes, q, r) * sizeof(float), bytes))
+            << "rank " << r << " block " << q;
+        at += bytes;
+      }
+    }
+  }
+}
+
 TEST(DirectTransfer, AnAllToAllOverLinksThatQueueOneFrameNeverDeadlocks) {
   // Every rank sends and receives at once, ten segments to each rank, and a link holds one
   // unread frame (what a stride link promises for segments too large for its mailbox):
@@ -312,18 +369,18 @@ RingOptions ShortOptions() {
 
 // A gather of 4 ranks to root 0, or an all-to-all, in which rank 1 sends on its link to
 // rank 0 (stride 3) through a FaultyLink, with `fault` at send `cut` (none: counts its
-// sends). Rank 1 sends 120 bytes to rank 0 either way, three 40-byte segments.
+// sends). Rank 1 sends 120 bytes to rank 0 either way, three 40-byte segments. (Or on
+// `n` ranks, its link of `stride`, blocks of `block` elements.)
 TransferRun RunWithFault(StrideSchedule schedule, CollectiveKind kind,
                          std::optional<uint64_t> cut, LinkFault fault, const RingOptions& options,
-                         uint64_t* faulty_sends = nullptr) {
-  const int n = 4;
-  const int stride = 3;
+                         uint64_t* faulty_sends = nullptr, int n = 4, int stride = 3,
+                         size_t block = 30) {
   MemoryStrideMesh mesh(n);
   FaultyLink faulty(mesh.ring(stride).link(1));
   if (cut.has_value()) faulty.Script(*cut, fault);
   LinksWithFault rank_1(mesh.links(1), mesh.ring(stride).link(1), faulty);
   const CollectiveSpec spec =
-      Spec(kind, DType::kFloat32, kind == CollectiveKind::kGather ? 30 : 30 * n, 0);
+      Spec(kind, DType::kFloat32, kind == CollectiveKind::kGather ? block : block * n, 0);
   TransferRun run = RunTransfer(schedule, n, std::vector<CollectiveSpec>(n, spec), options,
                                 [&](int r) -> StrideLinks& {
                                   return r == 1 ? rank_1 : mesh.links(r);
@@ -364,6 +421,27 @@ TEST_P(DirectTransferTest, AFaultAtAnyFrameNeverLeavesOneRankOkAndAnotherPlainly
         const TransferRun run = RunWithFault(GetParam(), kind, cut, fault, ShortOptions());
         ExpectNoSplitOutcome(run, clean);
       }
+    }
+  }
+}
+
+// Beyond sixteen ranks, a fault on rank 1's link of stride 1 (its round 0 of the
+// doubling's exchange, beside the passes' frames): at any send, no split outcome.
+TEST(DirectTransfer, AFaultAtAnyFrameOfAnAllToAllBeyondSixteenRanksNeverSplitsTheOutcome) {
+  const int n = kDirectRanksLimit + 1;
+  uint64_t sends = 0;
+  const TransferRun clean = RunWithFault(StrideSchedule::kDoubling, CollectiveKind::kAllToAll,
+                                         std::nullopt, LinkFault::Drop(), ShortOptions(), &sends,
+                                         n, /*stride=*/1, /*block=*/3);
+  for (const absl::Status& s : clean.statuses) ASSERT_TRUE(s.ok()) << s;
+  ASSERT_GE(sends, 3u) << "the agreement's, round 0's segments and the commit's";
+  for (uint64_t cut = 0; cut < sends; ++cut) {
+    for (LinkFault fault : {LinkFault::Drop(), LinkFault::Close(), LinkFault::Stall()}) {
+      SCOPED_TRACE(absl::StrCat("send ", cut, " of rank 1 to rank 2, fault ",
+                                static_cast<int>(fault.kind)));
+      const TransferRun run = RunWithFault(StrideSchedule::kDoubling, CollectiveKind::kAllToAll,
+                                           cut, fault, ShortOptions(), nullptr, n, 1, 3);
+      ExpectNoSplitOutcome(run, clean);
     }
   }
 }
@@ -417,6 +495,9 @@ TEST(DirectTransferSchedule, RunsLargeScattersAndGathersOnThreeToSixteenRanksInA
   EXPECT_EQ(schedule(CollectiveKind::kGather, large, 8), StrideSchedule::kDoubling)
       << "the passes run as the smallest all-reduce does there";
   EXPECT_EQ(schedule(CollectiveKind::kGather, large, kDirectRanksLimit + 1), std::nullopt);
+  EXPECT_EQ(schedule(CollectiveKind::kAllToAll, large, kDirectRanksLimit + 1),
+            StrideSchedule::kDoubling)
+      << "an all-to-all beyond: its passes and its data over the doubling's links";
   EXPECT_EQ(schedule(CollectiveKind::kGather, large, 2), std::nullopt) << "N=2: one hop anyway";
   EXPECT_EQ(schedule(CollectiveKind::kGather, 16, 4), std::nullopt)
       << "small: whole in the gather pass (StrideScheduleToCopy)";

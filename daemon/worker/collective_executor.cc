@@ -433,9 +433,10 @@ std::optional<StrideSchedule> CollectiveExecutor::StrideScheduleFor(
         return small;
       }
       // A large scatter's, gather's or all-to-all's data goes straight to its rank,
-      // whatever the schedule of its agreement: as the metric says, the direct exchange.
-      if (DirectTransferSchedule(spec, epoch.me.world_size, options_.algorithm).has_value()) {
-        return StrideSchedule::kDirect;
+      // whatever the schedule of its agreement: as the metric says, the direct exchange;
+      // beyond kDirectRanksLimit an all-to-all's hops the doubling's links.
+      if (auto passes = DirectTransferSchedule(spec, epoch.me.world_size, options_.algorithm)) {
+        return epoch.me.world_size > kDirectRanksLimit ? *passes : StrideSchedule::kDirect;
       }
       return std::nullopt;
   }
@@ -513,12 +514,12 @@ absl::Status CollectiveExecutor::RunAlgorithm(CollectiveJob& job, RingEpoch& epo
     case CollectiveKind::kAllToAll:
       if (HasUnevenBlocks(job.spec)) PlaceUnevenResult(job, me);
       return RunCopying(job, epoch, data, options, [&] {
-        // It has no ring algorithm: its blocks go straight to their ranks.
+        // It has no ring algorithm: its blocks travel over the stride links.
         return RejectBeforeRunning(
             epoch, job.spec, options,
-            absl::FailedPreconditionError(absl::StrCat(
-                "an all-to-all runs over links from every rank to every other, which rings "
-                "of up to ", kDirectRanksLimit, " ranks have; this one has ", me.world_size)));
+            absl::FailedPreconditionError(
+                "an all-to-all runs over the stride links, which this worker's transport "
+                "has not got"));
       });
     case CollectiveKind::kReduceScatter: {
       PlaceBlockResult(job, me);

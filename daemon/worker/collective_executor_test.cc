@@ -243,9 +243,9 @@ TEST(CollectiveExecutor, AGathersResultIsEveryRanksInputAtTheRootAndNothingElsew
 }
 
 // An all-to-all has no ring algorithm: on a ring without stride links (these epochs have
-// none; a worker's have up to 16 ranks) every rank refuses it at once, and the next
+// none; a worker's always have them) every rank refuses it at once, and the next
 // collective runs.
-TEST(CollectiveExecutor, AnAllToAllWithoutLinksToEveryRankFailsOnEveryRankAndTheRingGoesOn) {
+TEST(CollectiveExecutor, AnAllToAllWithoutStrideLinksFailsOnEveryRankAndTheRingGoesOn) {
   ExecutorRing ring(3);
   std::vector<std::shared_ptr<CollectiveJob>> jobs;
   for (int r = 0; r < 3; ++r) {
@@ -257,7 +257,8 @@ TEST(CollectiveExecutor, AnAllToAllWithoutLinksToEveryRankFailsOnEveryRankAndThe
     EXPECT_TRUE(absl::IsFailedPrecondition(jobs[r]->status)) << "rank " << r << ": "
                                                              << jobs[r]->status;
     EXPECT_THAT(std::string(jobs[r]->status.message()),
-                HasSubstr("an all-to-all runs over links from every rank to every other"));
+                HasSubstr("an all-to-all runs over the stride links, which this worker's "
+                          "transport has not got"));
     jobs[r] = Job(CollectiveKind::kAllReduce, "after", 2, {1});
     EXPECT_TRUE(ring.executor(r).Submit(jobs[r]).ok());
   }

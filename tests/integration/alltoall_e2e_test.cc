@@ -3,11 +3,12 @@
 // place (even blocks), or of the sizes the ranks' splits give; a registered buffer runs in
 // place; a count that is not one block per rank, or splits that do not match or add up,
 // are refused by every rank, ranks that disagree fail every rank, and the ring serves the
-// next call.
+// next call. Beyond sixteen ranks the blocks hop the doubling's links, with the same result.
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ring/allreduce_algorithm.h"
 #include "core/testing/ring_test_data.h"
 #include "gmock/gmock.h"
 #include "ringsync/registered_buffer.h"
@@ -65,6 +66,52 @@ TEST(AllToAllEndToEnd, EachRankGetsItsBlockOfEveryRanksInputThroughEveryPath) {
             EXPECT_TRUE(outputs[r] == Exchanged(inputs, r)) << "rank " << r;
           }
         }
+      }
+    }
+  }
+}
+
+// A worker of a ring beyond kDirectRanksLimit links only to the ranks 1, 2, 4, ... away:
+// an all-to-all's blocks hop those links (core/ring/doubling_exchange.h), even in place and
+// uneven from an input into an output.
+TEST(AllToAllEndToEnd, SeventeenRanksExchangeOverTheDoublingsLinks) {
+  constexpr int kMany = kDirectRanksLimit + 1;
+  auto cluster = StartCluster(kMany);
+  ASSERT_NE(cluster, nullptr);
+  auto clients = ConnectAll(*cluster);
+  const size_t count = 20'000 * kMany;  // past the stride links' gather pass
+  std::vector<Bytes> inputs;
+  for (int r = 0; r < kMany; ++r) inputs.push_back(testing::RandomInput(DType::kFloat32, count, r, 37));
+  std::vector<Bytes> outputs = inputs;
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+    return client.AllToAll("tokens", outputs[r].data(), count, DType::kFloat32, outputs[r].data(),
+                           count);
+  }));
+  for (int r = 0; r < kMany; ++r) EXPECT_TRUE(outputs[r] == Exchanged(inputs, r)) << "rank " << r;
+
+  // Uneven: rank q sends rank r (1 + (q + 2r) mod 5) x 700 elements.
+  const auto elements = [](int q, int r) { return uint64_t{700} * (1 + (q + 2 * r) % 5); };
+  std::vector<std::vector<float>> sent(kMany), got(kMany);
+  std::vector<std::vector<uint64_t>> sends(kMany), receives(kMany);
+  for (int r = 0; r < kMany; ++r) {
+    for (int q = 0; q < kMany; ++q) {
+      sends[r].push_back(elements(r, q));
+      receives[r].push_back(elements(q, r));
+      for (uint64_t i = 0; i < elements(r, q); ++i) sent[r].push_back(static_cast<float>(r * 100 + q));
+    }
+    uint64_t total = 0;
+    for (uint64_t n : receives[r]) total += n;
+    got[r].assign(total, -1.0f);
+  }
+  ExpectAllOk(OnEveryRank(clients, [&](int r, Client& client) {
+    return client.AllToAllV<float>("experts", sent[r], sends[r], absl::MakeSpan(got[r]),
+                                   receives[r]);
+  }));
+  for (int r = 0; r < kMany; ++r) {
+    size_t at = 0;
+    for (int q = 0; q < kMany; ++q) {
+      for (uint64_t i = 0; i < elements(q, r); ++i, ++at) {
+        ASSERT_EQ(got[r][at], static_cast<float>(q * 100 + r)) << "rank " << r << " from " << q;
       }
     }
   }

@@ -368,8 +368,9 @@ class Client {
   // block r for rank r; rank r's `output` receives, as its block q, rank q's block r
   // (MPI_Alltoall, torch's all_to_all_single with equal splits). Each block goes straight
   // to its rank: every rank sends and receives (N-1)/N of its input. `output` may be
-  // `input` (in place). On rings of more than 16 ranks only small ones run (up to the
-  // worker's --doubling_max_bytes); a larger one fails on every rank.
+  // `input` (in place). On rings of more than 16 ranks, whose workers link only to the
+  // ranks 1, 2, 4, ... away, a larger one's blocks hop those links (log2 N rounds of
+  // about half the data: more bytes sent than (N-1)/N of the input).
   // REQUIRES: input.size() == output.size(), a multiple of world_size().
   template <Element T>
   absl::Status AllToAll(absl::string_view name, absl::Span<const std::type_identity_t<T>> input,
@@ -398,8 +399,8 @@ class Client {
   // receive_counts[q]: a pair that does not match fails every rank before a byte moves,
   // naming the pair. `input` and `output` are separate buffers; allocated side by side in
   // one registered buffer (the output right after the input, e.g. two spans of one
-  // Allocate) it runs there with no copy. Each block goes straight to its rank, on rings
-  // of up to 16 ranks (a larger ring fails it on every rank).
+  // Allocate) it runs there with no copy. Each block goes straight to its rank (on rings
+  // of more than 16 ranks it hops the links of strides 1, 2, 4, ..., as AllToAll's).
   // REQUIRES: send_counts and receive_counts hold world_size() counts each; input holds
   // their sum of send_counts elements, output of receive_counts.
   template <Element T>

@@ -220,15 +220,14 @@ class Client:
         holding, as block q, rank q's block for this rank (MPI_Alltoall). Each block goes
         straight to its rank. `out` as allgather's, of tensor's shape; it may be `tensor`
         itself (in place; an array from allocate() is then exchanged where it lies). On
-        rings of more than 16 ranks only small ones run (up to the workers'
-        --doubling_max_bytes).
+        rings of more than 16 ranks the blocks hop the links of strides 1, 2, 4, ...
+        (log2 N rounds of about half the data).
 
         Uneven blocks (MPI_Alltoallv, torch's all_to_all_single with split sizes):
         `input_splits` lists the rows of `tensor` for each rank, `output_splits` the rows
         each rank sends this one; the result has sum(output_splits) rows (in `out` when
         given; None of either splits its tensor evenly). Rank q's input_splits[r] must be
-        rank r's output_splits[q]: a pair that does not match fails every rank, naming it.
-        On rings of up to 16 ranks."""
+        rank r's output_splits[q]: a pair that does not match fails every rank, naming it."""
         return self.alltoall_async(tensor, name, timeout, out, input_splits,
                                    output_splits).wait()
 
