@@ -106,6 +106,11 @@ demo-torch: build
 	PYTHONPATH=$(BUILD_DIR)/python RINGSYNC_BIN_DIR=$(BUILD_DIR)/bin \
 	  /usr/bin/python3 client/python/examples/train_digits.py
 
+.PHONY: demo-torch-elastic
+demo-torch-elastic: build
+	PYTHONPATH=$(BUILD_DIR)/python RINGSYNC_BIN_DIR=$(BUILD_DIR)/bin \
+	  /usr/bin/python3 client/python/examples/train_digits_elastic.py
+
 bench: build
 	$(BUILD_DIR)/bin/reducer_bench
 	$(BUILD_DIR)/bin/ring_bench
