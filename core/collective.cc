@@ -2,10 +2,12 @@
 
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/reduce/reducer.h"
+#include "core/utf8.h"
 
 namespace ringsync {
 namespace {
@@ -38,6 +40,9 @@ absl::Status ValidateMembers(const CollectiveSpec& spec) {
     if (member.name.empty() || member.name.size() > kMaxCollectiveNameBytes) {
       return Invalid(absl::StrCat("members[", i, "].name is ", member.name.size(),
                                   " bytes long; 1 to ", kMaxCollectiveNameBytes, " are allowed"));
+    }
+    if (!IsValidUtf8(member.name)) {
+      return Invalid(absl::StrCat("members[", i, "].name is not UTF-8 text"));
     }
     name_bytes += member.name.size();
     if (__builtin_add_overflow(total, member.count, &total)) {
@@ -160,6 +165,9 @@ absl::Status ValidateSpec(const CollectiveSpec& spec) {
     return Invalid(absl::StrCat("name is ", spec.name.size(), " bytes long; at most ",
                                 kMaxCollectiveNameBytes, " are allowed"));
   }
+  if (!IsValidUtf8(spec.name)) {
+    return Invalid("name is not UTF-8 text (it travels as a protobuf string)");
+  }
   if (!IsValid(spec.dtype)) {
     return Invalid(absl::StrCat("dtype ", static_cast<int>(spec.dtype), " is unknown"));
   }
@@ -258,8 +266,14 @@ std::string DescribeShape(const CollectiveSpec& spec) {
 }
 
 std::string QuotedName(const CollectiveSpec& spec) {
-  if (spec.name.size() <= kQuotedNameBytes) return absl::StrCat("'", spec.name, "'");
-  return absl::StrCat("'", absl::string_view(spec.name).substr(0, kQuotedNameBytes), "...'");
+  const absl::string_view name = spec.name;
+  // Messages travel as protobuf strings too: a name of other bytes is shown escaped, and
+  // a long one is cut between two characters.
+  const bool text = IsValidUtf8(name);
+  const absl::string_view shown = text ? Utf8Prefix(name, kQuotedNameBytes)
+                                       : name.substr(0, kQuotedNameBytes);
+  return absl::StrCat("'", text ? std::string(shown) : absl::CHexEscape(shown),
+                      shown.size() < name.size() ? "...'" : "'");
 }
 
 std::string DescribeCollective(const CollectiveSpec& spec) {

@@ -89,12 +89,12 @@ inline bool HasUnevenBlocks(const CollectiveSpec& spec) {
 
 // The checks every layer makes of a spec, whoever built it (the SDK from its caller's
 // arguments, the worker from a request, a rank from its neighbour's first frame): a known
-// kind and dtype; a name of 1 to kMaxCollectiveNameBytes bytes; at most
+// kind and dtype; a name of 1 to kMaxCollectiveNameBytes bytes of UTF-8 text; at most
 // kMaxCollectiveElements elements, none for a barrier; for an all-reduce the reducers'
 // rules (a known op, finite scales, none on integer types) and non-zero scales (the wire
 // says "unset" with 0, so a real 0 would silently become 1); for a broadcast a root >= 0
 // (that it is a rank of the ring is checked against the ring); members only on an
-// all-reduce, at most kMaxFusedMembers with names of 1 to kMaxCollectiveNameBytes bytes
+// all-reduce, at most kMaxFusedMembers with names as the spec's
 // (kMaxFusedMemberNameBytes in all) whose counts add up to count; split sizes only on an
 // all-to-all, as many sends as receives (1 to kMaxAllToAllSplits), the sends adding up to
 // count and the receives to at most kMaxCollectiveElements. The sequence is not
@@ -119,8 +119,10 @@ std::string DescribeShape(const CollectiveSpec& spec);
 // "collective #17 'grad/fc1'".
 std::string DescribeCollective(const CollectiveSpec& spec);
 
-// The name as messages quote it: whole up to kQuotedNameBytes, else cut and marked
-// "...", so a long name cannot crowd out the rest of an error.
+// The name as messages quote it: whole up to kQuotedNameBytes, else cut between two
+// characters and marked "...", so a long name cannot crowd out the rest of an error; a
+// name that is not UTF-8 text (which ValidateSpec refuses) escaped, so that the message
+// stays text.
 inline constexpr size_t kQuotedNameBytes = 128;
 std::string QuotedName(const CollectiveSpec& spec);
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "core/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -57,6 +58,10 @@ TEST(ValidateSpec, RefusesWhatNoRankCouldRun) {
   ExpectInvalid(spec, "name is empty");
   spec.name = std::string(kMaxCollectiveNameBytes + 1, 'n');
   ExpectInvalid(spec, "name is 1025 bytes long");
+  spec.name = "gr\xFF" "ad";  // not UTF-8: a protobuf string field cannot carry it
+  ExpectInvalid(spec, "name is not UTF-8 text");
+  spec.name = "gr\xC3\xA4" "d/\xE6\xA8\xA9";  // UTF-8 beyond ASCII is a name like any
+  EXPECT_TRUE(ValidateSpec(spec).ok());
   spec = AllReduce();
   spec.dtype = static_cast<DType>(42);
   ExpectInvalid(spec, "dtype 42 is unknown");
@@ -219,6 +224,8 @@ TEST(ValidateSpec, FusedMembersAddUpToTheCountAndAreNamed) {
               HasSubstr("members' counts add up to 7, not to count 8"));
   EXPECT_THAT(std::string(ValidateSpec(Fused({{"a", 3}, {"", 4}})).message()),
               HasSubstr("members[1].name is 0 bytes long"));
+  EXPECT_THAT(std::string(ValidateSpec(Fused({{"a", 3}, {"b\x80", 4}})).message()),
+              HasSubstr("members[1].name is not UTF-8 text"));
   spec = Fused({{"a", 3}});
   spec.kind = CollectiveKind::kBroadcast;
   EXPECT_THAT(std::string(ValidateSpec(spec).message()), HasSubstr("only an all-reduce"));
@@ -308,6 +315,20 @@ TEST(DescribeCollective, QuotesALongNameCut) {
   spec.name = std::string(1000, 'g');
   EXPECT_EQ(DescribeCollective(spec),
             absl::StrCat("collective #3 '", std::string(kQuotedNameBytes, 'g'), "...'"));
+}
+
+TEST(DescribeCollective, KeepsItsMessageTextWhateverTheName) {
+  CollectiveSpec spec;
+  spec.sequence = 4;
+  // 43 three-byte characters: the 128-byte cut falls inside the 43rd.
+  std::string cjk;
+  for (int i = 0; i < 43; ++i) cjk += "\xE6\xA8\xA9";
+  spec.name = cjk;
+  EXPECT_EQ(QuotedName(spec), absl::StrCat("'", cjk.substr(0, 126), "...'"));
+  spec.name = "gr\xFF" "ad";
+  // Escaped, as it is not text (hex digits after an escape escaped too: unambiguous).
+  EXPECT_EQ(QuotedName(spec), "'gr\\xff\\x61\\x64'");
+  EXPECT_TRUE(IsValidUtf8(DescribeCollective(spec)));
 }
 
 }  // namespace

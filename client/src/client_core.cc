@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
+#include "core/utf8.h"
 #include "wire/call_channel_layout.h"
 #include "wire/attach_token.h"
 #include "wire/descriptor_socket.h"
@@ -88,6 +90,14 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions::connect_timeout is ",
                                                    absl::FormatDuration(options.connect_timeout),
                                                    "; it must be positive"));
+  }
+  // The worker logs it and quotes it to the other ranks: text, and short.
+  constexpr size_t kMaxClientNameBytes = ClientOptions::kMaxClientNameBytes;
+  if (options.client_name.size() > kMaxClientNameBytes || !IsValidUtf8(options.client_name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions::client_name must be UTF-8 text of at most ", kMaxClientNameBytes,
+        " bytes; it has ", options.client_name.size(),
+        IsValidUtf8(options.client_name) ? "" : " and is not text"));
   }
   const SteadyDeadline deadline(options.connect_timeout);
   KeepGrpcInitializedForTheProcess();
@@ -551,6 +561,13 @@ void ClientCore::SayGoodbye() {
 }
 
 void ClientCore::TellRingOfRefusal(CollectiveCall call, const absl::Status& why) {
+  // A name that is not text (perhaps the refusal's cause) cannot travel in a request: the
+  // ring is told with it escaped, as every rank that passed the same name escapes it.
+  const auto text = [](std::string& name) {
+    if (!IsValidUtf8(name)) name = absl::CHexEscape(absl::string_view(name).substr(0, 256));
+  };
+  text(call.spec.name);
+  for (FusedMember& member : call.spec.members) text(member.name);
   call.refusal = absl::OkStatus();
   call.pieces.clear();
   call.input = nullptr;

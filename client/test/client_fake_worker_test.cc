@@ -159,6 +159,23 @@ TEST_F(ClientTest, ConnectToNoWorkerSaysHowToStartOne) {
   EXPECT_TRUE(absl::IsInvalidArgument(client.status())) << client.status();
 }
 
+// The worker logs the client's name and quotes it to the other ranks: Connect refuses one
+// that is long or not UTF-8 text before it reaches the worker.
+TEST_F(ClientTest, ConnectRefusesAClientNameThatIsLongOrNotText) {
+  for (const std::string& name : {std::string(ClientOptions::kMaxClientNameBytes + 1, 'n'),
+                                  std::string("trainer \xFF")}) {
+    ClientOptions options;
+    options.client_name = name;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(worker_.unix_target(), options);
+    EXPECT_TRUE(absl::IsInvalidArgument(client.status())) << client.status();
+    EXPECT_THAT(std::string(client.status().message()),
+                HasSubstr("ClientOptions::client_name must be UTF-8 text of at most 256 bytes"));
+  }
+  ClientOptions options;
+  options.client_name = std::string(ClientOptions::kMaxClientNameBytes - 2, 'n') + "\xC3\xA4";
+  EXPECT_NE(Connect("", options), nullptr) << "256 bytes of text is a name";
+}
+
 TEST_F(ClientTest, SecondClientOfAWorkerIsRefused) {
   std::unique_ptr<Client> first = Connect();
   ASSERT_NE(first, nullptr);
@@ -425,6 +442,31 @@ TEST_F(ClientTest, InvalidArgumentsReachTheWorkerOnlyAsRefusalsThatTakeTheirTurn
   EXPECT_THAT(seen[5].request.refused_by_client(), HasSubstr("needs 8 (world size 2 x 4"));
   EXPECT_EQ(seen[6].request.client_sequence(), 7u);
   EXPECT_TRUE(seen[6].request.refused_by_client().empty());
+}
+
+// Names travel as protobuf strings, which must be UTF-8: a name of other bytes is refused
+// by the SDK, and its refusal reaches the worker readable, the name escaped.
+TEST_F(ClientTest, ANameThatIsNotUtf8TextIsRefusedAndTheRefusalReachesTheWorkerEscaped) {
+  std::unique_ptr<Client> client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<float> grad = Iota(4);
+  const absl::Status status = client->AllReduce("gr\xFF" "ad", absl::MakeSpan(grad), ReduceOp::kSum);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("name is not UTF-8 text"));
+  EXPECT_EQ(grad, Iota(4));
+  ASSERT_TRUE(client->AllReduce("gr\xC3\xA4" "d", absl::MakeSpan(grad), ReduceOp::kSum).ok())
+      << "a name of UTF-8 beyond ASCII is fine";
+  for (int attempt = 0; worker_.seen().size() < 2 && attempt < 500; ++attempt) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::vector<SeenRequest> seen = worker_.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  std::sort(seen.begin(), seen.end(), [](const SeenRequest& a, const SeenRequest& b) {
+    return a.request.client_sequence() < b.request.client_sequence();
+  });
+  EXPECT_EQ(seen[0].request.spec().name(), "gr\\xff\\x61\\x64");
+  EXPECT_THAT(seen[0].request.refused_by_client(), HasSubstr("name is not UTF-8 text"));
+  EXPECT_EQ(seen[1].request.spec().name(), "gr\xC3\xA4" "d");
 }
 
 TEST_F(ClientTest, EveryElementTypeRoundTrips) {

@@ -1,16 +1,12 @@
 #include "daemon/logging/sanitized_text.h"
 
+#include "core/utf8.h"
+
 namespace ringsync {
 
 std::string SanitizeText(absl::string_view text, size_t max_bytes) {
-  bool truncated = false;
-  if (text.size() > max_bytes) {
-    size_t end = max_bytes;
-    // Back up over UTF-8 continuation bytes (10xxxxxx) so no character is split.
-    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-    text = text.substr(0, end);
-    truncated = true;
-  }
+  const bool truncated = text.size() > max_bytes;
+  text = Utf8Prefix(text, max_bytes);  // no character split
   std::string out(text);
   for (char& c : out) {
     const auto byte = static_cast<unsigned char>(c);

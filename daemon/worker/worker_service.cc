@@ -14,6 +14,7 @@
 #include "wire/attach_token.h"
 #include "wire/registered_buffer_key.h"
 #include "wire/grpc_status.h"
+#include "daemon/logging/sanitized_text.h"
 #include "daemon/logging/string_view_formatter.h"
 #include "wire/reaction_order.h"
 #include "spdlog/spdlog.h"
@@ -439,6 +440,9 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   // Who is at the other end, from the kernel (SO_PEERCRED), not from the request.
   const std::optional<PeerCredentials> local =
       peers_ != nullptr ? peers_->Find(context->peer()) : std::nullopt;
+  // The client's own name for itself, as logs and the other ranks' messages show it: one
+  // line, bounded (the SDK sends at most 256 bytes; another client may send anything).
+  const std::string client_name = SanitizeText(request->client_name(), 256);
   // A restarted training process may reconnect before the worker has noticed that its
   // previous incarnation is gone: give that a moment before refusing.
   const SteadyDeadline give_up(kReattachGrace);
@@ -448,7 +452,7 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
     attached = executor_.Attach();
   }
   if (!attached) {
-    Refuse("client_attach_busy", absl::StrCat(request->client_name(), " ",
+    Refuse("client_attach_busy", absl::StrCat(client_name, " ",
                                               DescribePeer(local, context->peer())));
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("another training process is attached to worker ",
@@ -457,14 +461,14 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   }
   absl::StatusOr<std::string> opened = gate_.Open(local);
   if (!opened.ok()) {
-    spdlog::error("could not attach {}: {}", request->client_name(), opened.status().message());
+    spdlog::error("could not attach {}: {}", client_name, opened.status().message());
     executor_.Detach(opened.status());
     return grpc::Status(grpc::StatusCode::INTERNAL,
                         absl::StrCat("worker ", options_.worker_id,
                                      " could not make an attach token: ", opened.status().message()));
   }
   const std::string token = *std::move(opened);
-  spdlog::info("training process attached: {} ({})", request->client_name(),
+  spdlog::info("training process attached: {} ({})", client_name,
                DescribePeer(local, context->peer()));
   uint64_t seen = 0;
   bool first = true;
@@ -483,10 +487,10 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
       stopping_ ? "the worker is shutting down"
       : !gate_.Check(token).ok()
           ? absl::StrCat("the call channel of the training process attached to worker ",
-                         options_.worker_id, " (", request->client_name(),
+                         options_.worker_id, " (", client_name,
                          ") held what no client writes; it was detached")
           : absl::StrCat("the training process attached to worker ", options_.worker_id, " (",
-                         request->client_name(), ") disconnected");
+                         client_name, ") disconnected");
   spdlog::info("{}", why);
   gate_.Close(token);
   // Before the detach: no request from the channel is taken in after it.

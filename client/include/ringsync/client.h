@@ -111,7 +111,9 @@ struct ClientOptions {
   // sleep and wake-up, which on a loaded machine is most of a small collective's time.
   // Zero: sleep at once.
   absl::Duration call_channel_spin = absl::Microseconds(300);
-  // Shown in the worker's logs; empty means "pid <pid>".
+  // Shown in the worker's logs; empty means "pid <pid>". At most kMaxClientNameBytes of
+  // UTF-8 text (Connect refuses other names).
+  static constexpr size_t kMaxClientNameBytes = 256;
   std::string client_name;
   // Authentication on a "host:port" target (the worker's --client_listen), as the worker
   // requires (see the README's "Security"); ignored on a unix socket. PEM files for

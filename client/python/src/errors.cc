@@ -129,7 +129,13 @@ void DefineErrors(py::module_& module) {
 
 void ThrowStatus(const absl::Status& status) {
   py::handle cls = classes.For(ClassifyError(status));
-  py::object error = py::reinterpret_borrow<py::object>(cls)(std::string(status.message()));
+  // Decoded leniently: a message is text, but one quoting bytes a caller passed must not
+  // turn into a UnicodeDecodeError in place of the error it describes.
+  const absl::string_view message = status.message();
+  py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+      message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace"));
+  if (!text) throw py::error_already_set();
+  py::object error = py::reinterpret_borrow<py::object>(cls)(text);
   error.attr("code") = absl::StatusCodeToString(status.code());
   // For a collective on an allocate()d array: whether the failure left it as it was (its
   // contents are otherwise unspecified); a plain array is always left as it was.

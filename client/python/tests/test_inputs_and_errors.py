@@ -50,6 +50,34 @@ def test_a_bad_input_on_one_rank_fails_every_rank_at_once_and_the_ranks_stay_in_
 ONES = np.ones(4, np.float32)
 
 
+def test_a_name_that_is_not_utf8_text_is_refused_and_the_ranks_stay_in_step(clients):
+    # Names travel as protobuf strings: bytes that are not UTF-8 could not reach the
+    # worker. The SDK refuses them (quoting the name escaped), and the ring hears of it.
+    started = time.monotonic()
+
+    def every_rank(client):
+        with pytest.raises(ringsync.InvalidArgument, match="name is not UTF-8 text") as e:
+            client.allreduce_(ONES.copy(), b"gr\xffad")
+        return str(e.value)
+
+    for message in run_ranks(clients, every_rank):
+        assert r"'gr\xff\x61\x64'" in message, message
+
+    def one_rank(client):
+        if client.rank == 0:
+            with pytest.raises(ringsync.InvalidArgument, match="name is not UTF-8 text"):
+                client.allreduce_(ONES.copy(), b"gr\xffad")
+            return None
+        with pytest.raises(ringsync.Error, match="training process refused its own call") as e:
+            client.allreduce_(ONES.copy(), "grad")
+        return str(e.value)
+
+    for message in run_ranks(clients, one_rank)[1:]:
+        assert "rank 0 gave up" in message and "not UTF-8 text" in message, message
+    assert time.monotonic() - started < 20
+    run_ranks(clients, lambda c: c.allreduce_(np.ones(1, np.float32), "gr\u00e4d/\u6a29"))
+
+
 @pytest.mark.parametrize("bad, good, says", [
     (lambda c: c.allreduce_(ONES.copy(), 5), lambda c: c.allreduce_(ONES.copy(), "5"),
      "name must be a str, not int"),
