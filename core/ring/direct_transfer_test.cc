@@ -100,6 +100,43 @@ TransferRun RunTransfer(StrideSchedule schedule, int n, const std::vector<Collec
                      [&](int r) -> StrideLinks& { return mesh.links(r); });
 }
 
+// Rank q's block for rank r in the uneven all-to-alls below: (7q + 11r + n) mod 24
+// elements (40-byte segments: none, one, several with a short last one).
+std::vector<std::vector<uint64_t>> UnevenSizes(int n) {
+  std::vector<std::vector<uint64_t>> sizes(n, std::vector<uint64_t>(n));
+  for (int q = 0; q < n; ++q) {
+    for (int r = 0; r < n; ++r) sizes[q][r] = (q * 7 + r * 11 + n) % 24;
+  }
+  return sizes;
+}
+
+// Runs the uneven all-to-all of UnevenSizes(n) and expects every rank OK, its input kept
+// and its result rank q's block for it as block q, in rank order.
+TransferRun ExpectUnevenAllToAll(StrideSchedule schedule, int n) {
+  const std::vector<std::vector<uint64_t>> sizes = UnevenSizes(n);
+  std::vector<CollectiveSpec> specs;
+  for (int r = 0; r < n; ++r) specs.push_back(UnevenSpec(sizes, r));
+  TransferRun run = RunTransfer(schedule, n, specs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
+    if (!run.statuses[r].ok()) continue;
+    const size_t input_bytes = specs[r].count * sizeof(float);
+    EXPECT_TRUE(Slice(run.buffers[r], 0, input_bytes) ==
+                Slice(BufferOf(specs[r], n, r), 0, input_bytes))
+        << "rank " << r << "'s input changed";
+    uint64_t at = input_bytes;
+    for (int q = 0; q < n; ++q) {
+      const size_t bytes = sizes[q][r] * sizeof(float);
+      EXPECT_TRUE(Slice(run.buffers[r], at, bytes) ==
+                  Slice(BufferOf(specs[q], n, q), SendOffset(sizes, q, r) * sizeof(float), bytes))
+          << "rank " << r << " block " << q;
+      at += bytes;
+    }
+    EXPECT_EQ(at, run.buffers[r].size());
+  }
+  return run;
+}
+
 class DirectTransferTest : public ::testing::TestWithParam<StrideSchedule> {};
 
 TEST_P(DirectTransferTest, EveryRankEndsWithTheChainsResultForEveryRingSizeRootAndSize) {
@@ -194,28 +231,7 @@ TEST(DirectTransfer, AnAllToAllBeyondSixteenRanksHopsTheDoublingsLinksToTheSameR
 TEST(DirectTransfer, AnUnevenAllToAllBeyondSixteenRanksHopsTheDoublingsLinksToTheSameResult) {
   for (int n : {kDirectRanksLimit + 1, 19}) {
     SCOPED_TRACE(absl::StrCat("n ", n));
-    std::vector<std::vector<uint64_t>> sizes(n, std::vector<uint64_t>(n));
-    for (int q = 0; q < n; ++q) {
-      for (int r = 0; r < n; ++r) sizes[q][r] = (q * 7 + r * 11 + n) % 24;
-    }
-    std::vector<CollectiveSpec> specs;
-    for (int r = 0; r < n; ++r) specs.push_back(UnevenSpec(sizes, r));
-    const TransferRun run = RunTransfer(StrideSchedule::kDoubling, n, specs);
-    for (int r = 0; r < n; ++r) {
-      ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
-      const size_t input_bytes = specs[r].count * sizeof(float);
-      EXPECT_TRUE(Slice(run.buffers[r], 0, input_bytes) ==
-                  Slice(BufferOf(specs[r], n, r), 0, input_bytes))
-          << "rank " << r << "'s input changed";
-      uint64_t at = input_bytes;
-      for (int q = 0; q < n; ++q) {
-        const size_t bytes = sizes[q][r] * sizeof(float);
-        EXPECT_TRUE(Slice(run.buffers[r], at, bytes) ==
-                    Slice(BufferOf(specs[q], n, q), SendOffset(sizes, q, r) * sizeof(float), bytes))
-            << "rank " << r << " block " << q;
-        at += bytes;
-      }
-    }
+    ExpectUnevenAllToAll(StrideSchedule::kDoubling, n);
   }
 }
 
@@ -261,32 +277,12 @@ TEST_P(DirectTransferTest, AnAllToAllWhoseRanksDisagreeFailsEveryRankWithItsBuff
 
 TEST_P(DirectTransferTest, AnUnevenAllToAllLeavesRankQsBlockRAsBlockQOfRankRsResult) {
   for (int n = 1; n <= 6; ++n) {
-    // Blocks of 0 to 23 elements (40-byte segments: none, one, several with a short last).
-    std::vector<std::vector<uint64_t>> sizes(n, std::vector<uint64_t>(n));
-    for (int q = 0; q < n; ++q) {
-      for (int r = 0; r < n; ++r) sizes[q][r] = (q * 7 + r * 11 + n) % 24;
-    }
     SCOPED_TRACE(absl::StrCat("n ", n));
-    std::vector<CollectiveSpec> specs;
-    for (int r = 0; r < n; ++r) specs.push_back(UnevenSpec(sizes, r));
-    const TransferRun run = RunTransfer(GetParam(), n, specs);
+    const TransferRun run = ExpectUnevenAllToAll(GetParam(), n);
+    const std::vector<std::vector<uint64_t>> sizes = UnevenSizes(n);
     for (int r = 0; r < n; ++r) {
-      ASSERT_TRUE(run.statuses[r].ok()) << "rank " << r << ": " << run.statuses[r];
-      const size_t input_bytes = specs[r].count * sizeof(float);
-      EXPECT_TRUE(Slice(run.buffers[r], 0, input_bytes) ==
-                  Slice(BufferOf(specs[r], n, r), 0, input_bytes))
-          << "rank " << r << "'s input changed";
-      uint64_t at = input_bytes;
-      uint64_t sent = 0;
-      for (int q = 0; q < n; ++q) {
-        const size_t bytes = sizes[q][r] * sizeof(float);
-        EXPECT_TRUE(Slice(run.buffers[r], at, bytes) ==
-                    Slice(BufferOf(specs[q], n, q), SendOffset(sizes, q, r) * sizeof(float), bytes))
-            << "rank " << r << " block " << q;
-        at += bytes;
-        if (q != r) sent += sizes[r][q] * sizeof(float);
-      }
-      EXPECT_EQ(at, run.buffers[r].size());
+      uint64_t sent = 0;  // every block but its own, straight to its rank
+      for (int q = 0; q < n; ++q) sent += q == r ? 0 : sizes[r][q] * sizeof(float);
       EXPECT_EQ(run.stats[r].bytes_sent, sent) << "rank " << r;
     }
   }

@@ -145,7 +145,7 @@ class TorchState(ringsync.ElasticState):
         client = self._client
         mine = client.rank == source
         # What only the source knows, first: its values, its optimizer's hyper-parameters
-        # and non-tensor state, and whether it has any optimizer state at all.
+        # and non-tensor state, and which state tensors it holds, of what shape and dtype.
         blob = _broadcast_bytes(client, source, pickle.dumps(self._manifest()) if mine else b"")
         manifest = pickle.loads(blob)
         if self.model is not None:
