@@ -27,8 +27,10 @@ namespace ringsync {
 // rank r is routes[r].send, and rank r's block for this one lands in routes[r].receive
 // (this rank's own route is left alone: an even all-to-all's own block stays in place, an
 // uneven one's the caller copies). `block_bytes(from, to)`: the size of rank from's block
-// for rank to, alike on every rank. Holds the blocks in transit in memory of its own
-// (about 2 x S at a time). Segments of up to `segment_bytes`.
+// for rank to, alike on every rank. An even all-to-all in place keeps the blocks in
+// transit in its buffer (and a round's outgoing and incoming ones beside it: about S in
+// all); uneven blocks, whose sizes change as they hop, in memory of their own (about
+// 2 x S). Segments of up to `segment_bytes`.
 absl::Status DoublingExchange(StrideRank& rank, const RingMember& me,
                               absl::Span<const DirectRoute> routes,
                               absl::FunctionRef<size_t(int from, int to)> block_bytes,
