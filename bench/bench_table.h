@@ -60,7 +60,10 @@ inline std::vector<uint64_t> AllToAllVCounts(int from, int nranks, uint64_t coun
 }
 inline std::vector<uint64_t> AllToAllVReceiveCounts(int to, int nranks, uint64_t count) {
   std::vector<uint64_t> counts;
-  for (int from = 0; from < nranks; ++from) counts.push_back(AllToAllVCounts(from, nranks, count)[to]);
+  const uint64_t share = count / static_cast<uint64_t>(AllToAllVShares(nranks));
+  for (int from = 0; from < nranks; ++from) {
+    counts.push_back(share * static_cast<uint64_t>(AllToAllVUnits(from, to, nranks)));
+  }
   return counts;
 }
 

@@ -175,11 +175,9 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
                        : gathers || scatters ? counts.back() / nranks
                                              : 0);
   T* reduced = nullptr;  // where the peer's reduce-scatter left this rank's block
+  std::vector<uint64_t> sends, receives;  // the uneven all-to-all's, of the size at hand
   const auto run = [&](size_t count) {
-    if (exchanges_uneven) {
-      return peer.all_to_all_v(input.data(), AllToAllVCounts(rank, nranks, count), buffer.data(),
-                               AllToAllVReceiveCounts(rank, nranks, count));
-    }
+    if (exchanges_uneven) return peer.all_to_all_v(input.data(), sends, buffer.data(), receives);
     if (reduce_scatters) {
       reduced = peer.reduce_scatter(buffer.data(), count / nranks);
       return;
@@ -195,7 +193,6 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     if (gathers) return FillInputs(input.data(), count / nranks, rank);
     if (exchanges_uneven) {
       size_t at = 0;
-      const std::vector<uint64_t> sends = AllToAllVCounts(rank, nranks, count);
       for (int to = 0; to < nranks; ++to) {
         FillInputs(input.data() + at, sends[to], ExchangedBlockRank(rank, to));
         at += sends[to];
@@ -225,7 +222,6 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
     if (exchanges_uneven) {
       int64_t wrong = 0;
       size_t at = 0;
-      const std::vector<uint64_t> receives = AllToAllVReceiveCounts(rank, nranks, count);
       for (int from = 0; from < nranks; ++from) {
         wrong += CountNotFrom(buffer.data() + at, receives[from], ExchangedBlockRank(from, rank));
         at += receives[from];
@@ -258,6 +254,10 @@ int64_t RunSweep(const PeerSweep& sweep, int rank, int nranks, const PeerCollect
   }
   int64_t total_wrong = 0;
   for (size_t count : counts) {
+    if (exchanges_uneven) {  // once a size, not in the timed loop
+      sends = AllToAllVCounts(rank, nranks, count);
+      receives = AllToAllVReceiveCounts(rank, nranks, count);
+    }
     const int64_t bytes = static_cast<int64_t>(count * sizeof(T));
     const auto [iters, warmups] = IterationsFor(bytes, sweep.iters, sweep.warmup_iters);
     fill(count);

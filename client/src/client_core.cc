@@ -93,11 +93,11 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
   }
   // The worker logs it and quotes it to the other ranks: text, and short.
   constexpr size_t kMaxClientNameBytes = ClientOptions::kMaxClientNameBytes;
-  if (options.client_name.size() > kMaxClientNameBytes || !IsValidUtf8(options.client_name)) {
+  const bool name_is_text = IsValidUtf8(options.client_name);
+  if (options.client_name.size() > kMaxClientNameBytes || !name_is_text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ClientOptions::client_name must be UTF-8 text of at most ", kMaxClientNameBytes,
-        " bytes; it has ", options.client_name.size(),
-        IsValidUtf8(options.client_name) ? "" : " and is not text"));
+        " bytes; it has ", options.client_name.size(), name_is_text ? "" : " and is not text"));
   }
   const SteadyDeadline deadline(options.connect_timeout);
   KeepGrpcInitializedForTheProcess();

@@ -210,9 +210,8 @@ TEST(DirectTransfer, AnAllToAllBeyondSixteenRanksHopsTheDoublingsLinksToTheSameR
       const TransferRun run = RunTransfer(StrideSchedule::kDoubling, n,
                                           std::vector<CollectiveSpec>(n, spec));
       const size_t slot = block * sizeof(float);
-      int rounds = 0;
       size_t hops = 0;  // blocks sent a rank: those whose distance has bit k set, per round
-      for (int s = 1; s < n; s *= 2, ++rounds) {
+      for (int s = 1; s < n; s *= 2) {
         for (int i = 1; i < n; ++i) hops += (i & s) != 0;
       }
       for (int r = 0; r < n; ++r) {

@@ -46,6 +46,7 @@ absl::Status DoublingExchange(StrideRank& rank, const RingMember& me,
     place[static_cast<size_t>(i)] = absl::MakeSpan(held[static_cast<size_t>(i)]);
   }
   std::vector<std::byte> out, in;
+  std::vector<size_t> arriving(static_cast<size_t>(n));  // this round's block at position i
   for (int stride = 1; stride < n; stride *= 2) {
     out.clear();
     size_t incoming = 0;
@@ -54,7 +55,8 @@ absl::Status DoublingExchange(StrideRank& rank, const RingMember& me,
       const absl::Span<const std::byte> block = place[static_cast<size_t>(i)];
       out.insert(out.end(), block.begin(), block.end());
       const int origin = RingMod(me.rank - (i & (2 * stride - 1)), n);
-      incoming += block_bytes(origin, RingMod(origin + i, n));
+      arriving[static_cast<size_t>(i)] = block_bytes(origin, RingMod(origin + i, n));
+      incoming += arriving[static_cast<size_t>(i)];
     }
     in.resize(incoming);
     std::vector<DirectRoute> round(static_cast<size_t>(n));
@@ -64,8 +66,7 @@ absl::Status DoublingExchange(StrideRank& rank, const RingMember& me,
     size_t at = 0;
     for (int i = 1; i < n; ++i) {
       if ((i & stride) == 0) continue;
-      const int origin = RingMod(me.rank - (i & (2 * stride - 1)), n);
-      const size_t bytes = block_bytes(origin, RingMod(origin + i, n));
+      const size_t bytes = arriving[static_cast<size_t>(i)];
       if (!in_place) {
         held[static_cast<size_t>(i)].resize(bytes);
         place[static_cast<size_t>(i)] = absl::MakeSpan(held[static_cast<size_t>(i)]);

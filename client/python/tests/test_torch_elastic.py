@@ -54,7 +54,7 @@ def test_sync_gives_a_new_rank_the_model_the_optimizer_state_and_the_values(clie
         optimizers[rank].param_groups[0]["lr"] = 5.0
         _local_step(models[rank], optimizers[rank], rank)
         states[rank].batch = 99
-    states[1].epoch = "second"  # committed below? no: set after the commits, so not kept
+    states[1].epoch = "second"  # after its last commit: the sync gives the committed one
     run_ranks(clients, lambda c: states[c.rank].sync())
 
     want_model = models[1].state_dict()
