@@ -11,6 +11,7 @@
 #include "client/src/worker_status.h"
 #include "core/utf8.h"
 #include "wire/call_channel_layout.h"
+#include "wire/client_name.h"
 #include "wire/attach_token.h"
 #include "wire/descriptor_socket.h"
 #include "wire/registered_buffer_key.h"
@@ -92,7 +93,8 @@ absl::StatusOr<std::unique_ptr<ClientCore>> ClientCore::Connect(absl::string_vie
                                                    "; it must be positive"));
   }
   // The worker logs it and quotes it to the other ranks: text, and short.
-  constexpr size_t kMaxClientNameBytes = ClientOptions::kMaxClientNameBytes;
+  static_assert(ClientOptions::kMaxClientNameBytes == kMaxClientNameBytes,
+                "the SDK's bound on a client's name is the one the worker keeps");
   const bool name_is_text = IsValidUtf8(options.client_name);
   if (options.client_name.size() > kMaxClientNameBytes || !name_is_text) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/attach_token.h"
+#include "wire/client_name.h"
 #include "wire/registered_buffer_key.h"
 #include "wire/grpc_status.h"
 #include "daemon/logging/sanitized_text.h"
@@ -441,8 +442,8 @@ grpc::Status WorkerService::Attach(grpc::ServerContext* context, const v1::Attac
   const std::optional<PeerCredentials> local =
       peers_ != nullptr ? peers_->Find(context->peer()) : std::nullopt;
   // The client's own name for itself, as logs and the other ranks' messages show it: one
-  // line, bounded (the SDK sends at most 256 bytes; another client may send anything).
-  const std::string client_name = SanitizeText(request->client_name(), 256);
+  // line, bounded (the SDK sends no more; another client may send anything).
+  const std::string client_name = SanitizeText(request->client_name(), kMaxClientNameBytes);
   // A restarted training process may reconnect before the worker has noticed that its
   // previous incarnation is gone: give that a moment before refusing.
   const SteadyDeadline give_up(kReattachGrace);
