@@ -6,8 +6,9 @@ rate. The ring's bound is busbw = the link rate (TCP/IP headers take ~5% of it);
 same clusters also time plain TCP around the same ring (each host streams 2(N-1)/N x S
 bytes to the next over one socket while reading as many from the previous, once to warm
 the connection and once timed: the wire's ceiling for a ring), reported as busbw the same
-way, and, where BIN_DIR has gloo-peer-bench (libgloo-dev), Gloo C++'s ring all-reduce
-(gloo::allreduce over its TCP transport, one rank per host, plain buffers): the peer.
+way, and, where BIN_DIR has gloo-peer-bench (libgloo-dev), Gloo C++ running the same
+collective (--collective= among --bench-flags, all-reduce by default; gloo::allreduce,
+gloo::alltoall, ... over its TCP transport, one rank per host, plain buffers): the peer.
 The last column, CPU idle, is the share of this machine's CPU time left idle while
 ringsync's benchmark ran (and Gloo's): the four hosts share its cores, so near 0 the
 result was bound by the CPU, not by the links.
@@ -115,7 +116,8 @@ def gloo_rows(cluster, args):
         ranks = [cluster.exec(f"w{rank}", os.path.join(os.environ["RINGSYNC_BIN_DIR"],
                                                         "gloo-peer-bench"),
                               "--nranks=4", f"--rank={rank}", f"--hostname=w{rank}",
-                              f"--store_dir={store}", f"--min_bytes={args.min_bytes}",
+                              f"--store_dir={store}", f"--collective={args.collective}",
+                              f"--min_bytes={args.min_bytes}",
                               f"--max_bytes={args.max_bytes}", "--step_factor=4",
                               f"--iters={args.iters}", "--warmup_iters=2")
                  for rank in range(4)]
@@ -160,6 +162,15 @@ def one_round(netns_cluster, rate, args, round_number, compose_file):
         return rows
 
 
+def collective_of(bench_flags):
+    """The collective --bench-flags gives ringsync-bench (--collective=X or --collective X),
+    which the peer must run too: its busbw is that collective's."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--collective", default="allreduce")
+    known, _ = parser.parse_known_args(bench_flags.split())
+    return known.collective
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="1gbit,2500mbit")
@@ -177,6 +188,7 @@ def main():
     parser.add_argument("--security", default="tls,token",
                         help="comma-separated: tls (the compose file's mutual TLS), token")
     args = parser.parse_args()
+    args.collective = collective_of(args.bench_flags)
     securities = args.security.split(",")
     if not securities or any(s not in ("tls", "token") for s in securities):
         raise SystemExit(f"--security: '{args.security}' is not a list of tls and token")
@@ -190,7 +202,8 @@ def main():
     if reason:
         raise SystemExit(f"cannot run: {reason}")
     compose_files = {"tls": None, "token": netns_cluster.token_only_compose() if "token" in securities else None}
-    print("# ringsync across 4 namespace hosts, N=4, float32 sum; busbw median over "
+    print(f"# ringsync across 4 namespace hosts, N=4, {args.collective}, float32 sum; "
+          "busbw median over "
           f"{args.rounds} fresh clusters per rate and security (alternating); #wrong summed "
           f"over the rounds; MTU {args.mtu or 1500}")
     print(f"# {'security':>8} {'rate':>9} {'size (B)':>12} {'time (us)':>12} {'busbw GB/s':>11} "
