@@ -7,6 +7,6 @@
 
 namespace ringsync {
 
-inline constexpr v1::ProtocolVersion kProtocolVersion = v1::PROTOCOL_VERSION_4;
+inline constexpr v1::ProtocolVersion kProtocolVersion = v1::PROTOCOL_VERSION_5;
 
 }  // namespace ringsync

@@ -158,10 +158,10 @@ absl::Status RingReduceScatter(const RingMember& me, Link& link, Reducer& reduce
                                const RingOptions& options, RingStats* stats) {
   const ReduceSpec rspec{spec.dtype, spec.op, me.world_size, spec.pre_scale, spec.post_scale};
   const absl::Status checked = CheckReduceScatterArguments(me, spec, buffer, rspec);
-  // The reduce-scatter's N-1 steps leave rank r holding chunk r+1; the all-gather's first
-  // step hands it on, so rank r ends with chunk r, combined in the all-reduce's order.
+  // The all-reduce's N-1 reduce-scatter steps leave rank r holding chunk r, combined in
+  // the all-reduce's order (schedule.h).
   return RunAllReduceSteps(me, link, reducer, spec, buffer, options, stats,
-                           me.world_size > 1 ? me.world_size : 0, checked);
+                           me.world_size - 1, checked);
 }
 
 }  // namespace ringsync

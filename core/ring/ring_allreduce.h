@@ -49,9 +49,9 @@ absl::Status RingAllReduce(const RingMember& me, Link& link, Reducer& reducer,
 // Ring reduce-scatter, in place: `buffer` holds this rank's N blocks (spec.count elements,
 // a multiple of N); on success block `me.rank` (ChunkRange(count, N, rank)) holds that
 // block reduced over every rank, bitwise the all-reduce's chunk `rank` — these are the
-// all-reduce's first N steps (its reduce-scatter, then the all-gather's first step, which
-// hands each finished chunk to the rank it names). The other blocks hold partial results.
-// Each rank sends and receives S bytes, where an all-reduce moves 2(N-1)/N x S.
+// all-reduce's first N-1 steps, its reduce-scatter, which leaves each chunk finished at
+// the rank it names (schedule.h). The other blocks hold partial results. Each rank sends
+// and receives (N-1)/N x S bytes, half of what an all-reduce moves.
 // REQUIRES: spec.kind == kReduceScatter; buffer.size() == spec.count * DTypeSize(spec.dtype);
 // spec.count % N == 0. Violations are reported as InvalidArgument on every rank.
 absl::Status RingReduceScatter(const RingMember& me, Link& link, Reducer& reducer,

@@ -160,8 +160,8 @@ INSTANTIATE_TEST_SUITE_P(EveryRingSize, RingAllReduceSweep,
                          ::testing::ValuesIn(EveryRingSizeCases()), SweepCaseName);
 
 // Reference that follows the ring's exact order of combination: chunk c starts as rank
-// c's contribution and passes through ranks c+1, c+2, ..., each combining its own data
-// (dst) with the partial sum it received (src). Finalize then runs once per chunk.
+// c+1's contribution and passes through ranks c+2, c+3, ..., c, each combining its own
+// data (dst) with the partial sum it received (src). Finalize then runs once per chunk.
 Bytes RingOrderReference(const std::vector<Bytes>& inputs, const CollectiveSpec& spec) {
   const int n = static_cast<int>(inputs.size());
   const size_t esize = DTypeSize(spec.dtype);
@@ -176,8 +176,8 @@ Bytes RingOrderReference(const std::vector<Bytes>& inputs, const CollectiveSpec&
       EXPECT_TRUE(reducer.PreScale(rspec, part.data(), range.count, &ignored).ok());
       return part;
     };
-    Bytes acc = slice(inputs[c]);
-    for (int k = 1; k < n; ++k) {
+    Bytes acc = slice(inputs[(c + 1) % n]);
+    for (int k = 2; k <= n; ++k) {
       Bytes own = slice(inputs[(c + k) % n]);
       ReduceStats ignored;
       EXPECT_TRUE(reducer.Combine(rspec, own.data(), acc.data(), range.count, &ignored).ok());

@@ -19,9 +19,11 @@ absl::Status CombineInRingOrder(const RingMember& me, Reducer& reducer, const Re
     if (range.count == 0) continue;
     const size_t offset = range.offset * esize;
     const size_t bytes = range.count * esize;
-    running.assign(contributions[c].begin() + offset, contributions[c].begin() + offset + bytes);
+    // Chunk c's reduction starts at rank c+1 and ends at rank c (schedule.h).
+    const absl::Span<const std::byte> first = contributions[RingMod(c + 1, n)];
+    running.assign(first.begin() + offset, first.begin() + offset + bytes);
     ReduceStats rstats;
-    for (int k = 1; k < n; ++k) {
+    for (int k = 2; k <= n; ++k) {
       const absl::Span<const std::byte> theirs = contributions[RingMod(c + k, n)];
       next.assign(theirs.begin() + offset, theirs.begin() + offset + bytes);
       if (absl::Status s = reducer.Combine(rspec, next.data(), running.data(), range.count, &rstats);

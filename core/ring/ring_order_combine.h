@@ -3,7 +3,7 @@
 // that their result is bitwise the ring's, and so identical on every rank.
 //
 // Element e in ring chunk c (partition.h's ChunkRange) becomes
-//   x[c+N-1] ⊕ (… ⊕ (x[c+2] ⊕ (x[c+1] ⊕ x[c])))   (ranks mod N)
+//   x[c+N] ⊕ (… ⊕ (x[c+3] ⊕ (x[c+2] ⊕ x[c+1])))   (ranks mod N; x[c+N] is x[c])
 // with each ⊕ one Reducer::Combine (dst = the later rank's contribution, src = the
 // running value) and Reducer::Finalize applied once at the end — exactly the
 // reduce-scatter's sequence of Combine calls for that chunk.

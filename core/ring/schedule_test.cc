@@ -19,20 +19,24 @@ TEST(Schedule, HasTwiceNMinusOneSteps) {
   EXPECT_EQ(AllReduceSteps(4), 6);
 }
 
-TEST(Schedule, MatchesTheSeedFormulas) {
-  // N = 4, rank 1: reduce-scatter sends (r - s), receives (r - s - 1);
-  // all-gather sends (r - s + 1), receives (r - s), all mod N.
+TEST(Schedule, ChunkCStartsAtRankCPlusOneAndEndsAtRankC) {
+  // N = 4, rank 1: reduce-scatter sends (r - s - 1), receives (r - s - 2); all-gather
+  // sends (r - s), receives (r - s - 1), all mod N. (The seed started chunk c at rank c,
+  // which left it finished at rank c-1, one step short of a reduce-scatter's rank c.)
   const int n = 4, r = 1;
   for (int s = 0; s < n - 1; ++s) {
     const RingStep rs = AllReduceStep(r, n, s);
     EXPECT_EQ(rs.phase, RingPhase::kReduceScatter);
-    EXPECT_EQ(rs.send_chunk, ((r - s) % n + n) % n);
-    EXPECT_EQ(rs.recv_chunk, ((r - s - 1) % n + n) % n);
+    EXPECT_EQ(rs.send_chunk, ((r - s - 1) % n + n) % n);
+    EXPECT_EQ(rs.recv_chunk, ((r - s - 2) % n + n) % n);
     const RingStep ag = AllReduceStep(r, n, n - 1 + s);
     EXPECT_EQ(ag.phase, RingPhase::kAllGather);
     EXPECT_EQ(ag.phase_step, s);
-    EXPECT_EQ(ag.send_chunk, ((r - s + 1) % n + n) % n);
-    EXPECT_EQ(ag.recv_chunk, ((r - s) % n + n) % n);
+    EXPECT_EQ(ag.send_chunk, ((r - s) % n + n) % n);
+    EXPECT_EQ(ag.recv_chunk, ((r - s - 1) % n + n) % n);
+  }
+  for (int n = 1; n <= 16; ++n) {
+    for (int rank = 0; rank < n; ++rank) EXPECT_EQ(OwnedChunk(rank, n), rank);
   }
 }
 
@@ -83,7 +87,7 @@ TEST(Schedule, SimulationEndsWithEveryRankHoldingEveryContributionInEveryChunk) 
       if (t == n - 2) {
         for (int r = 0; r < n; ++r) {
           EXPECT_EQ(held[r][OwnedChunk(r, n)].size(), static_cast<size_t>(n))
-              << "after reduce-scatter rank " << r << " must own chunk r+1 fully reduced";
+              << "after reduce-scatter rank " << r << " must own chunk r fully reduced";
         }
       }
     }

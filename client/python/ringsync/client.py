@@ -172,7 +172,7 @@ class Client:
         """Returns a new array of tensor's kind and dtype holding this rank's block of
         `tensor` reduced across all ranks: `tensor` is world_size blocks along its first
         dimension, and rank r gets block r (shape (n / world_size, ...)), bitwise what
-        allreduce_ gives there, moving S bytes per rank where allreduce_ moves 2(N-1)/N x S.
+        allreduce_ gives there, moving (N-1)/N x S bytes per rank, half of allreduce_'s.
         `op`, `prescale` and `postscale` as allreduce_'s. A first dimension that world_size
         does not divide fails on every rank. `out` as allgather's; a `tensor` from allocate()
         whose `out` is its own rank's block is reduce-scattered in place (its other blocks
