@@ -281,7 +281,7 @@ class Client {
   // Every rank's `input` is world_size() blocks of output.size() elements; rank r's
   // `output` receives block r reduced over the ranks with `op` (scales as AllReduce's),
   // bitwise the elements an AllReduce of `input` would give there. Each rank sends and
-  // receives input's bytes once (an AllReduce moves them 2(N-1)/N times): the gradient
+  // receives (N-1)/N of input's bytes, half of what an AllReduce moves: the gradient
   // step of sharded optimizers (ZeRO, FSDP). `output` may alias `input` (e.g. its own
   // block). REQUIRES: input.size() == world_size() * output.size().
   template <Element T>
