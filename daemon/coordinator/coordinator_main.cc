@@ -160,12 +160,14 @@ int CoordinatorServing::Start() {
   if (!server.ok()) return StartFailed(kFailed, server.status().message());
   server_ = std::move(*server);
   if (const int failed = StartHttpEndpoint(); failed != kServing) return failed;
+  // The port file tells a launcher the coordinator is up: whatever it reads of the log then
+  // already holds the serving line (its address and its security).
+  LogServing();
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (absl::Status s = WritePortFile(port_file, server_->address()); !s.ok()) {
       return StartFailed(kFailed, s.message());
     }
   }
-  LogServing();
   return kServing;
 }
 
