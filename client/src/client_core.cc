@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/worker_status.h"
+#include "core/collective.h"  // kMaxCollectiveNameBytes
 #include "core/utf8.h"
 #include "wire/call_channel_layout.h"
 #include "wire/client_name.h"
@@ -564,9 +565,13 @@ void ClientCore::SayGoodbye() {
 
 void ClientCore::TellRingOfRefusal(CollectiveCall call, const absl::Status& why) {
   // A name that is not text (perhaps the refusal's cause) cannot travel in a request: the
-  // ring is told with it escaped, as every rank that passed the same name escapes it.
+  // ring is told with it escaped, as every rank that passed the same name escapes it. A byte
+  // escapes to at most four ("\xff"), so the escaped name stays a valid name's length.
   const auto text = [](std::string& name) {
-    if (!IsValidUtf8(name)) name = absl::CHexEscape(absl::string_view(name).substr(0, 256));
+    constexpr size_t kMaxEscapedBytes = kMaxCollectiveNameBytes / 4;
+    if (!IsValidUtf8(name)) {
+      name = absl::CHexEscape(absl::string_view(name).substr(0, kMaxEscapedBytes));
+    }
   };
   text(call.spec.name);
   for (FusedMember& member : call.spec.members) text(member.name);
