@@ -53,6 +53,7 @@ class FaultyLink final : public Link {
   absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inner_.Peek(limit); }
   uint64_t newest_aborted_sequence() const override { return inner_.newest_aborted_sequence(); }
   size_t queued_frames() const override { return inner_.queued_frames(); }
+  size_t min_useful_segment_bytes() const override { return inner_.min_useful_segment_bytes(); }
 
   // Sends attempted so far, faulty or not.
   uint64_t sends() const;

@@ -53,6 +53,10 @@ enum class FrameKind : uint8_t {
 // before anyone reads it: it ends up in error messages and log lines.
 inline constexpr size_t kMaxAbortReasonBytes = 1024;
 
+// Link::min_useful_segment_bytes of a link whose frames cost little beside their bytes
+// (memory, a shared-memory slot ring, a data connection).
+inline constexpr size_t kDefaultMinSegmentBytes = size_t{128} << 10;
+
 struct Frame {
   FrameKind kind = FrameKind::kSegment;
   int sender_rank = 0;
@@ -70,6 +74,8 @@ struct Frame {
   // frame and no rank can return OK: a rank in its commit pass fails plainly, not in
   // doubt. False (the safe side) when the origin had completed, or cannot tell.
   bool abort_before_commit = false;
+  // kAgree: Link::min_useful_segment_bytes of the link out of rank `chunk`.
+  uint64_t min_segment_bytes = 0;
 };
 
 // A posted send's outcome: OK once the frame is on its way and its payload may be
@@ -126,6 +132,11 @@ class Link {
   // How payload travels to the next rank, for metrics ("grpc", "shm", ...); "" when the
   // link does not say.
   virtual absl::string_view transport() const { return ""; }
+  // The smallest segment worth a frame of its own on this link, for a collective free to
+  // cut its data finer (a chain's: ring_broadcast.h): below it the frame's fixed cost
+  // outweighs the overlap that cutting buys. It may change as transport() does. A ring
+  // takes the largest of its links' (RingExchange::min_segment_bytes).
+  virtual size_t min_useful_segment_bytes() const { return kDefaultMinSegmentBytes; }
 
   // The newest collective this rank has finished on this link, by success or failure.
   // Frames of finished collectives may still arrive (leftovers of an aborted one, or a

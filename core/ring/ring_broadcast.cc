@@ -13,13 +13,8 @@ namespace {
 constexpr int kData = 0;  // the buffer is one chunk
 constexpr int kDone = 1;  // an empty chunk: the last rank's "everyone has it" notice
 
-// A chain of N-1 hops cut into m segments takes about N-2+m segment times: a buffer sent
-// as one segment makes every hop wait for all of it. So the chain cuts a buffer into at
-// least this many segments...
-constexpr size_t kChainSegments = 8;
-// ...but none smaller than this, below which a segment's fixed cost (a frame, a wake-up
-// at each hop) outweighs the overlap it buys.
-constexpr size_t kMinChainSegmentBytes = 128 << 10;
+// Pieces of a broadcast per hop of the chain's fill (BroadcastPieces).
+constexpr size_t kPiecesPerFillHop = 32;
 
 }  // namespace
 
@@ -40,9 +35,15 @@ absl::Status CheckChainSpec(const RingMember& me, const CollectiveSpec& spec,
   return absl::OkStatus();
 }
 
-size_t ChainSegmentBytes(size_t buffer_bytes, size_t segment_bytes) {
-  const size_t piece = (buffer_bytes + kChainSegments - 1) / kChainSegments;
-  return std::min(segment_bytes, std::max(piece, kMinChainSegmentBytes));
+size_t ChainSegmentBytes(size_t bytes, size_t pieces, size_t min_segment_bytes,
+                         size_t max_segment_bytes) {
+  const size_t piece = (bytes + pieces - 1) / pieces;
+  return std::min(max_segment_bytes, std::max(piece, min_segment_bytes));
+}
+
+size_t BroadcastPieces(int world_size) {
+  const size_t fill_hops = world_size > 2 ? static_cast<size_t>(world_size - 2) : 0;
+  return std::max(kMinChainPieces, kPiecesPerFillHop * fill_hops);
 }
 
 absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpec& spec,
@@ -69,7 +70,8 @@ absl::Status RingBroadcast(const RingMember& me, Link& link, const CollectiveSpe
   const size_t count = spec.count;
   plan.chunk_range = [count](int c) { return c == kData ? ElementRange{0, count} : ElementRange{}; };
   RingOptions chain = options;
-  chain.segment_bytes = ChainSegmentBytes(buffer.size(), options.segment_bytes);
+  chain.segment_bytes = ChainSegmentBytes(buffer.size(), BroadcastPieces(n),
+                                          exchange.min_segment_bytes(), options.segment_bytes);
   return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, chain, stats);
 }
 

@@ -1,5 +1,6 @@
 // Specification of all-gather, broadcast, barrier and reduce-scatter over the ring.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -154,29 +155,64 @@ TEST(RingBroadcast, EveryRankEndsWithTheRootsBufferForEveryRoot) {
   }
 }
 
-TEST(RingBroadcast, TheChainCutsEvenABufferOfOneSegmentIntoPiecesSoThatItsHopsOverlap) {
-  constexpr size_t kMiB = size_t{1} << 20;
-  EXPECT_EQ(ChainSegmentBytes(kMiB, kMiB), kMiB / 8) << "an eighth of the buffer";
-  EXPECT_EQ(ChainSegmentBytes(4 * kMiB, kMiB), kMiB / 2);
-  EXPECT_EQ(ChainSegmentBytes(64 * kMiB, kMiB), kMiB) << "never more than a segment";
-  EXPECT_EQ(ChainSegmentBytes(256 << 10, kMiB), size_t{128} << 10) << "never less than 128 KiB";
-  EXPECT_EQ(ChainSegmentBytes(4 << 10, kMiB), size_t{128} << 10);
-  EXPECT_EQ(ChainSegmentBytes(kMiB, 40), 40u) << "the ring's own segment bounds it";
+// A link whose frames cost more than the memory link's: it says so, and passes all else on.
+class CostlyFramesLink final : public Link {
+ public:
+  CostlyFramesLink(Link& inner, size_t min_segment_bytes)
+      : inner_(inner), min_segment_bytes_(min_segment_bytes) {}
+  absl::Status Send(const Frame& frame, absl::Span<const std::byte> payload,
+                    const WaitLimit& limit) override {
+    return inner_.Send(frame, payload, limit);
+  }
+  absl::StatusOr<ReceivedFrame> Receive(const WaitLimit& limit) override {
+    return inner_.Receive(limit);
+  }
+  absl::StatusOr<Frame> Peek(const WaitLimit& limit) override { return inner_.Peek(limit); }
+  uint64_t newest_aborted_sequence() const override { return inner_.newest_aborted_sequence(); }
+  size_t queued_frames() const override { return inner_.queued_frames(); }
+  size_t min_useful_segment_bytes() const override { return min_segment_bytes_; }
 
-  // Data frames the root sends: a 1 MiB buffer in default segments of 1 MiB goes out as
-  // eight, seven more than a buffer of 128 KiB (agreement and commit frames alike).
+ private:
+  Link& inner_;
+  const size_t min_segment_bytes_;
+};
+
+TEST(RingBroadcast, TheChainCutsABufferIntoPiecesEnoughThatItsHopsOverlapAndTheirFillIsSmall) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  constexpr size_t k128KiB = size_t{128} << 10;
+  EXPECT_EQ(BroadcastPieces(2), 8u) << "one hop: no fill, but the receiver still overlaps";
+  EXPECT_EQ(BroadcastPieces(3), 32u) << "32 pieces a hop of fill";
+  EXPECT_EQ(BroadcastPieces(4), 64u);
+  EXPECT_EQ(BroadcastPieces(6), 128u);
+
+  EXPECT_EQ(ChainSegmentBytes(16 * kMiB, 64, k128KiB, kMiB), kMiB / 4) << "a 64th";
+  EXPECT_EQ(ChainSegmentBytes(4 * kMiB, 8, k128KiB, kMiB), kMiB / 2) << "an eighth";
+  EXPECT_EQ(ChainSegmentBytes(128 * kMiB, 64, k128KiB, kMiB), kMiB) << "never more than a segment";
+  EXPECT_EQ(ChainSegmentBytes(kMiB, 64, k128KiB, kMiB), k128KiB)
+      << "never less than the links' smallest useful segment";
+  EXPECT_EQ(ChainSegmentBytes(4 << 10, 64, k128KiB, kMiB), k128KiB);
+  EXPECT_EQ(ChainSegmentBytes(4 * kMiB, 64, kMiB, kMiB), kMiB) << "a link of costly frames";
+  EXPECT_EQ(ChainSegmentBytes(kMiB, 64, k128KiB, 40), 40u) << "the ring's own segment bounds it";
+
+  // Data frames the root sends for a 1 MiB buffer (agreement and commit frames alike for
+  // every size): eight segments of 128 KiB, seven more than a buffer of 128 KiB — unless
+  // one link of the ring, not the root's, says a frame is worth no less than 1 MiB: every
+  // rank then cuts the buffer no finer, as the agreement told each of them.
   const int n = 3;
-  auto root_frames = [&](size_t bytes) {
+  auto root_frames = [&](size_t bytes, int costly_rank) {
     const size_t count = bytes / sizeof(float);
     std::vector<Bytes> buffers;
     for (int r = 0; r < n; ++r) buffers.push_back(testing::RandomInput(DType::kFloat32, count, r, 5));
     const Bytes expected = buffers[0];
     MemoryRing ring(n);
+    std::optional<CostlyFramesLink> costly;
+    if (costly_rank >= 0) costly.emplace(ring.link(costly_rank), kMiB);
     const CollectiveSpec spec = Spec(CollectiveKind::kBroadcast, DType::kFloat32, count);
     std::vector<RingStats> stats(n);
     std::vector<absl::Status> statuses = SpawnRanks(n, [&](int r) {
-      return RingBroadcast({r, n, 0}, ring.link(r), spec, absl::MakeSpan(buffers[r]),
-                           RingOptions{}, &stats[r]);
+      Link& link = r == costly_rank ? *costly : ring.link(r);
+      return RingBroadcast({r, n, 0}, link, spec, absl::MakeSpan(buffers[r]), RingOptions{},
+                           &stats[r]);
     });
     for (int r = 0; r < n; ++r) {
       EXPECT_TRUE(statuses[r].ok()) << statuses[r];
@@ -184,7 +220,9 @@ TEST(RingBroadcast, TheChainCutsEvenABufferOfOneSegmentIntoPiecesSoThatItsHopsOv
     }
     return stats[0].frames_sent;
   };
-  EXPECT_EQ(root_frames(kMiB), root_frames(128 << 10) + 7);
+  const uint64_t whole = root_frames(k128KiB, /*costly_rank=*/-1);
+  EXPECT_EQ(root_frames(kMiB, -1), whole + 7);
+  EXPECT_EQ(root_frames(kMiB, 2), whole) << "the costly link's rank is two hops from the root";
 }
 
 TEST(RingBroadcast, RanksDisagreeingOnTheRootAllFailIncludingTheRoot) {

@@ -19,7 +19,8 @@ RingExchange::RingExchange(const RingMember& me, Link& link, const CollectiveSpe
       options_(options),
       element_size_(DTypeSize(spec.dtype)),
       cancellation_(options.cancellation),
-      abort_(me, spec_) {
+      abort_(me, spec_),
+      min_segment_bytes_(link.min_useful_segment_bytes()) {
   limit_.deadline = SteadyDeadline(options.timeout);
   limit_.cancellation = &cancellation_;
 }
@@ -55,7 +56,9 @@ absl::Status RingExchange::Agree() {
   Frame outgoing;
   outgoing.kind = FrameKind::kAgree;
   outgoing.spec = spec_;
+  outgoing.min_segment_bytes = min_segment_bytes_;
   absl::Status result = RelayAround(outgoing, "agreement", [&](const Frame& frame) {
+    min_segment_bytes_ = std::max<size_t>(min_segment_bytes_, frame.min_segment_bytes);
     return CheckSpecOf(frame, mismatch);
   });
   return FinishAgreement(std::move(result), mismatch);
@@ -185,6 +188,7 @@ absl::Status RingExchange::RelayAroundCarrying(
     outgoing.chunk = frame.chunk;
     outgoing.spec = frame.spec;
     outgoing.count = frame.count;
+    outgoing.min_segment_bytes = frame.min_segment_bytes;
     stats_.bytes_received += received->payload.size();
     if (!received->payload.empty()) {
       forwarding = received->payload.ToVector();

@@ -78,6 +78,10 @@ class RingExchange {
   // Agree, for a collective that moves nothing before it: a failure also exports the
   // counters into `stats` (if not null) and says the buffer is untouched.
   absl::Status AgreeBeforeTouching(RingStats* stats);
+  // The largest Link::min_useful_segment_bytes of the ring's links, as the agreement
+  // frames carried them: the same on every rank once Agree returned OK (before, and on a
+  // ring of one, this rank's link's).
+  size_t min_segment_bytes() const { return min_segment_bytes_; }
 
   // Agree, with every rank's `contribution` travelling beside its spec (kRelay frames):
   // at step s this rank forwards the contribution it received at step s-1 (its own at
@@ -188,6 +192,7 @@ class RingExchange {
   // Taken by the receiving thread, read by NotifyAbort after the sender is joined.
   AbortNotice abort_;
   bool data_completed_ = false;       // Commit() was called: this rank's data phase is done
+  size_t min_segment_bytes_;          // see min_segment_bytes()
   RingStats stats_;          // bytes fields: each touched by one side only
 };
 

@@ -61,7 +61,8 @@ absl::Status RingGatherFromFirstSlot(const RingMember& me, Link& link, const Col
     return ElementRange{static_cast<size_t>(RingMod(root + chunk, n)) * count, count};
   };
   RingOptions chain = options;
-  chain.segment_bytes = ChainSegmentBytes(slot_bytes, options.segment_bytes);
+  chain.segment_bytes = ChainSegmentBytes(slot_bytes, kMinChainPieces,
+                                          exchange.min_segment_bytes(), options.segment_bytes);
   return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, chain, stats);
 }
 

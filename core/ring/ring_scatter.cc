@@ -65,7 +65,8 @@ absl::Status RingScatter(const RingMember& me, Link& link, const CollectiveSpec&
     return ElementRange{static_cast<size_t>(RingMod(root + chunk, n)) * block, block};
   };
   RingOptions chain = options;
-  chain.segment_bytes = ChainSegmentBytes(buffer.size() / n, options.segment_bytes);
+  chain.segment_bytes = ChainSegmentBytes(buffer.size() / n, kMinChainPieces,
+                                          exchange.min_segment_bytes(), options.segment_bytes);
   return RunCopyingPipeline(std::move(plan), exchange, spec, buffer, chain, stats);
 }
 

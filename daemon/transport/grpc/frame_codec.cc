@@ -61,6 +61,7 @@ v1::PeerFrame HeaderOf(const Frame& frame) {
   header.set_offset(frame.offset);
   header.set_count(frame.count);
   if (frame.spec.has_value()) ToProto(*frame.spec, header.mutable_spec());
+  if (frame.kind == FrameKind::kAgree) header.set_min_segment_bytes(frame.min_segment_bytes);
   if (frame.kind == FrameKind::kAbort) {
     header.set_abort_origin(frame.abort_origin);
     header.set_abort_reason(frame.abort_reason);
@@ -185,6 +186,7 @@ absl::StatusOr<DecodedMessage> FromHeader(const v1::PeerFrame& header, bool has_
   // A peer's words reach error messages and logs: one line, bounded.
   frame.abort_reason = SanitizeText(header.abort_reason(), kMaxAbortReasonBytes);
   frame.abort_before_commit = header.abort_before_commit();
+  frame.min_segment_bytes = header.min_segment_bytes();
   if (header.has_spec()) {
     absl::StatusOr<CollectiveSpec> spec = FromProto(header.spec());
     if (!spec.ok()) return Malformed(spec.status().message());

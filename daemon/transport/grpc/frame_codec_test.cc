@@ -188,6 +188,21 @@ TEST(FrameCodec, CommitFramesAndAnAbortsBeforeCommitFlagSurviveTheWire) {
   }
 }
 
+TEST(FrameCodec, AnAgreementFrameCarriesItsLinksSmallestUsefulSegment) {
+  Frame agree = SampleFrame();
+  agree.kind = FrameKind::kAgree;
+  agree.min_segment_bytes = size_t{1} << 20;
+  absl::StatusOr<DecodedMessage> decoded = DecodeMessage(EncodeFrame(agree, {}, nullptr));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->frame.frame.min_segment_bytes, size_t{1} << 20);
+
+  Frame segment = SampleFrame();
+  segment.min_segment_bytes = size_t{1} << 20;
+  decoded = DecodeMessage(EncodeFrame(segment, {}, nullptr));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->frame.frame.min_segment_bytes, 0u) << "only agreement frames carry it";
+}
+
 grpc::ByteBuffer Serialized(const v1::PeerFrame& frame) {
   grpc::Slice slice(frame.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);

@@ -152,6 +152,17 @@ TEST(TcpDataRing, EveryLinkSendsItsFramesOnItsDataConnection) {
   }
 }
 
+// A chain cuts its data no finer than the ring's links say a frame is worth (ring_broadcast.h).
+TEST_P(GrpcRing, EachLinkSaysTheSmallestSegmentWorthAFrameOnItsTransport) {
+  Ring ring(3, transport());
+  for (int r = 0; r < 3; ++r) {
+    const Link& link = ring.link(r);
+    EXPECT_EQ(link.min_useful_segment_bytes(),
+              link.transport() == "grpc" ? kGrpcMinSegmentBytes : kDefaultMinSegmentBytes)
+        << "rank " << r << " on " << link.transport();
+  }
+}
+
 TEST_P(GrpcRing, ADisagreementIsReportedOnEveryRankOverTheWire) {
   const int n = 3;
   Ring ring(n, transport());
