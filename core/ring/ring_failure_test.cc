@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/sync/steady_stopwatch.h"
 #include "gmock/gmock.h"
@@ -165,6 +166,31 @@ TEST(RingFailure, ABadBufferOnOneRankFailsEveryRankQuickly) {
     EXPECT_EQ(statuses[r].code(), absl::StatusCode::kAborted) << statuses[r];
     EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("rank 1 gave up")) << statuses[r];
   }
+}
+
+// --segment_bytes must be the same on every rank (README). A rank started with another
+// fails at the first segment that is not where its schedule expects it, and the ring with it,
+// at once; no rank returns OK, none waits for the deadline.
+TEST(RingFailure, RanksCuttingDifferentSegmentsAllFailQuicklyAtTheFirstMisplacedSegment) {
+  const int n = 4;
+  MemoryRing ring(n);
+  const SteadyStopwatch start;
+  std::vector<absl::Status> statuses = SpawnRanks(n, [&](int rank) {
+    RingOptions options;
+    options.timeout = kTimeout;
+    options.segment_bytes = rank == 2 ? 512 : 256;
+    CpuReducer reducer;
+    Bytes buffer = testing::RandomInput(DType::kFloat32, 4096, rank, 1);
+    return RingAllReduce(RingMember{rank, n, 3}, ring.link(rank), reducer, Spec(4096),
+                         absl::MakeSpan(buffer), options);
+  });
+  EXPECT_LT(start.Elapsed(), kTimeout) << "a misplaced segment must not wait for the deadline";
+  int misplaced = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_FALSE(statuses[r].ok()) << "rank " << r;
+    if (absl::StrContains(statuses[r].message(), "out-of-schedule frame")) ++misplaced;
+  }
+  EXPECT_GE(misplaced, 1) << "the rank that received it says so; the others hear its abort";
 }
 
 TEST(RingFailure, TheRingServesTheNextCollectiveAfterAFailedOne) {
