@@ -21,6 +21,7 @@
 #include "daemon/coordinator/coordinator_service.h"
 #include "daemon/coordinator/membership.h"
 #include "daemon/coordinator/request_validation.h"
+#include "daemon/coordinator/ring_settings.h"
 #include "daemon/logging/sanitized_text.h"
 #include "fuzz/fuzz_check.h"
 #include "ringsync/v1/coordinator.pb.h"
@@ -106,9 +107,7 @@ class Harness {
     v1::JoinRequest request;
     if (!request.ParseFromArray(message.data(), static_cast<int>(message.size()))) return;
     CheckSanitized(request.worker_id(), kMaxWorkerIdBytes);
-    const JoinInfo info{request.worker_id(), request.peer_address(), request.http_address(),
-                        request.last_generation(), request.incarnation(),
-                        FromProto(request.current_view())};
+    const JoinInfo info = FromProto(request, /*observed_host=*/"");
     absl::StatusOr<uint64_t> token = membership_.Join(info, now_);
     if (!token.ok()) {
       FUZZ_CHECK(OneLine(token.status().message()));
@@ -117,6 +116,7 @@ class Harness {
     FUZZ_CHECK(*token != 0);
     FUZZ_CHECK(ValidateWorkerId(info.worker_id).ok());
     FUZZ_CHECK(ValidateHostPort("peer_address", info.peer_address, true).ok());
+    FUZZ_CHECK(ValidateRingSettings(info.worker_id, info.ring_settings).ok());
     if (tokens_.size() < kSessionSlots) tokens_.push_back(*token);
   }
 

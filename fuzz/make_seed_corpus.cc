@@ -160,6 +160,9 @@ void CoordinatorSeeds(const fs::path& dir) {
   for (int i = 0; i < 3; ++i) {
     v1::JoinRequest join = join_request(i);
     join.set_http_address("10.0.0." + std::to_string(i + 1) + ":9400");
+    v1::RingSetting* segment = join.add_ring_settings();
+    segment->set_flag("--segment_bytes");
+    segment->set_value(i == 2 ? "65536" : "1048576");  // the third is refused
     ring += record(0, 1, join);
   }
   v1::WatchRingRequest watch;

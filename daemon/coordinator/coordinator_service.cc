@@ -125,6 +125,21 @@ View FromProto(const v1::RingView& view) {
   return out;
 }
 
+JoinInfo FromProto(const v1::JoinRequest& request, std::string observed_host) {
+  JoinInfo info{request.worker_id(),        request.peer_address(),
+                request.http_address(),     request.last_generation(),
+                request.incarnation(),      FromProto(request.current_view()),
+                std::move(observed_host)};
+  const int kept =
+      std::min(request.ring_settings_size(), static_cast<int>(kMaxRingSettings) + 1);
+  info.ring_settings.reserve(kept);
+  for (int i = 0; i < kept; ++i) {
+    const v1::RingSetting& setting = request.ring_settings(i);
+    info.ring_settings.push_back({setting.flag(), setting.value()});
+  }
+  return info;
+}
+
 // One open WatchRing stream. Writes views one at a time (the next when the previous is
 // done: back-pressure without blocking a thread). Lock order: CoordinatorService::mu_
 // before WatchReactor::mu_; gRPC never runs this reactor's callbacks inline, and the
@@ -292,10 +307,8 @@ grpc::Status CoordinatorService::DoJoin(const v1::JoinRequest& request, const st
   }
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return ShuttingDown();
-  JoinInfo info{request.worker_id(), request.peer_address(), request.http_address(),
-                request.last_generation(), request.incarnation(),
-                FromProto(request.current_view()), ObservedHost(peer)};
-  absl::StatusOr<uint64_t> token = membership_.Join(info, MonotonicNow());
+  absl::StatusOr<uint64_t> token =
+      membership_.Join(FromProto(request, ObservedHost(peer)), MonotonicNow());
   ProcessEventsLocked();
   if (!token.ok()) {
     Refuse("join", absl::StrCat("Join of worker '", shown_id, "' from ", peer, ": ",

@@ -52,6 +52,9 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options);
 // Converts a published view to its wire form, and back (a view a worker reports).
 void ToProto(const View& view, v1::RingView* out);
 View FromProto(const v1::RingView& view);
+// What a Join states, as Membership::Join takes it; `observed_host` is where it came from.
+// Lists longer than Membership accepts are cut one past its limit: enough to refuse them.
+JoinInfo FromProto(const v1::JoinRequest& request, std::string observed_host);
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/coordinator/request_validation.h"
+#include "daemon/coordinator/ring_settings.h"
 
 namespace ringsync {
 namespace {
@@ -83,6 +84,7 @@ absl::Status Membership::ValidateJoin(const JoinInfo& info) const {
     }
   }
   if (absl::Status s = ValidateIncarnation(info.worker_id, info.incarnation); !s.ok()) return s;
+  if (absl::Status s = ValidateRingSettings(info.worker_id, info.ring_settings); !s.ok()) return s;
   if (info.last_generation > kMaxGeneration || info.current_view.generation > kMaxGeneration) {
     return absl::InvalidArgumentError(absl::StrCat(
         "last_generation ", std::max(info.last_generation, info.current_view.generation),
@@ -147,6 +149,15 @@ absl::Status Membership::ReplaceOrRefuse(WorkerMap::iterator live, const JoinInf
 absl::StatusOr<uint64_t> Membership::Join(const JoinInfo& info, absl::Time now) {
   Expire(now);
   if (absl::Status s = ValidateJoin(info); !s.ok()) return s;
+  for (const auto& [id, live] : workers_) {
+    // A restarted process may change its settings: its old session is on its way out.
+    if (id == info.worker_id) continue;
+    if (absl::Status s = CheckSameRingSettings(info.worker_id, info.ring_settings, id,
+                                               live.info.ring_settings);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (auto it = workers_.find(info.worker_id); it != workers_.end()) {
     if (absl::Status s = ReplaceOrRefuse(it, info, now); !s.ok()) return s;
   }

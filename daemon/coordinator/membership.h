@@ -21,6 +21,9 @@
 //    is evicted without waiting for its lease, and the new one admitted. While the old
 //    session still heartbeats, it is a second daemon given the same --worker_id and is
 //    refused (AlreadyExists, naming both incarnations), as is the same incarnation twice.
+//  * Ring settings. A worker whose flags that must agree across the ring (e.g.
+//    --segment_bytes) differ from a live worker's is refused (FailedPrecondition,
+//    naming each flag and both values): it would fail every collective of the ring.
 //  * Adoption. A restarted coordinator adopts the ring its workers are in: when every
 //    member of the newest formed view the joining workers report has rejoined, with the
 //    incarnation and address that view names, and every report of that generation is
@@ -50,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "wire/ring_setting.h"
 
 namespace ringsync {
 
@@ -85,6 +89,8 @@ struct JoinInfo {
   View current_view;             // the view the worker is in (generation 0: none)
   // The IP address the Join came from, as the coordinator saw it; empty when not IP.
   std::string observed_host;
+  // The flags every worker of the ring must set alike (ring_settings.h).
+  std::vector<RingSetting> ring_settings;
 };
 
 // What a worker reports in each heartbeat.
@@ -163,8 +169,10 @@ class Membership {
 
   // Registers a worker and returns its session token (never 0). Errors:
   // InvalidArgument (bad id, address, incarnation or reported view, an implausible
-  // last_generation), AlreadyExists (the id is live and not a restart of it: see the
-  // file comment), ResourceExhausted (max_world_size workers are live).
+  // last_generation, ring settings out of bounds), FailedPrecondition (a ring setting
+  // differs from a live worker's, other than its own old session's), AlreadyExists (the
+  // id is live and not a restart of it: see the file comment), ResourceExhausted
+  // (max_world_size workers are live).
   static constexpr uint64_t kMaxGeneration = uint64_t{1} << 62;
   absl::StatusOr<uint64_t> Join(const JoinInfo& info, absl::Time now);
 

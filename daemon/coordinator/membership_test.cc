@@ -182,6 +182,55 @@ TEST_F(MembershipTest, JoinValidatesEveryField) {
   EXPECT_TRUE(membership_.Join({"w0", "127.0.0.1:7500", "127.0.0.1:9100", 0, 77}, now_).ok());
 }
 
+// A worker that would cut buffers otherwise than the ring (another --segment_bytes)
+// fails every collective: it is refused at its Join, the live workers undisturbed.
+TEST_F(MembershipTest, AWorkerWhoseRingSettingsDifferFromALiveWorkersIsRefused) {
+  JoinInfo w0 = Info("w0");
+  w0.ring_settings = {{"--segment_bytes", "1048576"}, {"--algorithm", "auto"}};
+  ASSERT_TRUE(membership_.Join(w0, now_).ok());
+  JoinInfo w1 = Info("w1");
+  w1.ring_settings = {{"--segment_bytes", "2097152"}, {"--algorithm", "auto"}};
+  const absl::StatusOr<uint64_t> refused = membership_.Join(w1, now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("worker 'w1' runs with --segment_bytes=2097152 where 'w0' runs with "
+                        "--segment_bytes=1048576"));
+  EXPECT_EQ(membership_.live_workers(), 1);
+  membership_.TakeEvents();
+
+  w1.ring_settings = w0.ring_settings;
+  EXPECT_TRUE(membership_.Join(w1, now_).ok());
+  EXPECT_EQ(membership_.live_workers(), 2);
+}
+
+TEST_F(MembershipTest, ARingSettingIsComparedWithEveryLiveWorkerButTheJoiningIdsOldSession) {
+  const std::vector<RingSetting> old_settings = {{"--segment_bytes", "1048576"}};
+  const std::vector<RingSetting> new_settings = {{"--segment_bytes", "65536"}};
+  JoinInfo w0 = Info("w0");
+  w0.ring_settings = old_settings;
+  ASSERT_TRUE(membership_.Join(w0, now_).ok());
+  // w0 restarted with new settings, its old session quiet: only its own old session
+  // differs, and that one it replaces.
+  Advance(absl::Seconds(3));  // beyond two heartbeat intervals
+  w0.incarnation += 2;
+  w0.ring_settings = new_settings;
+  ASSERT_TRUE(membership_.Join(w0, now_).ok());
+  EXPECT_EQ(membership_.live_workers(), 1);
+
+  // A worker of the old settings now differs from the live w0.
+  JoinInfo w1 = Info("w1");
+  w1.ring_settings = old_settings;
+  EXPECT_THAT(membership_.Join(w1, now_).status().message(),
+              HasSubstr("--segment_bytes=1048576 where 'w0' runs with --segment_bytes=65536"));
+}
+
+TEST_F(MembershipTest, RingSettingsOutOfBoundsAreRefusedAsInvalid) {
+  JoinInfo w0 = Info("w0");
+  w0.ring_settings = {{"--segment bytes", "1"}};
+  EXPECT_TRUE(absl::IsInvalidArgument(membership_.Join(w0, now_).status()));
+  EXPECT_EQ(membership_.live_workers(), 0);
+}
+
 TEST_F(MembershipTest, MissedHeartbeatsDissolveTheRingNamingWorkerRankAndTimeout) {
   FormRing();
   PublishedGenerations();

@@ -57,6 +57,11 @@ absl::Status CoordinatorSession::Join(SteadyDeadline deadline) {
     request.set_http_address(options_.http_address);
     if (options_.known_generation) request.set_last_generation(options_.known_generation());
     request.set_incarnation(incarnation_);
+    for (const RingSetting& setting : options_.ring_settings) {
+      v1::RingSetting* out = request.add_ring_settings();
+      out->set_flag(setting.flag);
+      out->set_value(setting.value);
+    }
     {
       absl::MutexLock lock(&mu_);
       if (newest_view_.generation() != 0) *request.mutable_current_view() = newest_view_;
@@ -84,7 +89,7 @@ absl::Status CoordinatorSession::Join(SteadyDeadline deadline) {
       return absl::OkStatus();
     }
     last = absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-    // A refusal (duplicate id, full ring, protocol) will not change by retrying.
+    // A refusal (duplicate id, full ring, protocol, ring settings) will not change by retrying.
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
         status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       break;

@@ -18,12 +18,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "wire/ring_setting.h"
 #include "core/sync/steady_deadline.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
 
@@ -49,6 +51,9 @@ struct CoordinatorSessionOptions {
   // Called every lease/10 (at most every 100 ms) to publish a lapsed lease.
   std::function<void()> check_lease;
   uint64_t incarnation = 0;    // of this worker process; 0: drawn at random
+  // The flags every worker of the ring must set alike, stated in every Join: the
+  // coordinator refuses this worker when a live worker sets one otherwise.
+  std::vector<RingSetting> ring_settings;
 };
 
 class CoordinatorSession {

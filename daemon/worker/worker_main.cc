@@ -82,32 +82,33 @@ ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, join_timeout, absl::Seconds(60),
           "worker: how long to keep trying to join the coordinator at start-up.");
 ABSL_FLAG(int64_t, segment_bytes, 1 << 20,
-          "worker: bytes per ring segment (pipelining unit). 1-4 MiB suits gRPC; every rank "
-          "must use the same value.");
+          "worker: bytes per ring segment (pipelining unit). 1-4 MiB suits gRPC. Every worker "
+          "of a ring must use the same value: the coordinator refuses one that differs.");
 ABSL_FLAG(std::string, algorithm, "auto",
           "worker: the all-reduce algorithm: auto (within the relay's sizes and up to "
           "--doubling_max_bytes: the direct exchange on 3..--direct_max_ranks ranks, the "
           "doubling on more; else the relay up to --relay_max_bytes x N/(N-2); else the "
           "ring), ring, relay, doubling or direct (forced, for "
           "benchmarks; buffers larger than the forced algorithm carries run the relay or the "
-          "ring). Every worker of a ring must use the same value, or their all-reduces fail "
-          "naming this flag.");
+          "ring). Every worker of a ring must use the same value: the coordinator refuses one "
+          "that differs.");
 ABSL_FLAG(int64_t, doubling_max_bytes, 64 << 10,
           "worker: the largest all-reduce (bytes, 0..16 MiB; 0: never) the stride algorithms "
           "run: the doubling (every rank's contribution to every rank over links of stride "
           "1, 2, 4, ...: 2 log2 N hops; never more than 1 MiB / (N/2)) and the direct "
           "exchange (to every rank at once: 2 hops); never more than --segment_bytes. Every "
-          "worker of a ring must use the same value.");
+          "worker of a ring must use the same value: the coordinator refuses one that differs.");
 ABSL_FLAG(int32_t, direct_max_ranks, 4,
           "worker: with --algorithm=auto, the largest ring (0..16; below 3: never) on which "
           "small all-reduces run the direct exchange (each rank sends to every other rank at "
           "once: N-1 frames a pass, 2 hops) rather than the doubling. Every worker of a ring "
-          "must use the same value.");
+          "must use the same value: the coordinator refuses one that differs.");
 ABSL_FLAG(int64_t, relay_max_bytes, 64 << 10,
           "worker: with --algorithm=auto, the relay algorithm's crossover on a large ring "
           "(0..16 MiB): all-reduces of up to this x N/(N-2) bytes (N=2: x16; never more than "
           "--segment_bytes) run the relay (agreement and data in N-1 hops) rather than the "
-          "ring; every worker of a ring must use the same value.");
+          "ring. Every worker of a ring must use the same value: the coordinator refuses one that "
+          "differs.");
 ABSL_FLAG(std::string, reduce_device, "auto",
           "worker: where to reduce: auto (a CUDA GPU when one is usable, else the CPU), cpu, "
           "cuda or cuda:N. 'cuda' without a usable GPU fails at start-up.");
@@ -383,6 +384,16 @@ struct WorkerParts {
 // the coordinator session. Start brings them up in that order; Stop takes down whatever
 // Start brought up, in the one order that keeps every callback's target alive — after a
 // stop signal and after a failed start alike.
+// The flags every worker of a ring must set alike, as the worker states them when it
+// joins: the coordinator refuses a worker that sets one otherwise than a live worker.
+std::vector<RingSetting> RingSettingsFromFlags() {
+  return {{"--segment_bytes", absl::StrCat(absl::GetFlag(FLAGS_segment_bytes))},
+          {"--algorithm", absl::GetFlag(FLAGS_algorithm)},
+          {"--doubling_max_bytes", absl::StrCat(absl::GetFlag(FLAGS_doubling_max_bytes))},
+          {"--direct_max_ranks", absl::StrCat(absl::GetFlag(FLAGS_direct_max_ranks))},
+          {"--relay_max_bytes", absl::StrCat(absl::GetFlag(FLAGS_relay_max_bytes))}};
+}
+
 class WorkerServing {
  public:
   explicit WorkerServing(WorkerParts parts) : parts_(std::move(parts)) {}
@@ -526,6 +537,7 @@ int WorkerServing::JoinCoordinator() {
       .on_lease_renewed = [&ring](absl::Time until) { ring.RenewLease(until); },
       .check_lease = [&ring] { ring.CheckLease(); },
       .incarnation = 0,
+      .ring_settings = RingSettingsFromFlags(),
   };
   session_ = std::make_unique<CoordinatorSession>(
       options, [&ring](const v1::RingView& view) { ring.OnView(view); },

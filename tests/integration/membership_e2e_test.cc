@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ringsync/v1/coordinator.grpc.pb.h"
+#include "tests/integration/cluster_fixture.h"
 #include "tools/cluster/local_cluster.h"
 #include "wire/grpc_options.h"
 
@@ -171,6 +172,48 @@ TEST_F(ElasticClusterTest, ARestartedCoordinatorAdoptsTheRingWithoutANewGenerati
   }
   EXPECT_EQ(adopted->membership_changes_total(), 0u);
   EXPECT_THAT(adopted->view().change_reason(), HasSubstr("adopted"));
+}
+
+}  // namespace
+}  // namespace ringsync
+
+namespace ringsync {
+namespace {
+
+// A worker started with another --segment_bytes than the ring's would cut every buffer
+// otherwise and fail every collective of its ring: it is refused at its Join, exits
+// naming the flag and both values, and the ring of the others goes on.
+TEST(RingSettings, AWorkerWithAnotherSegmentSizeIsRefusedAtItsJoinAndTheRingGoesOn) {
+  LocalClusterOptions options;
+  options.ringsyncd = RINGSYNCD_PATH;
+  options.world_size = 3;
+  options.min_world_size = 2;
+  options.started_workers = 2;
+  options.worker_flags_of[2] = {"--segment_bytes=2097152"};
+  options.coordinator_flags = {"--formation_grace=200ms"};
+  absl::StatusOr<std::unique_ptr<LocalCluster>> started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  LocalCluster& cluster = **started;
+
+  const std::string said =
+      "worker 'w2' runs with --segment_bytes=2097152 where 'w0' runs with "
+      "--segment_bytes=1048576";
+  EXPECT_THAT(cluster.RestartWorker(2).message(), HasSubstr(said))
+      << "the worker exits before it writes its port file";
+  const absl::StatusOr<int> exit_code = cluster.worker(2).Wait(kSettleBound);
+  ASSERT_TRUE(exit_code.ok()) << exit_code.status();
+  EXPECT_EQ(*exit_code, 1);
+  EXPECT_THAT(cluster.Log("w2"), HasSubstr("every worker of a ring must run with the same "
+                                           "--segment_bytes"));
+  EXPECT_THAT(cluster.Log("coordinator"), HasSubstr(said));
+
+  auto clients = testing::ConnectAll(cluster, 2);
+  std::vector<std::vector<float>> data = {{1, 2, 3}, {10, 20, 30}};
+  testing::ExpectAllOk(testing::OnEveryRank(clients, [&](int r, Client& client) {
+    return client.AllReduce("after the refusal", absl::MakeSpan(data[r]), ReduceOp::kSum);
+  }));
+  EXPECT_THAT(data[0], ElementsAre(11, 22, 33));
+  EXPECT_THAT(data[1], ElementsAre(11, 22, 33));
 }
 
 }  // namespace
