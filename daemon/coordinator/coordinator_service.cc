@@ -445,6 +445,11 @@ void CoordinatorService::DoGetClusterStatus(v1::ClusterStatus* response) {
     out->set_collectives_failed(w.collectives_failed);
     out->set_last_error(w.last_error);
     out->set_generation(w.generation);
+    for (const RingSetting& setting : w.ring_settings) {
+      v1::RingSetting* s = out->add_ring_settings();
+      s->set_flag(setting.flag);
+      s->set_value(setting.value);
+    }
   }
 }
 

@@ -266,6 +266,7 @@ std::vector<WorkerSnapshot> Membership::Workers(absl::Time now) const {
     s.collectives_completed = worker.last_report.collectives_completed;
     s.collectives_failed = worker.last_report.collectives_failed;
     s.last_error = worker.last_report.last_error;
+    s.ring_settings = worker.info.ring_settings;
     out.push_back(std::move(s));
   }
   return out;

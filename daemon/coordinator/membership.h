@@ -117,6 +117,7 @@ struct WorkerSnapshot {
   uint64_t collectives_completed = 0;
   uint64_t collectives_failed = 0;
   std::string last_error;
+  std::vector<RingSetting> ring_settings;  // as it joined
 };
 
 // Something the operator wants to read in the log, or a watcher must be told.

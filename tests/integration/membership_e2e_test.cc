@@ -123,6 +123,13 @@ TEST_F(ElasticClusterTest, AKilledWorkerIsEvictedTheSurvivorsReformAndItsRestart
   EXPECT_EQ(formed->max_world_size(), 4u);
   const uint64_t old_incarnation = formed->view().members(2).incarnation();
   EXPECT_NE(old_incarnation, 0u);
+  for (const v1::WorkerStatus& w : formed->workers()) {
+    std::vector<std::string> settings;
+    for (const v1::RingSetting& s : w.ring_settings()) {
+      settings.push_back(absl::StrCat(s.flag(), "=", s.value()));
+    }
+    EXPECT_THAT(settings, ::testing::Contains("--segment_bytes=1048576")) << w.worker_id();
+  }
 
   cluster_->worker(2).Signal(SIGKILL);
   const SteadyStopwatch killed;

@@ -71,7 +71,27 @@ std::string Summary(const std::string& coordinator, const v1::ClusterStatus& sta
       WorldSize(status), " workers joined (", plural(status.joins_total(), "join", "joins"), ", ",
       plural(status.generations_published(), "view", "views"), " published)\n");
   if (!view.change_reason().empty()) absl::StrAppend(&out, "last change: ", view.change_reason(), "\n");
+  // The coordinator admits no worker whose settings differ from a live one's, so the
+  // first worker that states them speaks for all.
+  for (const v1::WorkerStatus* w : InRankOrder(status)) {
+    if (w->ring_settings().empty()) continue;
+    std::vector<std::string> settings;
+    for (const v1::RingSetting& s : w->ring_settings()) {
+      settings.push_back(absl::StrCat(s.flag(), "=", s.value()));
+    }
+    absl::StrAppend(&out, "ring settings: ", absl::StrJoin(settings, " "), "\n");
+    break;
+  }
   return out;
+}
+
+// {"--segment_bytes":"1048576",...}
+std::string SettingsJson(const v1::WorkerStatus& worker) {
+  std::vector<std::string> settings;
+  for (const v1::RingSetting& s : worker.ring_settings()) {
+    settings.push_back(absl::StrCat(JsonString(s.flag()), ":", JsonString(s.value())));
+  }
+  return absl::StrCat("{", absl::StrJoin(settings, ","), "}");
 }
 
 }  // namespace
@@ -125,7 +145,8 @@ std::string FormatClusterJson(const std::string& coordinator, const v1::ClusterS
         ",\"generation\":", w->generation(),
         ",\"collectives_completed\":", w->collectives_completed(),
         ",\"collectives_failed\":", w->collectives_failed(),
-        ",\"last_error\":", JsonString(w->last_error()), "}"));
+        ",\"last_error\":", JsonString(w->last_error()),
+        ",\"ring_settings\":", SettingsJson(*w), "}"));
   }
   return absl::StrCat("{\"coordinator\":", JsonString(coordinator),
                       ",\"world_size\":", status.world_size(),

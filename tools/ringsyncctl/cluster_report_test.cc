@@ -10,6 +10,7 @@ namespace ringsync {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 v1::ClusterStatus TwoWorkers() {
@@ -98,9 +99,30 @@ TEST(FormatClusterJson, HasNumbersAndWholeEscapedErrors) {
                                "\"workers\":[{\"rank\":0,\"worker_id\":\"w0\","
                                "\"incarnation\":\"000000000000abc0\""));
   EXPECT_THAT(json, HasSubstr("\"collectives_completed\":11,\"collectives_failed\":1,"
-                              "\"last_error\":\"" + std::string(200, 'x') + "\\\"quoted\\\"\"}"));
+                              "\"last_error\":\"" + std::string(200, 'x') +
+                              "\\\"quoted\\\"\",\"ring_settings\":{}}"));
   EXPECT_THAT(json, HasSubstr("\"last_heartbeat_age_seconds\":0.250"));
   EXPECT_THAT(json, HasSubstr("\"peer_address\":\"127.0.0.1:4001\",\"joined_from\":\"198.18.0.11\","));
+}
+
+TEST(FormatClusterTable, ShowsTheRingSettingsTheWorkersJoinedWith) {
+  v1::ClusterStatus status = TwoWorkers();
+  EXPECT_THAT(FormatClusterTable("c:1", status), Not(HasSubstr("ring settings")))
+      << "workers of an older release state none";
+  for (v1::WorkerStatus& w : *status.mutable_workers()) {
+    for (const auto& [flag, value] : {std::pair{"--segment_bytes", "1048576"},
+                                      std::pair{"--algorithm", "auto"}}) {
+      v1::RingSetting* s = w.add_ring_settings();
+      s->set_flag(flag);
+      s->set_value(value);
+    }
+  }
+  EXPECT_THAT(FormatClusterTable("c:1", status),
+              HasSubstr("published)\nring settings: --segment_bytes=1048576 --algorithm=auto\n"
+                        "RANK"));
+  EXPECT_THAT(FormatClusterJson("c:1", status),
+              HasSubstr("\"ring_settings\":{\"--segment_bytes\":\"1048576\","
+                        "\"--algorithm\":\"auto\"}}"));
 }
 
 }  // namespace
