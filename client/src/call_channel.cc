@@ -7,6 +7,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "wire/call_channel_layout.h"
+#include "wire/reaction_order.h"
 
 namespace ringsync::internal {
 namespace {
@@ -69,6 +70,7 @@ absl::Status CallChannel::Send(uint64_t call_id, CollectiveKind kind,
   const absl::Span<const std::byte> pieces[] = {
       {reinterpret_cast<const std::byte*>(prefix.data()), prefix.size()},
       {reinterpret_cast<const std::byte*>(request_bytes_.data()), request_bytes_.size()}};
+  SentToOtherProcess(this);
   return requests_.Put(pieces, limit, [] { return false; });
 }
 
@@ -83,6 +85,7 @@ void CallChannel::Read(std::stop_token stop) {
       return;
     }
     if (!*taken) continue;
+    ReceivedFromOtherProcess(this);
     if (!answer.ParseFromArray(record.data(), static_cast<int>(record.size()))) {
       on_broken_(absl::DataLossError("a call channel record is not a CallAnswer"));
       return;
