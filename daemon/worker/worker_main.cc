@@ -379,11 +379,6 @@ struct WorkerParts {
   metrics::Refusals& refusals;
 };
 
-// What the worker serves: the peer server (the ring's data path), the client server (the
-// training process's unix socket, an optional TCP port, health), the HTTP endpoint and
-// the coordinator session. Start brings them up in that order; Stop takes down whatever
-// Start brought up, in the one order that keeps every callback's target alive — after a
-// stop signal and after a failed start alike.
 // The flags every worker of a ring must set alike, as the worker states them when it
 // joins: the coordinator refuses a worker that sets one otherwise than a live worker.
 std::vector<RingSetting> RingSettingsFromFlags() {
@@ -394,6 +389,11 @@ std::vector<RingSetting> RingSettingsFromFlags() {
           {"--relay_max_bytes", absl::StrCat(absl::GetFlag(FLAGS_relay_max_bytes))}};
 }
 
+// What the worker serves: the peer server (the ring's data path), the client server (the
+// training process's unix socket, an optional TCP port, health), the HTTP endpoint and
+// the coordinator session. Start brings them up in that order; Stop takes down whatever
+// Start brought up, in the one order that keeps every callback's target alive — after a
+// stop signal and after a failed start alike.
 class WorkerServing {
  public:
   explicit WorkerServing(WorkerParts parts) : parts_(std::move(parts)) {}
