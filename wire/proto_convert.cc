@@ -51,6 +51,15 @@ void ToProto(const CollectiveSpec& spec, v1::CollectiveSpec* out) {
   out->mutable_receive_counts()->Add(spec.receive_counts.begin(), spec.receive_counts.end());
 }
 
+void ToProto(absl::Span<const RingSetting> settings,
+             google::protobuf::RepeatedPtrField<v1::RingSetting>* out) {
+  for (const RingSetting& setting : settings) {
+    v1::RingSetting* s = out->Add();
+    s->set_flag(setting.flag);
+    s->set_value(setting.value);
+  }
+}
+
 absl::StatusOr<CollectiveSpec> FromProto(const v1::CollectiveSpec& in) {
   CollectiveSpec spec;
   absl::StatusOr<CollectiveKind> kind = FromProto(in.kind());

@@ -3,9 +3,12 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/collective.h"
 #include "ringsync/dtype.h"
 #include "ringsync/v1/common.pb.h"
+#include "ringsync/v1/coordinator.pb.h"
+#include "wire/ring_setting.h"
 
 namespace ringsync {
 
@@ -13,6 +16,9 @@ v1::DType ToProto(DType dtype);
 v1::ReduceOp ToProto(ReduceOp op);
 v1::CollectiveKind ToProto(CollectiveKind kind);
 void ToProto(const CollectiveSpec& spec, v1::CollectiveSpec* out);
+// Appends each setting (a worker's Join, the coordinator's status of a worker).
+void ToProto(absl::Span<const RingSetting> settings,
+             google::protobuf::RepeatedPtrField<v1::RingSetting>* out);
 
 // InvalidArgument for unspecified or unknown enum values.
 absl::StatusOr<DType> FromProto(v1::DType dtype);

@@ -11,8 +11,6 @@ namespace ringsync {
 struct RingSetting {
   std::string flag;   // as on the command line, e.g. "--segment_bytes"
   std::string value;  // as the worker runs with it, e.g. "1048576"
-
-  bool operator==(const RingSetting&) const = default;
 };
 
 // The bounds a Join's settings must keep (the coordinator refuses the Join otherwise).

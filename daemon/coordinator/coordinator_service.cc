@@ -13,6 +13,7 @@
 #include "daemon/transport/tcp/socket_address.h"
 #include "wire/reaction_order.h"
 #include "spdlog/spdlog.h"
+#include "wire/proto_convert.h"
 #include "wire/protocol_version.h"
 #include "wire/security/peer_identity.h"
 
@@ -445,11 +446,7 @@ void CoordinatorService::DoGetClusterStatus(v1::ClusterStatus* response) {
     out->set_collectives_failed(w.collectives_failed);
     out->set_last_error(w.last_error);
     out->set_generation(w.generation);
-    for (const RingSetting& setting : w.ring_settings) {
-      v1::RingSetting* s = out->add_ring_settings();
-      s->set_flag(setting.flag);
-      s->set_value(setting.value);
-    }
+    ToProto(w.ring_settings, out->mutable_ring_settings());
   }
 }
 

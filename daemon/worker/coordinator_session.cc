@@ -12,6 +12,7 @@
 #include "daemon/logging/string_view_formatter.h"
 #include "daemon/worker/ring_watch_reader.h"
 #include "spdlog/spdlog.h"
+#include "wire/proto_convert.h"
 #include "wire/protocol_version.h"
 
 namespace ringsync {
@@ -57,11 +58,7 @@ absl::Status CoordinatorSession::Join(SteadyDeadline deadline) {
     request.set_http_address(options_.http_address);
     if (options_.known_generation) request.set_last_generation(options_.known_generation());
     request.set_incarnation(incarnation_);
-    for (const RingSetting& setting : options_.ring_settings) {
-      v1::RingSetting* out = request.add_ring_settings();
-      out->set_flag(setting.flag);
-      out->set_value(setting.value);
-    }
+    ToProto(options_.ring_settings, request.mutable_ring_settings());
     {
       absl::MutexLock lock(&mu_);
       if (newest_view_.generation() != 0) *request.mutable_current_view() = newest_view_;
