@@ -5,7 +5,7 @@
 // Each of these once started a second operation on a reactor before the first completed,
 // which gRPC answers by aborting the process (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS), so the
 // first thing every test here checks is that the process is still alive. Counts are sized
-// to reproduce the abort within a few runs of the old code and to take seconds.
+// to reproduce the abort within a few runs of the old code and to take seconds (see Rounds).
 #include <atomic>
 #include <map>
 #include <random>
@@ -33,6 +33,18 @@ using ::ringsync::testing::TestTransport;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
+// How many rounds of churn a test runs: `full` — sized to reproduce the old aborts within a
+// few runs and to take seconds — except under ThreadSanitizer, where every process runs
+// 5-15x slower and a fifth of them is still minutes: its reports come from the
+// interleavings, which every round has, not from the count; the other builds run them all.
+constexpr int Rounds(int full) {
+#if defined(__SANITIZE_THREAD__)
+  return full / 5;
+#else
+  return full;
+#endif
+}
+
 // The ring's cases run twice: frames as gRPC messages, and over the same-host path (frames
 // through the slot ring's mailbox, the stream for the hello and liveness), whose mailbox
 // must follow every stream replaced, retired or cancelled exactly as the stream does.
@@ -43,7 +55,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, RingStress, ::ringsync::testing::kEveryTran
 TEST_P(RingStress, EveryFreshGenerationCarriesACollectiveTheMomentItConnects) {
   // The first frame follows the hello at once: the peer's acceptance can arrive before
   // the hello's own write completes, and the frame must wait for it.
-  constexpr int kGenerations = 150;
+  constexpr int kGenerations = Rounds(150);
   GrpcTestRing ring(3, transport());
   for (uint64_t generation = 1; generation <= kGenerations; ++generation) {
     SCOPED_TRACE(absl::StrCat("generation ", generation));
@@ -58,7 +70,7 @@ TEST(GrpcStreamStress, StreamsReplacedAndRetiredWhileBeingAcceptedEndCleanly) {
   // it while its acceptance may be in flight) while the generation is retired under them
   // — in odd rounds at a random moment, in even rounds only once every claim is answered,
   // so both outcomes occur however fast the machine is.
-  constexpr int kRounds = 150;
+  constexpr int kRounds = Rounds(150);
   constexpr int kContenders = 4;
   PeerTestServer server;
   std::mt19937 rng(11);
@@ -103,7 +115,7 @@ TEST(GrpcStreamStress, StreamsReplacedAndRetiredWhileBeingAcceptedEndCleanly) {
 }
 
 TEST_P(RingStress, CollectivesCancelledMidStreamLeaveTheNextGenerationExact) {
-  constexpr int kGenerations = 40;
+  constexpr int kGenerations = Rounds(40);
   GrpcTestRing ring(4, transport());
   std::mt19937 rng(5);
   for (uint64_t generation = 1; generation <= kGenerations; ++generation) {
@@ -125,7 +137,7 @@ TEST_P(RingStress, ALinkWhoseStreamIsTakenOverLosesNoFrameSilently) {
   // Frames the ended stream carried may be lost, so once a Send of the collective fails,
   // none of its later frames may go out: rank 1 receives a gap-free prefix of every
   // collective. The next collective reopens the stream.
-  constexpr int kRounds = 60;
+  constexpr int kRounds = Rounds(60);
   constexpr uint32_t kFramesPerRound = 20;
   GrpcTestRing ring(2, transport());
   for (const absl::Status& s : ring.Connect(1)) ASSERT_TRUE(s.ok()) << s;
