@@ -184,14 +184,27 @@ class Project:
                                 stderr=subprocess.STDOUT, text=True,
                                 env=dict(self.env, **(env or {})))
 
+    def service_containers(self):
+        """service -> the ids of its containers (one-off `run` containers left out), asked
+        of podman itself: docker-compose takes 3-9 s a call on a loaded machine (it was
+        most of a fault test's time), podman's own CLI well under one."""
+        out = podman("ps", "-a", "--no-trunc",
+                     "--filter", f"label=com.docker.compose.project={self.name}",
+                     "--filter", "label=com.docker.compose.oneoff=False",
+                     "--format", '{{.ID}} {{index .Labels "com.docker.compose.service"}}')
+        found = {}
+        for line in out.splitlines():
+            container, service = line.split()
+            found.setdefault(service, []).append(container)
+            self.container_ids.add(container)
+        return found
+
     def container(self, service):
-        """The id of the service's (one) container (asked once per service: docker-compose
-        takes seconds per call on a loaded machine; `up` forgets the answers)."""
+        """The id of the service's (one) container (asked once: `up` forgets the answers)."""
         if service not in self.ids:
-            ids = self.compose("ps", "-q", service).stdout.split()
+            ids = self.service_containers().get(service, [])
             assert len(ids) == 1, f"{service}: containers {ids}"
             self.ids[service] = ids[0]
-            self.container_ids.add(ids[0])
         return self.ids[service]
 
     def state(self, service):
@@ -200,6 +213,15 @@ class Project:
     def health(self, service):
         state = self.state(service)
         return (state.get("Health") or state.get("Healthcheck") or {}).get("Status", "none")
+
+    def settled_health(self, service, deadline):
+        """The service's health once it is no longer "starting" (its check runs every 10 s),
+        or "starting" still at `deadline` (time.monotonic())."""
+        health = self.health(service)
+        while health == "starting" and time.monotonic() < deadline:
+            time.sleep(1)
+            health = self.health(service)
+        return health
 
     def logs(self, service, tail=200):
         """The container's output, stdout and stderr (the daemons log to stderr)."""
@@ -224,9 +246,10 @@ class Project:
         raise AssertionError(f"{service} still runs after {timeout_s}s:\n{self.logs(service)[-2000:]}")
 
     def ring_status(self):
-        out = self.compose("exec", "-T", "coordinator", "ringsyncctl", "status", "--json",
-                           *CTL_TLS).stdout
-        return json.loads(out)
+        """`ringsyncctl status` in the coordinator's container (podman exec: as quick as
+        `docker-compose exec` is slow; the Cluster test runs the README's compose form)."""
+        return json.loads(podman("exec", self.container("coordinator"), "ringsyncctl", "status",
+                                 "--json", *CTL_TLS))
 
     def await_ring(self, newer_than=0, timeout_s=90):
         deadline = time.monotonic() + timeout_s
@@ -341,11 +364,14 @@ class ProjectTest(unittest.TestCase):
         args = (["--profile", profile] if profile else []) + ["up", "-d", *services]
         self.p.ids.clear()
         self.p.compose(*args, timeout=600, env=env)
-        self.p.container_ids.update(self.p.compose("ps", "-q").stdout.split())
+        self.p.service_containers()   # every container it made counts for the leftover check
 
-    def assert_daemons_healthy(self):
+    def assert_daemons_healthy(self, timeout_s=60):
+        """Every daemon's health check passes within timeout_s of `up` (it runs every 10 s:
+        a daemon is "starting" until its first pass) and ringsyncd runs as its user."""
+        deadline = time.monotonic() + timeout_s
         for service in DAEMONS:
-            self.assertEqual(self.p.health(service), "healthy", service)
+            self.assertEqual(self.p.settled_health(service, deadline), "healthy", service)
             user = podman("top", self.p.container(service), "user", "args").splitlines()
             daemon = [line for line in user if "ringsyncd" in line]
             self.assertTrue(daemon and all(line.split()[0] == "ringsync" for line in daemon),
@@ -511,7 +537,7 @@ class Monitoring(ProjectTest):
         log(f"Prometheus (host port {p.env['PROMETHEUS_PORT']}): up {up}, ring_ready {ready}")
         self.assertEqual(up, {f"{s}:9400": "1" for s in DAEMONS})
         self.assertEqual(ready, {f"w{r}:9400": "1" for r in range(4)})
-        self.assertEqual(p.health("prometheus"), "healthy")
+        self.assertEqual(p.settled_health("prometheus", time.monotonic() + 60), "healthy")
         self.assert_unauthenticated_callers_are_refused(p)
 
     def assert_unauthenticated_callers_are_refused(self, p):
@@ -601,7 +627,7 @@ class Faults(ProjectTest):
         p.ids.clear()
         p.compose("up", "-d", "--no-deps", "--force-recreate", *TRAINERS,
                   env={"RINGSYNC_TRAIN_STEPS": "20"})
-        p.container_ids.update(p.compose("ps", "-q").stdout.split())
+        p.service_containers()
         for trainer in TRAINERS:
             self.assertEqual(p.wait_exit(trainer, 180), 0, p.logs(trainer)[-3000:])
         self.assertIn("VERDICT: OK", p.logs("train0"))
