@@ -168,7 +168,7 @@ class Project:
                         COMPOSE_HTTP_TIMEOUT="300")
         self.env.update({k: str(v) for k, v in settings.items()})
         self.container_ids = set()   # every container the test saw (shm mount check)
-        self.ids = {}                 # service -> its current container
+        self.ids = {}                 # service -> its one container, as last found
 
     def compose(self, *args, timeout=300, check=True, env=None):
         started = time.monotonic()
@@ -184,10 +184,11 @@ class Project:
                                 stderr=subprocess.STDOUT, text=True,
                                 env=dict(self.env, **(env or {})))
 
-    def service_containers(self):
+    def find_containers(self):
         """service -> the ids of its containers (one-off `run` containers left out), asked
         of podman itself: docker-compose takes 3-9 s a call on a loaded machine (it was
-        most of a fault test's time), podman's own CLI well under one."""
+        most of a fault test's time), podman's own CLI well under one. Remembers each
+        service's container for container() and every id for the leftover check."""
         out = podman("ps", "-a", "--no-trunc",
                      "--filter", f"label=com.docker.compose.project={self.name}",
                      "--filter", "label=com.docker.compose.oneoff=False",
@@ -197,14 +198,14 @@ class Project:
             container, service = line.split()
             found.setdefault(service, []).append(container)
             self.container_ids.add(container)
+        self.ids = {service: ids[0] for service, ids in found.items() if len(ids) == 1}
         return found
 
     def container(self, service):
-        """The id of the service's (one) container (asked once: `up` forgets the answers)."""
+        """The id of the service's (one) container, as last found."""
         if service not in self.ids:
-            ids = self.service_containers().get(service, [])
+            ids = self.find_containers().get(service, [])
             assert len(ids) == 1, f"{service}: containers {ids}"
-            self.ids[service] = ids[0]
         return self.ids[service]
 
     def state(self, service):
@@ -362,9 +363,8 @@ class ProjectTest(unittest.TestCase):
 
     def up(self, *services, profile=None, env=None):
         args = (["--profile", profile] if profile else []) + ["up", "-d", *services]
-        self.p.ids.clear()
         self.p.compose(*args, timeout=600, env=env)
-        self.p.service_containers()   # every container it made counts for the leftover check
+        self.p.find_containers()
 
     def assert_daemons_healthy(self, timeout_s=60):
         """Every daemon's health check passes within timeout_s of `up` (it runs every 10 s:
@@ -624,10 +624,9 @@ class Faults(ProjectTest):
         view = p.await_ring(newer_than=before)
         log(f"after start w2: ring formed, generation {view['generation']} (was {before})")
         # The re-formed ring runs a whole job again.
-        p.ids.clear()
         p.compose("up", "-d", "--no-deps", "--force-recreate", *TRAINERS,
                   env={"RINGSYNC_TRAIN_STEPS": "20"})
-        p.service_containers()
+        p.find_containers()
         for trainer in TRAINERS:
             self.assertEqual(p.wait_exit(trainer, 180), 0, p.logs(trainer)[-3000:])
         self.assertIn("VERDICT: OK", p.logs("train0"))
