@@ -12,7 +12,9 @@
 #  * on request (PEERS=...), grpc-ring: grpc-ring-bench, the bare gRPC byte-streaming ring
 #    (the transport's ceiling; SEGMENT_BYTES should match the workers' --segment_bytes),
 #    and grpc-ring-sched: the same bytes under a ring all-reduce's schedule (a segment
-#    leaves only once the one it forwards arrived; --schedule=ring), still unreduced.
+#    leaves only once the one it forwards arrived; --schedule=ring), still unreduced;
+#    grpc-ring-cq: that scheduled ring driven by one thread per rank through a gRPC
+#    completion queue instead of gRPC's callback threads (--api=cq).
 # The same sizes run ROUNDS times, the peers interleaved (the order rotates each round, so
 # no peer always runs first or last on a machine whose load drifts); the joined table gives
 # each peer's median time per size and ringsync's time ratio to each peer (< 1: ringsync
@@ -130,10 +132,12 @@ run_peer() {  # $1: peer, $2: output file
                  --segment_bytes="${SEGMENT_BYTES:-1M}" >"$2" 2>&1 ;;
     grpc-ring-sched) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
                        --segment_bytes="${SEGMENT_BYTES:-1M}" --schedule=ring >"$2" 2>&1 ;;
+    grpc-ring-cq) "$BIN/grpc-ring-bench" --nranks="$NRANKS" "${SIZES[@]}" \
+                    --segment_bytes="${SEGMENT_BYTES:-1M}" --schedule=ring --api=cq >"$2" 2>&1 ;;
     mpi-tcp) run_mpi "--mca btl tcp,self --mca btl_tcp_if_include lo" "$2" ;;
     mpi-shm) run_mpi "--mca btl vader,self" "$2" ;;
     *) echo "unknown peer '$1' (ringsync, gloo-cpp, torch-gloo, grpc-ring, grpc-ring-sched," \
-            "mpi-tcp, mpi-shm)" >&2
+            "grpc-ring-cq, mpi-tcp, mpi-shm)" >&2
        return 2 ;;
   esac
 }

@@ -10,6 +10,10 @@
 // once segment j of step s-1 has arrived from the left (started from that read's
 // completion when the stream had run dry), still without touching the bytes — what the
 // ring could reach with a schedule but no reduction, copies or threads of its own.
+// The ranks use gRPC's callback API, as the workers do; with --api=cq one thread per rank
+// drives both of its streams through a completion queue instead (the thread waiting for
+// completions polls the sockets itself, so no completion is handed to a callback thread):
+// what the same bytes cost under the other API gRPC offers.
 // Same columns as ringsync-bench (type "bytes", redop "none", #wrong always 0), so
 // bench/compare_with_gloo.sh can show it as a column (PEERS="ringsync grpc-ring").
 //
@@ -47,6 +51,9 @@
 
 ABSL_FLAG(int, nranks, 4, "ranks (processes) on 127.0.0.1");
 ABSL_FLAG(std::string, segment_bytes, "1M", "bytes per gRPC message (the workers' --segment_bytes)");
+ABSL_FLAG(std::string, api, "callback",
+          "callback: gRPC's callback reactors (as the workers); cq: one thread per rank drives "
+          "both streams through a completion queue");
 ABSL_FLAG(std::string, schedule, "free",
           "free: stream each round's bytes back to back; ring: a segment leaves only once the "
           "segment it forwards arrived (a ring all-reduce's dependency, see above)");
@@ -294,6 +301,135 @@ int RankMain(const Config& c, int from_parent, int to_parent) {
   return 0;
 }
 
+// The same rank driven through gRPC's completion-queue API by one thread, --api=cq: the
+// thread that waits in Next() polls the sockets itself, so a read's or a write's
+// completion reaches the code that starts the next one without passing through gRPC's
+// callback threads.
+class CqRank {
+ public:
+  enum Tag : intptr_t { kAccepted = 1, kStarted, kRead, kWritten };
+
+  CqRank(grpc::AsyncGenericService& service, grpc::ServerCompletionQueue& cq, size_t segment)
+      : cq_(cq), inbound_(&server_context_), source_(segment) {
+    service.RequestCall(&server_context_, &inbound_, &cq_, &cq_, TagOf(kAccepted));
+  }
+
+  // Opens the stream to the right neighbour and waits until both streams are up.
+  bool Connect(std::shared_ptr<grpc::Channel> channel) {
+    stub_ = std::make_unique<grpc::GenericStub>(std::move(channel));
+    client_context_.set_wait_for_ready(true);
+    outbound_ = stub_->PrepareCall(&client_context_, kMethod, &cq_);
+    outbound_->StartCall(TagOf(kStarted));
+    while (!accepted_ || !started_) {
+      if (!Step()) return false;
+    }
+    return true;
+  }
+
+  // One round: `sizes` out under the ring schedule's `lag`, until `expected` messages
+  // in total have arrived from the left.
+  bool Round(const std::vector<size_t>& sizes, size_t lag, uint64_t round_base,
+             uint64_t expected) {
+    size_t next = 0;
+    while (next < sizes.size() || writing_ || received_ < expected) {
+      if (!writing_ && next < sizes.size() &&
+          (lag == 0 || next < lag || received_ >= round_base + next - lag + 1)) {
+        grpc::Slice slice(source_.data(), sizes[next], grpc::Slice::STATIC_SLICE);
+        write_buffer_ = grpc::ByteBuffer(&slice, 1);
+        ++next;
+        writing_ = true;
+        outbound_->Write(write_buffer_, TagOf(kWritten));
+      }
+      if (!Step()) return false;
+    }
+    return true;
+  }
+
+ private:
+  static void* TagOf(Tag tag) { return reinterpret_cast<void*>(static_cast<intptr_t>(tag)); }
+
+  // Waits for one completion and handles it.
+  bool Step() {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq_.Next(&tag, &ok) || !ok) return false;
+    switch (static_cast<Tag>(reinterpret_cast<intptr_t>(tag))) {
+      case kAccepted:
+        accepted_ = true;
+        inbound_.Read(&read_buffer_, TagOf(kRead));
+        break;
+      case kStarted:
+        started_ = true;
+        break;
+      case kRead:
+        ++received_;
+        read_buffer_.Clear();
+        inbound_.Read(&read_buffer_, TagOf(kRead));
+        break;
+      case kWritten:
+        writing_ = false;
+        break;
+    }
+    return true;
+  }
+
+  grpc::ServerCompletionQueue& cq_;
+  grpc::GenericServerContext server_context_;
+  grpc::GenericServerAsyncReaderWriter inbound_;
+  std::unique_ptr<grpc::GenericStub> stub_;
+  grpc::ClientContext client_context_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> outbound_;
+  const std::vector<char> source_;
+  grpc::ByteBuffer read_buffer_;
+  grpc::ByteBuffer write_buffer_;
+  bool accepted_ = false;
+  bool started_ = false;
+  bool writing_ = false;
+  uint64_t received_ = 0;  // messages from the left, over the rank's life
+};
+
+int CqRankMain(const Config& c, int from_parent, int to_parent) {
+  grpc::AsyncGenericService service;
+  grpc::ServerBuilder builder;
+  ringsync::ConfigureServerBuilder(builder, -1, ringsync::KeepaliveSettings{});
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterAsyncGenericService(&service);
+  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) return 1;
+  CqRank rank(service, *cq, static_cast<size_t>(c.segment));
+  WriteLine(to_parent, absl::StrCat(port));
+  const std::string next = ReadLine(from_parent);
+  if (!rank.Connect(grpc::CreateCustomChannel(
+          absl::StrCat("127.0.0.1:", next), grpc::InsecureChannelCredentials(),
+          ringsync::PeerChannelArguments(ringsync::KeepaliveSettings{})))) {
+    return 1;
+  }
+  uint64_t messages_before = 0;
+  for (int64_t size : Sizes(c)) {
+    const auto [plan, lag] = RoundPlan(c, size);
+    const auto [iters, warmups] = bench::IterationsFor(size, c.sweep.iters, c.sweep.warmup_iters);
+    absl::Time start;
+    for (int64_t i = 0; i < warmups + iters; ++i) {
+      if (i == warmups) {
+        WriteLine(to_parent, "ready");
+        if (ReadLine(from_parent) != "go") return 1;
+        start = absl::Now();
+      }
+      // The left neighbour sends as many messages per round as this rank.
+      if (!rank.Round(plan, lag, messages_before, messages_before + plan.size())) return 1;
+      messages_before += plan.size();
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(iters);
+    WriteLine(to_parent, absl::StrCat(seconds));
+  }
+  // Every rank has received all it will: wait for the parent to close the pipe, then
+  // leave without unwinding the streams (their pending read would need the queue drained).
+  ReadLine(from_parent);
+  std::_Exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,12 +441,15 @@ int main(int argc, char** argv) {
   const std::optional<bench::PeerSweep> sweep = bench::ReadPeerSweep("grpc-ring-bench");
   if (!sweep) return 2;
   const std::string schedule = absl::GetFlag(FLAGS_schedule);
+  const std::string api = absl::GetFlag(FLAGS_api);
   const Config c{absl::GetFlag(FLAGS_nranks), *sweep,
                  bench::ParseSize(absl::GetFlag(FLAGS_segment_bytes)), schedule == "ring"};
   if (c.nranks < 2 || c.nranks > 64 || c.sweep.min_bytes < c.nranks || c.segment <= 0 ||
-      (schedule != "free" && schedule != "ring") || c.sweep.collective != "allreduce") {
+      (schedule != "free" && schedule != "ring") || (api != "callback" && api != "cq") ||
+      c.sweep.collective != "allreduce") {
     std::fprintf(stderr, "grpc-ring-bench: bad flags (nranks 2..64, nranks <= min_bytes, "
-                         "segment_bytes > 0, schedule free or ring, collective allreduce: "
+                         "segment_bytes > 0, schedule free or ring, api callback or cq, "
+                         "collective allreduce: "
                          "the ring moves an all-reduce's bytes)\n");
     return 2;
   }
@@ -325,7 +464,8 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       ::close(down[1]);
       ::close(up[0]);
-      _exit(RankMain(c, down[0], up[1]));
+      _exit(api == "cq" ? CqRankMain(c, down[0], up[1])
+                        : RankMain(c, down[0], up[1]));
     }
     ::close(down[0]);
     ::close(up[1]);
@@ -338,10 +478,11 @@ int main(int argc, char** argv) {
   for (int r = 0; r < n; ++r) WriteLine(to_rank[r], ports[(r + 1) % n]);
 
   const double bus = 2.0 * (n - 1) / n;
-  std::printf("# grpc-ring-bench: nranks %d, segment %lld B, %s schedule, zero-copy byte "
+  std::printf("# grpc-ring-bench: nranks %d, segment %lld B, %s schedule, %s API, zero-copy byte "
               "streams around the ring, 2(N-1)/N * size bytes per rank per round, no "
               "reduction\n",
-              n, static_cast<long long>(c.segment), schedule.c_str());
+              n, static_cast<long long>(c.segment), schedule.c_str(),
+              api.c_str());
   std::printf("# time = max over ranks of (batch wall time / iters); busbw = algbw * %.3f\n#\n", bus);
   bench::PrintColumnHeads();
   int status = 0;
