@@ -141,6 +141,10 @@ class GrpcLink final : public Link {
   // Whether the stream to rank+1 went to RingNeighbours::fallback_target. Read it before
   // the link sends: a reopened stream changes it on the sending thread.
   bool dialled_by_address() const { return by_address_; }
+  // Whether the stream to rank+1 is known to be broken (its receiver ended it, a write
+  // failed), so that the next frame reopens it. Read it while the link does not send, as
+  // dialled_by_address.
+  bool stream_broken() const { return outbound_->broken(); }
 
   PeerInbox& inbound() { return *inbound_; }
 

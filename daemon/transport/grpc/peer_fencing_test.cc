@@ -41,6 +41,17 @@ bool EndedByPeer(OutboundStream& stream) {
   return false;
 }
 
+// Waits until `rank`'s link has seen its stream ended: a stream opened in its name
+// replaced it at the receiver. Until then a collective would start on the old stream and
+// fail on every rank when the end arrives, as one whose stream breaks does.
+bool LinkSawItsStreamReplaced(GrpcTestRing& ring, int rank) {
+  for (const SteadyDeadline until(absl::Seconds(10)); !until.Passed();) {
+    if (ring.link(rank).stream_broken()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 TEST(PeerFencing, AHelloFromAWorkerTheViewDoesNotNameIsRefused) {
   GrpcTestRing ring(3);
   for (const absl::Status& s : ring.Connect(1)) ASSERT_TRUE(s.ok()) << s;
@@ -118,6 +129,7 @@ TEST(PeerFencing, AFrameThatJumpsTheSequenceIsRefusedAndMovesNoCounter) {
   EXPECT_EQ(ring.server(1).refusals.Count("frame_out_of_sequence"), 1u);
   EXPECT_EQ(ring.link(1).newest_aborted_sequence(), 0u);
   // Rank 0's own stream was replaced by the stranger's; its link opens a new one.
+  ASSERT_TRUE(LinkSawItsStreamReplaced(ring, 0));
   AllReduceOnce(ring, 10000, 1, 14);
   AllReduceOnce(ring, 10000, 2, 15);
 }
@@ -198,6 +210,7 @@ TEST(PeerFencing, AMessageLargerThanASegmentIsRefusedUnread) {
 
   EXPECT_TRUE(EndedByPeer(**stranger));
   EXPECT_EQ(ring.link(1).inbound().queued(), 0u);
+  ASSERT_TRUE(LinkSawItsStreamReplaced(ring, 0));
   AllReduceOnce(ring, 10000, 1, 16);
 }
 
