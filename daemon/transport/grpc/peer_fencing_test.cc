@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "core/sync/steady_deadline.h"
 #include "daemon/transport/grpc/outbound_stream.h"
@@ -32,24 +33,25 @@ absl::StatusOr<std::unique_ptr<OutboundStream>> OpenAs(GrpcTestRing& ring, int t
                               absl::StrCat("rank ", to_rank), In(absl::Seconds(10)));
 }
 
-// Waits until the receiving side has ended `stream` (its next write fails).
-bool EndedByPeer(OutboundStream& stream) {
+// Waits up to 10 s for `happened`, which another thread brings about.
+bool WithinTenSeconds(absl::FunctionRef<bool()> happened) {
   for (const SteadyDeadline until(absl::Seconds(10)); !until.Passed();) {
-    if (stream.broken()) return true;
+    if (happened()) return true;
     absl::SleepFor(absl::Milliseconds(10));
   }
   return false;
+}
+
+// Waits until the receiving side has ended `stream` (its next write fails).
+bool EndedByPeer(OutboundStream& stream) {
+  return WithinTenSeconds([&] { return stream.broken(); });
 }
 
 // Waits until `rank`'s link has seen its stream ended: a stream opened in its name
 // replaced it at the receiver. Until then a collective would start on the old stream and
 // fail on every rank when the end arrives, as one whose stream breaks does.
 bool LinkSawItsStreamReplaced(GrpcTestRing& ring, int rank) {
-  for (const SteadyDeadline until(absl::Seconds(10)); !until.Passed();) {
-    if (ring.link(rank).stream_broken()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
+  return WithinTenSeconds([&] { return ring.link(rank).stream_broken(); });
 }
 
 TEST(PeerFencing, AHelloFromAWorkerTheViewDoesNotNameIsRefused) {
