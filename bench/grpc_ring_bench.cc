@@ -33,7 +33,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "bench/bench_table.h"
 #include "bench/grpc_ring_rank.h"
 #include "bench/peer_sweep.h"
